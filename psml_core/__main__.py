@@ -1,0 +1,3 @@
+from psml_core.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""The ``psml`` command line: one sub-command per workflow step.
+
+``psml prepare|analyze|partition|train|compare|report|config``. Each Snakemake rule calls exactly
+one of them. Errors caused by input (config, data, a crashed run) print one line naming the
+culprit and the fix, and exit non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from psml_core import __version__
+from psml_core.errors import ConfigError, DataError, PsmlError
+
+__all__ = ["main"]
+
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}") from None
+
+
+# --------------------------------------------------------------------------- sub-commands
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Validate a config and print the effective configuration (or one error line)."""
+    from psml_core.config import effective_config, load_experiment, load_yaml
+
+    user = load_yaml(args.configfile) or {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        user[key] = yaml.safe_load(value)
+    load_experiment(user, args.config_dir)  # cross-reference checks
+    print(yaml.safe_dump(effective_config(user, args.config_dir), sort_keys=True), end="")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Build a data set and write it with its SHA-256 manifest."""
+    from psml_core.config import DatasetSpec, build
+    from psml_core.data.prepare import prepare_dataset
+
+    spec = build(DatasetSpec, _json_arg(args.spec, "--spec"), "dataset")
+    manifest = prepare_dataset(spec, args.out)
+    print(f"prepared {spec.name} -> {manifest}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Sparsity statistics of a prepared data set."""
+    from psml_core.data.store import load_prepared
+    from psml_core.placement.sparsity import analyze, write_analysis
+
+    ds = load_prepared(args.data)
+    write_analysis(analyze(ds, workers=args.workers, seed=args.seed), args.out)
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    """Compute a run's placement once, with its predicted traffic."""
+    from psml_core.atomic import write_bytes, write_json
+    from psml_core.config import RunSpec
+    from psml_core.data.store import load_prepared, npz_bytes
+    from psml_core.models import make_model
+    from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
+
+    spec = RunSpec.from_json(args.run)
+    ds = load_prepared(args.data)
+    model = make_model(spec.workload, ds.n_features, ds.n_classes)
+    problem = PlacementProblem(
+        n_samples=len(ds.y_train),
+        n_keys=model.n_params,
+        incidence=model.incidence(ds.X_train),
+        seed=spec.seed,
+    )
+    t0 = time.perf_counter()
+    assignment = make_placement(spec.method.placement).assign(problem, spec.workers, spec.shards)
+    seconds = time.perf_counter() - t0
+    traffic = predicted_traffic(problem, assignment, spec.workers, spec.shards, spec.colocated)
+    traffic.update(
+        placement=spec.method.placement.name,
+        workload=spec.workload.name,
+        method=spec.method.name,
+        partition_wall_clock_s=seconds,
+    )
+    write_bytes(
+        args.out,
+        npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),
+    )
+    write_json(args.traffic, traffic)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train one run; writes metrics.parquet and summary.json."""
+    from psml_core.config import RunSpec
+    from psml_core.engine.run import train
+
+    spec = RunSpec.from_json(args.run)
+    summary = train(spec, args.data, args.out, assignment_path=args.partition)
+    acc = summary["final_test_accuracy"]
+    print(
+        f"{spec.run_id}: accuracy {acc:.4f}, {summary['total_time_s']:.4g} s "
+        f"({summary['clock']}), {summary['bytes_up']} B up, {summary['bytes_down']} B down"
+    )
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Collect run summaries into runs.csv and aggregate.csv."""
+    from psml_core.analysis.aggregate import aggregate_runs, collect_runs, write_runs_csv
+
+    runs = collect_runs([Path(p) for p in args.summaries])
+    write_runs_csv(runs, args.out)
+    write_runs_csv(aggregate_runs(runs), args.aggregate)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Build the PDF report from the results."""
+    from psml_core.report import build_report
+
+    metrics = {}
+    for path in map(Path, args.metrics):
+        summary = path.with_name("summary.json")
+        if not summary.is_file():
+            raise DataError(f"{summary}: missing next to {path}; re-run its training job")
+        metrics[json.loads(summary.read_text())["run_id"]] = path
+    build_report(
+        runs_csv=Path(args.runs),
+        metrics=metrics,
+        sparsity=[Path(p) for p in args.sparsity],
+        partition=[Path(p) for p in args.partition],
+        experiment=_json_arg(args.experiment, "--experiment"),
+        out_pdf=Path(args.out),
+        workdir=Path(args.workdir),
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"psml {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> Any:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(fn=fn)
+        return p
+
+    p = add("config", cmd_config, "validate a config and print the effective configuration")
+    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument("--config-dir", default="config", help="directory with tiers/ and methods.yaml")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key (YAML)")
+
+    p = add("prepare", cmd_prepare, "build a data set and its SHA-256 manifest")
+    p.add_argument("--spec", required=True, help="the dataset's settings as JSON")
+    p.add_argument("--out", required=True, help="output directory")
+
+    p = add("analyze", cmd_analyze, "sparsity statistics of a prepared data set")
+    p.add_argument("--data", required=True, help="prepared data directory")
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output JSON")
+
+    p = add("partition", cmd_partition, "compute a run's placement and predicted traffic")
+    p.add_argument("--run", required=True, help="the run's settings as JSON")
+    p.add_argument("--data", required=True, help="prepared data directory")
+    p.add_argument("--out", required=True, help="output assignment (.npz)")
+    p.add_argument("--traffic", required=True, help="output predicted traffic (.json)")
+
+    p = add("train", cmd_train, "train one run; writes metrics.parquet and summary.json")
+    p.add_argument("--run", required=True, help="the run's settings as JSON")
+    p.add_argument("--data", required=True, help="prepared data directory")
+    p.add_argument("--partition", help="assignment from `psml partition` (else computed)")
+    p.add_argument("--out", required=True, help="output directory")
+
+    p = add("compare", cmd_compare, "collect run summaries into tables")
+    p.add_argument("--summaries", nargs="+", required=True)
+    p.add_argument("--out", required=True, help="runs.csv")
+    p.add_argument("--aggregate", required=True, help="aggregate.csv")
+
+    p = add("report", cmd_report, "build the PDF report")
+    p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")
+    p.add_argument("--metrics", nargs="+", required=True)
+    p.add_argument("--sparsity", nargs="*", default=[])
+    p.add_argument("--partition", nargs="*", default=[], help="predicted-traffic JSON files")
+    p.add_argument("--experiment", required=True, help="the effective config as JSON")
+    p.add_argument("--workdir", required=True, help="directory for figures and tables")
+    p.add_argument("--out", required=True, help="output PDF")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``psml`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except PsmlError as exc:
+        print(f"psml {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"psml {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

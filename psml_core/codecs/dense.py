@@ -1,0 +1,33 @@
+"""The dense codec: the uncompressed baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload
+
+__all__ = ["DenseCodec"]
+
+
+@CODECS.register("none")
+class DenseCodec(Codec):
+    """Dense fp32: the vector's little-endian float32 bytes, nothing else.
+
+    Wire format: ``n`` float32 values, little-endian; ``wire_bytes = 4 n`` exactly (the specs'
+    "dense tensor of n elements: 4n"). The element count is implied by the length.
+    """
+
+    name = "none"
+
+    def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
+        """Encode ``x`` as little-endian float32."""
+        x = self._check(np.asarray(x))
+        return Payload(self.name, int(x.size), x.astype("<f4", copy=False).tobytes())
+
+    def decode(self, payload: Payload) -> np.ndarray:
+        """Decode to a float32 vector; a buffer of the wrong length is a ValueError."""
+        if len(payload.buffer) != 4 * payload.n:
+            raise ValueError(
+                f"dense payload of {len(payload.buffer)} bytes cannot hold {payload.n} float32"
+            )
+        return np.frombuffer(payload.buffer, dtype="<f4").astype(np.float32)

@@ -1,0 +1,499 @@
+"""Load and validate configuration; typed settings for experiments and single runs.
+
+The JSON schemas in ``workflow/schemas/`` are the single source of truth: Snakemake's
+``validate()`` (in ``workflow/rules/common.smk``) and this module read the same files. This module
+adds what a schema cannot say (a method name must be a key of ``config/methods.yaml``, a workload
+must name a defined dataset) and turns every violation into one :class:`ConfigError` that names
+the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jsonschema
+import yaml
+
+from psml_core.errors import ConfigError
+
+__all__ = [
+    "BlockSpec",
+    "ComputeSpec",
+    "DatasetSpec",
+    "Experiment",
+    "MethodRecipe",
+    "RunSpec",
+    "ScenarioSpec",
+    "WorkloadSpec",
+    "config_root",
+    "format_error",
+    "load_experiment",
+    "load_methods",
+    "load_yaml",
+    "schema_dir",
+    "validate",
+]
+
+_PKG = Path(__file__).resolve().parent
+_REPO = _PKG.parent
+
+
+def schema_dir() -> Path:
+    """Where the JSON schemas live: the repository's workflow/schemas, or the wheel's copy."""
+    for cand in (_REPO / "workflow" / "schemas", _PKG / "_schemas"):
+        if cand.is_dir():
+            return cand
+    raise ConfigError("cannot find the psml JSON schemas (workflow/schemas); reinstall psml-core")
+
+
+def config_root() -> Path:
+    """The default config directory: the repository's config/, or the wheel's copy."""
+    for cand in (_REPO / "config", _PKG / "_config"):
+        if cand.is_dir():
+            return cand
+    raise ConfigError("cannot find the psml config directory; pass --config-dir")
+
+
+@cache
+def _schema(name: str) -> dict[str, Any]:
+    with open(schema_dir() / f"{name}.schema.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def load_yaml(path: str | Path, what: str = "config file") -> Any:
+    """Read a YAML file; a missing or malformed file is a ConfigError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} {str(p)!r} does not exist")
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{where}: {exc}") from None
+
+
+def _key(path: typing.Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def format_error(err: jsonschema.ValidationError) -> str:
+    """Turn a jsonschema error into one line naming the key and what is allowed."""
+    key = _key(err.absolute_path)
+    v, val, inst = err.validator, err.validator_value, err.instance
+    if v == "enum":
+        return f"key {key!r}: {inst!r} is not allowed; allowed values: " + ", ".join(
+            str(x) for x in val
+        )
+    if v == "const":
+        return f"key {key!r}: must be {val!r}, got {inst!r}"
+    if v == "additionalProperties" and isinstance(inst, dict):
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
+        return (
+            f"unknown key {', '.join(repr(e) for e in extra)} in {key!r}; "
+            f"allowed keys: {', '.join(allowed)}"
+        )
+    if v == "type":
+        return f"key {key!r}: expected {val}, got {inst!r} ({type(inst).__name__})"
+    if v == "required":
+        missing = [r for r in val if r not in inst]
+        return f"key {key!r}: missing required key(s) {', '.join(missing)}"
+    if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+        return f"key {key!r}: {inst!r} is out of range; must be {op[v]} {val}"
+    if v in ("minItems", "minProperties"):
+        return f"key {key!r}: needs at least {val} entr{'y' if val == 1 else 'ies'}"
+    if v == "uniqueItems":
+        return f"key {key!r}: entries must be unique, got {inst!r}"
+    if v == "pattern":
+        return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
+    return f"key {key!r}: {err.message}"
+
+
+def _extend_with_defaults(cls: type[jsonschema.protocols.Validator]) -> Any:
+    """A validator class that also fills ``default`` values, as Snakemake's validate() does."""
+    validate_properties = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+
+
+_Validator = _extend_with_defaults(jsonschema.Draft202012Validator)
+
+
+def validate(instance: Any, schema_name: str, *, source: str) -> Any:
+    """Validate ``instance`` against ``workflow/schemas/<schema_name>.schema.yaml``.
+
+    Returns a deep copy with schema defaults filled in. The first violation (by jsonschema's
+    relevance order) becomes a ConfigError naming ``source``, the key and the allowed values.
+    """
+    inst = copy.deepcopy(instance)
+    validator = _Validator(_schema(schema_name))
+    err = jsonschema.exceptions.best_match(validator.iter_errors(inst))
+    if err is not None:
+        raise ConfigError(f"invalid {source}: {format_error(err)}")
+    return inst
+
+
+# --------------------------------------------------------------------------- typed settings
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset entry (``datasets.<name>``); field meanings in config.schema.yaml."""
+
+    name: str
+    source: str
+    seed: int = 0
+    test_fraction: float = 0.2
+    rows: int | None = None
+    calibration: str = "rcv1_v2"
+    features: int | None = None
+    nnz_per_row: float | None = None
+    zipf_exponent: float | None = None
+    positive_rate: float | None = None
+    path: str | None = None
+    test_path: str | None = None
+    sha256: str | None = None
+    n_features: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A dataset, a model and its training hyper-parameters (``workloads.<name>``)."""
+
+    name: str
+    dataset: str
+    model: str
+    batch_size: int
+    lr: float
+    iterations: int
+    hidden: tuple[int, ...] = (64,)
+    momentum: float = 0.0
+    l2: float = 0.0
+    eval_every: int = 10
+    target_accuracy: float = 0.9
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """A network scenario (``scenarios.<name>``)."""
+
+    name: str
+    bandwidth_gbps: float
+    latency_us: float = 50.0
+    message_overhead_us: float = 10.0
+    header_bytes: int = 0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    """The compute-time model (``compute``)."""
+
+    model: str
+    device: str = "cpu-core"
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """A building block chosen by registry name, with its keyword parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodRecipe:
+    """A method or baseline: codec, sync policy, controller and placement (config/methods.yaml)."""
+
+    name: str
+    description: str
+    codec: BlockSpec
+    sync: BlockSpec
+    controller: BlockSpec
+    placement: BlockSpec
+    codec_down: BlockSpec | None = None
+    paper: str | None = None
+    role: str = "baseline"
+    deviations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one training run needs; its JSON form is what the train rule passes."""
+
+    run_id: str
+    tier: str
+    backend: str
+    seed: int
+    workers: int
+    shards: int
+    colocated: bool
+    dataset: DatasetSpec
+    workload: WorkloadSpec
+    method: MethodRecipe
+    scenario: ScenarioSpec
+    compute: ComputeSpec
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-serialisable dict."""
+        return _plain(dataclasses.asdict(self))
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """Parse :meth:`to_json` output; a malformed string is a ConfigError."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--run is not valid JSON: {exc}") from None
+        return build(cls, data, "run")
+
+    def config_hash(self) -> str:
+        """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The validated effective configuration of one workflow invocation."""
+
+    tier: str
+    backend: str
+    seeds: tuple[int, ...]
+    workers: int
+    shards: int
+    colocated: bool
+    methods: tuple[str, ...]
+    datasets: dict[str, DatasetSpec]
+    workloads: dict[str, WorkloadSpec]
+    scenarios: dict[str, ScenarioSpec]
+    compute: ComputeSpec
+    recipes: dict[str, MethodRecipe]
+    description: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def run_id(self, workload: str, method: str, scenario: str, seed: int) -> str:
+        """The run's id, which is also its directory under ``results/<tier>/runs/``."""
+        return f"{workload}/{method}/{scenario}/seed{seed}"
+
+    def run(self, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
+        """The settings of one run of the grid."""
+        wl = self.workloads[workload]
+        return RunSpec(
+            run_id=self.run_id(workload, method, scenario, seed),
+            tier=self.tier,
+            backend=self.backend,
+            seed=seed,
+            workers=self.workers,
+            shards=self.shards,
+            colocated=self.colocated,
+            dataset=self.datasets[wl.dataset],
+            workload=wl,
+            method=self.recipes[method],
+            scenario=self.scenarios[scenario],
+            compute=self.compute,
+        )
+
+    def grid(self) -> list[tuple[str, str, str, int]]:
+        """All (workload, method, scenario, seed) tuples, in a stable order."""
+        return [
+            (w, m, s, seed)
+            for w in sorted(self.workloads)
+            for m in self.methods
+            for s in sorted(self.scenarios)
+            for seed in self.seeds
+        ]
+
+    def runs(self) -> list[RunSpec]:
+        """The settings of every run of the grid."""
+        return [self.run(*key) for key in self.grid()]
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+T = TypeVar("T")
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """Build dataclass ``cls`` from plain data, recursively, following its type hints."""
+    return typing.cast(T, _build(cls, data, where))
+
+
+def _build(tp: Any, data: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise ConfigError(f"key {where!r}: expected a mapping, got {data!r}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(
+                f"unknown key {', '.join(map(repr, unknown))} in {where!r}; "
+                f"allowed keys: {', '.join(sorted(names))}"
+            )
+        return tp(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in data.items()})
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if data is None else _build(args[0], data, where)
+    if origin is tuple:
+        (item, *_rest) = typing.get_args(tp)
+        return tuple(_build(item, v, where) for v in data)
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: _build(vt, v, f"{where}.{k}") for k, v in data.items()}
+    return data
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
+    """Load and check config/methods.yaml: schema, and every block name against its registry."""
+    p = Path(path) if path is not None else config_root() / "methods.yaml"
+    raw = load_yaml(p, "methods file")
+    data = validate(raw, "methods", source=f"methods file {str(p)!r}")
+    recipes = {}
+    for name, rec in data.items():
+        recipe = build(MethodRecipe, {"name": name, **rec}, name)
+        _check_blocks(recipe, str(p))
+        recipes[name] = recipe
+    return recipes
+
+
+def _check_blocks(recipe: MethodRecipe, source: str) -> None:
+    from psml_core.codecs import CODECS
+    from psml_core.control import CONTROLLERS
+    from psml_core.placement import PLACEMENTS
+    from psml_core.sync import SYNC_POLICIES
+
+    blocks = [
+        ("codec", recipe.codec, CODECS),
+        ("codec_down", recipe.codec_down, CODECS),
+        ("sync", recipe.sync, SYNC_POLICIES),
+        ("controller", recipe.controller, CONTROLLERS),
+        ("placement", recipe.placement, PLACEMENTS),
+    ]
+    for key, block, registry in blocks:
+        if block is None:
+            continue
+        try:
+            registry.get(block.name, where=f"{recipe.name}.{key}.name")
+        except ConfigError as exc:
+            raise ConfigError(f"invalid methods file {source!r}: {exc}") from None
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def effective_config(user: dict[str, Any], root: str | Path | None = None) -> dict[str, Any]:
+    """Overlay the user's config (config.yaml + --config) on its tier file; validate; fill defaults.
+
+    Args:
+        user: The user's config mapping; must hold ``tier``.
+        root: The config directory (holding ``tiers/`` and ``methods.yaml``).
+
+    Returns:
+        The effective configuration as a plain dict, defaults filled in.
+    """
+    root = Path(root) if root is not None else config_root()
+    if not isinstance(user, dict):
+        raise ConfigError(f"invalid config: expected a mapping at the top level, got {user!r}")
+    tiers = _schema("config")["properties"]["tier"]["enum"]
+    tier = user.get("tier", "smoke")
+    if tier not in tiers:
+        raise ConfigError(
+            f"invalid config: key 'tier': {tier!r} is not allowed; allowed values: "
+            + ", ".join(tiers)
+        )
+    tier_file = root / "tiers" / f"{tier}.yaml"
+    base = load_yaml(tier_file, "tier file") or {}
+    merged = _deep_merge(base, user)
+    merged["tier"] = tier
+    return validate(merged, "config", source=f"config (tier file {str(tier_file)!r} + overrides)")
+
+
+def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
+    """Resolve the user's config into an :class:`Experiment`, checking cross-references.
+
+    Raises:
+        ConfigError: naming the key and the allowed values, for any invalid setting.
+    """
+    root = Path(root) if root is not None else config_root()
+    cfg = effective_config(user, root)
+    recipes = load_methods(root / "methods.yaml")
+    for i, m in enumerate(cfg["methods"]):
+        if m not in recipes:
+            raise ConfigError(
+                f"invalid config: key 'methods[{i}]': unknown method {m!r}; known methods "
+                f"(config/methods.yaml): {', '.join(sorted(recipes))}"
+            )
+    for w, wl in cfg["workloads"].items():
+        if wl["dataset"] not in cfg["datasets"]:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
+                f"{wl['dataset']!r}; defined datasets: {', '.join(sorted(cfg['datasets']))}"
+            )
+    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
+        raise ConfigError(
+            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
+            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
+        )
+    return Experiment(
+        tier=cfg["tier"],
+        backend=cfg["backend"],
+        seeds=tuple(cfg["seeds"]),
+        workers=cfg["workers"],
+        shards=cfg["shards"],
+        colocated=cfg["colocated"],
+        methods=tuple(cfg["methods"]),
+        datasets={k: build(DatasetSpec, {"name": k, **v}, f"datasets.{k}") for k, v in
+                  cfg["datasets"].items()},
+        workloads={k: build(WorkloadSpec, {"name": k, **v}, f"workloads.{k}") for k, v in
+                   cfg["workloads"].items()},
+        scenarios={k: build(ScenarioSpec, {"name": k, **v}, f"scenarios.{k}") for k, v in
+                   cfg["scenarios"].items()},
+        compute=build(ComputeSpec, cfg["compute"], "compute"),
+        recipes={m: recipes[m] for m in cfg["methods"]},
+        description=cfg.get("description", "").strip(),
+        report=cfg.get("report", {}),
+    )

@@ -1,0 +1,6 @@
+"""Controllers: how much to compress, step by step. See :mod:`.base`."""
+
+from psml_core.control.base import CONTROLLERS, Controller, Observation, make_controller
+from psml_core.control.static import StaticController
+
+__all__ = ["CONTROLLERS", "Controller", "Observation", "StaticController", "make_controller"]

@@ -1,0 +1,33 @@
+"""Data sets: sources (registered in :data:`DATASETS`), prepared storage, preparation.
+
+Importing this package registers every source: ``digits``, ``zipf_sparse`` and ``libsvm``.
+"""
+
+from __future__ import annotations
+
+from psml_core.data import digits, libsvm, zipf_sparse  # noqa: F401  (registers the sources)
+from psml_core.data.base import DATASETS, Dataset, DatasetSource, Matrix
+from psml_core.data.digits import DigitsSource
+from psml_core.data.libsvm import LibsvmSource, parse_libsvm
+from psml_core.data.prepare import holdout_split, prepare_dataset
+from psml_core.data.store import file_sha256, load_prepared, manifest_sha256, save_prepared
+from psml_core.data.zipf_sparse import CALIBRATIONS, Calibration, ZipfSparseSource
+
+__all__ = [
+    "CALIBRATIONS",
+    "DATASETS",
+    "Calibration",
+    "Dataset",
+    "DatasetSource",
+    "DigitsSource",
+    "LibsvmSource",
+    "Matrix",
+    "ZipfSparseSource",
+    "file_sha256",
+    "holdout_split",
+    "load_prepared",
+    "manifest_sha256",
+    "parse_libsvm",
+    "prepare_dataset",
+    "save_prepared",
+]

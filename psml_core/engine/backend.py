@@ -1,0 +1,30 @@
+"""The Backend ABC: runs a :class:`~psml_core.engine.job.Job` and returns its records."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from psml_core.engine.job import Job
+from psml_core.metrics.records import IterationRecord
+from psml_core.registry import Registry
+
+__all__ = ["BACKENDS", "Backend"]
+
+
+class Backend(ABC):
+    """Moves the messages of a job and keeps its clock.
+
+    Attributes:
+        clock: "simulated" (virtual time) or "wall-clock" (real time).
+    """
+
+    name: ClassVar[str]
+    clock: ClassVar[str]
+
+    @abstractmethod
+    def run(self, job: Job) -> list[IterationRecord]:
+        """Train to the end and return every worker's per-iteration records."""
+
+
+BACKENDS: Registry[type[Backend]] = Registry("backend")

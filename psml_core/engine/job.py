@@ -1,0 +1,153 @@
+"""Assemble a run from its settings: model, placement, workers, shards, codecs, policies.
+
+Every backend starts from the same :class:`Job`, so the same seed gives the same initial state,
+data split and batch order whichever backend runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from psml_core.codecs import make_codec
+from psml_core.config import BlockSpec, RunSpec
+from psml_core.control import Controller, make_controller
+from psml_core.data.base import Dataset
+from psml_core.engine.server import ServerShard
+from psml_core.engine.worker import Worker
+from psml_core.errors import ConfigError
+from psml_core.models import Model, make_model
+from psml_core.net.compute import ComputeModel, make_compute_model
+from psml_core.placement import Assignment, PlacementProblem, make_placement
+from psml_core.placement.cost import machine_of_shard
+from psml_core.sync import make_sync_policy
+
+__all__ = ["Job", "build_job"]
+
+DENSE = BlockSpec("none")
+
+
+@dataclass
+class Job:
+    """A fully assembled run.
+
+    Attributes:
+        spec: The run's settings.
+        dataset: The data.
+        model: The model.
+        assignment: Samples to workers, keys to shards.
+        workers: The workers.
+        shards: The server shards.
+        shard_machine: Machine of each shard (workers are on machines 0..P-1).
+        controller: The compression-ratio controller.
+        compute: The compute-time model.
+    """
+
+    spec: RunSpec
+    dataset: Dataset
+    model: Model
+    assignment: Assignment
+    workers: list[Worker]
+    shards: list[ServerShard]
+    shard_machine: np.ndarray
+    controller: Controller
+    compute: ComputeModel
+
+    @property
+    def machines(self) -> int:
+        """Machines in the deployment: P, plus S dedicated servers when not colocated."""
+        return self.spec.workers + (0 if self.spec.colocated else self.spec.shards)
+
+    def global_params(self) -> np.ndarray:
+        """The model as the servers hold it, assembled from every shard."""
+        out = np.empty(self.model.n_params, dtype=np.float32)
+        for shard in self.shards:
+            out[shard.keys] = shard.values
+        return out
+
+    def should_evaluate(self, iteration: int) -> bool:
+        """Evaluate every ``eval_every`` iterations and after the last one."""
+        wl = self.spec.workload
+        return (iteration + 1) % wl.eval_every == 0 or iteration == wl.iterations - 1
+
+
+def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec) -> None:
+    if a.sample_owner.shape != (n_samples,) or a.key_owner.shape != (n_keys,):
+        raise ConfigError(
+            f"the placement does not fit run {spec.run_id!r} ({a.sample_owner.size} samples, "
+            f"{a.key_owner.size} keys; expected {n_samples} and {n_keys}); re-run its partition"
+        )
+    for what, owner, count in (("worker", a.sample_owner, spec.workers),
+                               ("shard", a.key_owner, spec.shards)):
+        missing = sorted(set(range(count)) - set(np.unique(owner).tolist()))
+        if missing or owner.min() < 0 or owner.max() >= count:
+            raise ConfigError(
+                f"the placement of run {spec.run_id!r} leaves {what}(s) {missing} empty or names "
+                f"{what}s outside 0..{count - 1}; use fewer {what}s or another placement"
+            )
+
+
+def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
+    """Build the run's objects from its settings and its (prepared) data set.
+
+    Args:
+        spec: The run's settings.
+        dataset: The data.
+        assignment: A placement computed beforehand (``psml partition``); computed if None.
+    """
+    model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
+    if assignment is None:
+        problem = PlacementProblem(
+            n_samples=len(dataset.y_train),
+            n_keys=model.n_params,
+            incidence=model.incidence(dataset.X_train),
+            seed=spec.seed,
+        )
+        assignment = make_placement(spec.method.placement).assign(
+            problem, spec.workers, spec.shards
+        )
+    _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
+    init = model.init_params(spec.seed)
+    shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
+    workers = []
+    for p in range(spec.workers):
+        rows = assignment.samples_of(p)
+        workers.append(
+            Worker(
+                rank=p,
+                model=model,
+                X=dataset.X_train[rows],
+                y=dataset.y_train[rows],
+                batch_size=spec.workload.batch_size,
+                seed=spec.seed,
+                codec=make_codec(spec.method.codec),
+                shard_keys=shard_keys,
+                init_params=init,
+            )
+        )
+    shards = [
+        ServerShard(
+            rank=s,
+            keys=keys,
+            init_values=init[keys],
+            workers=spec.workers,
+            policy=make_sync_policy(spec.method.sync),
+            codec_up=make_codec(spec.method.codec),
+            codec_down=make_codec(spec.method.codec_down or DENSE),
+            lr=spec.workload.lr,
+            momentum=spec.workload.momentum,
+        )
+        for s, keys in enumerate(shard_keys)
+    ]
+    return Job(
+        spec=spec,
+        dataset=dataset,
+        model=model,
+        assignment=assignment,
+        workers=workers,
+        shards=shards,
+        shard_machine=machine_of_shard(spec.shards, spec.workers, spec.colocated),
+        controller=make_controller(spec.method.controller),
+        compute=make_compute_model(spec.compute),
+    )

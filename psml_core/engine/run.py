@@ -1,0 +1,74 @@
+"""Run one training job end to end: load data, build, run the backend, write results."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from psml_core.config import RunSpec
+from psml_core.data.store import load_prepared, manifest_sha256
+from psml_core.engine.backend import BACKENDS
+from psml_core.engine.job import build_job
+from psml_core.errors import DataError
+from psml_core.placement import Assignment
+from psml_core.metrics.summary import build_summary, write_summary
+from psml_core.metrics.writer import write_metrics
+
+__all__ = ["train"]
+
+
+def load_assignment(path: str | Path) -> Assignment:
+    """Read an assignment written by ``psml partition``; a bad file is a DataError naming it."""
+    p = Path(path)
+    try:
+        with np.load(p) as z:
+            return Assignment(sample_owner=z["sample_owner"], key_owner=z["key_owner"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataError(
+            f"{p}: not a readable assignment ({exc}); delete it and re-run `psml partition`"
+        ) from None
+
+
+def train(
+    spec: RunSpec,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    assignment_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train one run and write ``metrics.parquet`` then ``summary.json`` into ``out_dir``.
+
+    Both files are written atomically, the summary last, so a crashed run leaves neither a
+    half-written file nor a summary without its metrics.
+
+    Args:
+        spec: The run's settings.
+        data_dir: Directory of the prepared data set (with its manifest).
+        out_dir: Output directory.
+        assignment_path: The placement computed once by ``psml partition``; computed here if None.
+
+    Returns:
+        The summary.
+    """
+    out = Path(out_dir)
+    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
+    torch.set_num_threads(spec.compute.threads)
+    torch.use_deterministic_algorithms(True)
+    backend = BACKENDS.get(spec.backend, where="backend")()
+    t0 = time.perf_counter()
+    assignment = load_assignment(assignment_path) if assignment_path else None
+    records = backend.run(build_job(spec, dataset, assignment))
+    wall = time.perf_counter() - t0
+    write_metrics(out / "metrics.parquet", records)
+    summary = build_summary(
+        records,
+        spec,
+        clock=backend.clock,
+        data_sha256=manifest_sha256(data_dir),
+        wall_clock_s=wall,
+    )
+    write_summary(out / "summary.json", summary)
+    return summary

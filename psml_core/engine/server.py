@@ -1,0 +1,84 @@
+"""The server shard: a key range, its parameters, the optimizer step, and the sync state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.sync.base import SyncPolicy
+
+__all__ = ["ServerShard"]
+
+
+class ServerShard:
+    """Holds the parameters of some keys and applies the workers' pushes to them.
+
+    Under a barrier policy (BSP) the pushes of one clock are averaged into one SGD step; without
+    one, each push is applied as it arrives, scaled by 1/P so that one round of P pushes moves the
+    model as far as one BSP step.
+
+    Args:
+        rank: Shard rank.
+        keys: The parameter keys this shard holds.
+        init_values: Their initial values.
+        workers: Number of workers P.
+        policy: The sync policy.
+        codec_up: Decodes and aggregates pushes.
+        codec_down: Encodes pulls.
+        lr: Learning rate.
+        momentum: Heavy-ball momentum.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        keys: np.ndarray,
+        init_values: np.ndarray,
+        workers: int,
+        policy: SyncPolicy,
+        codec_up: Codec,
+        codec_down: Codec,
+        lr: float,
+        momentum: float,
+    ) -> None:
+        self.rank = rank
+        self.keys = keys
+        self.values = init_values.astype(np.float32).copy()
+        self.velocity = np.zeros_like(self.values)
+        self.workers = workers
+        self.policy = policy
+        self.codec_up = codec_up
+        self.codec_down = codec_down
+        self.lr = np.float32(lr)
+        self.momentum = np.float32(momentum)
+        self.clocks = [0] * workers
+        self._pending: dict[int, dict[int, Payload]] = {}
+
+    def push(self, worker: int, clock: int, payload: Payload) -> bool:
+        """Receive ``worker``'s push of iteration ``clock``; return True if an update was applied."""
+        if not self.policy.barrier:
+            self._step(self.codec_up.decode(payload) / np.float32(self.workers))
+            self.clocks[worker] += 1
+            return True
+        pending = self._pending.setdefault(clock, {})
+        pending[worker] = payload
+        if len(pending) < self.workers:
+            return False
+        del self._pending[clock]
+        ordered = [pending[w] for w in range(self.workers)]  # fixed order: deterministic sums
+        self._step(self.codec_up.aggregate(ordered) / np.float32(self.workers))
+        self.clocks = [c + 1 for c in self.clocks]
+        return True
+
+    def _step(self, grad: np.ndarray) -> None:
+        self.velocity *= self.momentum
+        self.velocity += grad
+        self.values -= self.lr * self.velocity
+
+    def may_serve(self, worker: int) -> bool:
+        """Whether ``worker`` may pull for its next iteration now."""
+        return self.policy.may_proceed(worker, self.clocks)
+
+    def pull(self, worker: int, ctx: CodecContext) -> Payload:
+        """The current values, encoded for ``worker``."""
+        return self.codec_down.encode(self.values, ctx)

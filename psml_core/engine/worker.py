@@ -1,0 +1,93 @@
+"""The worker: a data shard, a model replica, and the encoder of its pushes.
+
+Backend-independent: the sim backend and the real-process backends call the same methods; only
+how messages travel and how time is measured differ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.models.base import Matrix, Model
+
+__all__ = ["BatchSampler", "Worker"]
+
+
+class BatchSampler:
+    """Mini-batches without replacement within an epoch over the worker's local samples.
+
+    Args:
+        n: Number of local samples.
+        batch_size: Batch size (capped at n).
+        seed: Run seed; combined with ``rank`` so workers draw different but fixed batches.
+        rank: Worker rank.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, rank: int) -> None:
+        self.n = n
+        self.batch_size = min(batch_size, n)
+        self.rng = np.random.default_rng([seed, rank])
+        self._perm = self.rng.permutation(n)
+        self._pos = 0
+
+    def next(self) -> np.ndarray:
+        """Indices of the next batch; a new epoch's permutation starts when one runs out."""
+        if self._pos + self.batch_size > self.n:
+            self._perm = self.rng.permutation(self.n)
+            self._pos = 0
+        idx = self._perm[self._pos : self._pos + self.batch_size]
+        self._pos += self.batch_size
+        return idx
+
+
+class Worker:
+    """One worker: computes gradients on its data and encodes them per server shard.
+
+    Args:
+        rank: Worker rank.
+        model: The model (shared, stateless).
+        X: The worker's training samples.
+        y: Their labels.
+        batch_size: Mini-batch size.
+        seed: Run seed.
+        codec: This worker's up-direction codec instance (it may hold state such as residuals).
+        shard_keys: For each shard, the parameter keys it holds.
+        init_params: The initial parameters (replaced by the first pull).
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        model: Model,
+        X: Matrix,
+        y: np.ndarray,
+        batch_size: int,
+        seed: int,
+        codec: Codec,
+        shard_keys: list[np.ndarray],
+        init_params: np.ndarray,
+    ) -> None:
+        self.rank = rank
+        self.model = model
+        self.X, self.y = X, y
+        self.sampler = BatchSampler(len(y), batch_size, seed, rank)
+        self.codec = codec
+        self.shard_keys = shard_keys
+        self.params = init_params.copy()
+        self.last_batch: Matrix | None = None
+
+    def compute(self) -> tuple[float, np.ndarray]:
+        """Loss and gradient on the next mini-batch, at the current replica."""
+        idx = self.sampler.next()
+        Xb, yb = self.X[idx], self.y[idx]
+        self.last_batch = Xb
+        return self.model.loss_grad(self.params, Xb, yb)
+
+    def encode_push(self, grad: np.ndarray, ctx: CodecContext) -> list[Payload]:
+        """One payload per shard: the gradient restricted to that shard's keys."""
+        return [self.codec.encode(grad[keys], ctx) for keys in self.shard_keys]
+
+    def apply_pull(self, shard: int, values: np.ndarray) -> None:
+        """Install a shard's parameter values into the replica."""
+        self.params[self.shard_keys[shard]] = values

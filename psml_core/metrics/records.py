@@ -1,0 +1,95 @@
+"""The per-worker, per-iteration record every backend writes to ``metrics.parquet``.
+
+Times are in seconds on the run's clock: ``simulated`` (sim backend, virtual time from the
+network and compute models) or ``wall-clock`` (real processes). The ``clock`` column says which,
+on every row, so no reader can mistake one for the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass, fields
+
+import pyarrow as pa
+
+__all__ = ["CLOCKS", "IterationRecord", "METRIC_COLUMNS", "METRICS_SCHEMA", "records_table"]
+
+CLOCKS = ("simulated", "wall-clock")
+
+
+@dataclass(frozen=True, slots=True)
+class IterationRecord:
+    """One worker's iteration.
+
+    Attributes:
+        iteration: The worker's clock (0-based iteration index).
+        worker: Worker rank.
+        time_s: Clock time at the end of the iteration (after the pull that ends it).
+        compute_s: Time computing the gradient.
+        comm_s: Time transferring this worker's messages (push and pull), including latency.
+        wait_s: Time blocked by the sync policy (waiting for other workers / the server).
+        bytes_up: Wire bytes this worker sent to the servers (all shards, exact codec sizes).
+        bytes_down: Wire bytes this worker received from the servers.
+        remote_bytes_up: Part of ``bytes_up`` that crossed the network (not to a colocated shard).
+        remote_bytes_down: Part of ``bytes_down`` that crossed the network.
+        ratio: Compression ratio in force (1.0 = dense).
+        staleness: Clock distance between this worker and the slowest worker when it proceeded.
+        loss: Training loss on this worker's mini-batch.
+        test_loss: Test loss of the global model after this iteration; NaN if not evaluated.
+        test_accuracy: Test accuracy of the global model; NaN if not evaluated.
+        clock: "simulated" or "wall-clock".
+    """
+
+    iteration: int
+    worker: int
+    time_s: float
+    compute_s: float
+    comm_s: float
+    wait_s: float
+    bytes_up: int
+    bytes_down: int
+    remote_bytes_up: int
+    remote_bytes_down: int
+    ratio: float
+    staleness: int
+    loss: float
+    test_loss: float
+    test_accuracy: float
+    clock: str
+
+
+METRIC_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(IterationRecord))
+
+METRICS_SCHEMA = pa.schema(
+    [
+        ("iteration", pa.int32()),
+        ("worker", pa.int32()),
+        ("time_s", pa.float64()),
+        ("compute_s", pa.float64()),
+        ("comm_s", pa.float64()),
+        ("wait_s", pa.float64()),
+        ("bytes_up", pa.int64()),
+        ("bytes_down", pa.int64()),
+        ("remote_bytes_up", pa.int64()),
+        ("remote_bytes_down", pa.int64()),
+        ("ratio", pa.float64()),
+        ("staleness", pa.int32()),
+        ("loss", pa.float64()),
+        ("test_loss", pa.float64()),
+        ("test_accuracy", pa.float64()),
+        ("clock", pa.string()),
+    ]
+)
+assert tuple(METRICS_SCHEMA.names) == METRIC_COLUMNS
+
+
+def records_table(records: list[IterationRecord]) -> pa.Table:
+    """Records as an Arrow table, sorted by (iteration, worker), with the fixed schema."""
+    rows = sorted(records, key=lambda r: (r.iteration, r.worker))
+    cols = list(zip(*(astuple(r) for r in rows), strict=True)) if rows else [()] * len(
+        METRIC_COLUMNS
+    )
+    return pa.table(
+        {name: pa.array(col, type=METRICS_SCHEMA.field(name).type)
+         for name, col in zip(METRIC_COLUMNS, cols, strict=True)},
+        schema=METRICS_SCHEMA,
+    )

@@ -1,0 +1,89 @@
+"""Run summaries (summary.json): the headline numbers of a run plus its provenance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from psml_core.atomic import write_json
+from psml_core.config import RunSpec, validate
+from psml_core.metrics.records import IterationRecord
+from psml_core.provenance import git_state, versions
+
+__all__ = ["build_summary", "write_summary"]
+
+
+def build_summary(
+    records: list[IterationRecord],
+    spec: RunSpec,
+    *,
+    clock: str,
+    data_sha256: dict[str, str],
+    wall_clock_s: float,
+) -> dict[str, Any]:
+    """Summarise a run's records.
+
+    Args:
+        records: Every worker's iteration records.
+        spec: The run's settings.
+        clock: "simulated" or "wall-clock".
+        data_sha256: File name -> SHA-256 of every data file the run read.
+        wall_clock_s: Real seconds the run took (labelled as wall-clock in the summary).
+    """
+    last_it = max(r.iteration for r in records)
+    last = [r for r in records if r.iteration == last_it]
+    evals = sorted(
+        {(r.iteration, r.time_s, r.test_accuracy, r.test_loss) for r in records
+         if not math.isnan(r.test_accuracy) and r.worker == 0}
+    )
+    if not evals:
+        raise ValueError("a run must evaluate at least once (at its last iteration)")
+    target = spec.workload.target_accuracy
+    reached = [t for (_, t, acc, _) in evals if acc >= target]
+    commit, dirty = git_state()
+    summary = {
+        "run_id": spec.run_id,
+        "tier": spec.tier,
+        "backend": spec.backend,
+        "clock": clock,
+        "seed": spec.seed,
+        "method": spec.method.name,
+        "workload": spec.workload.name,
+        "scenario": spec.scenario.name,
+        "dataset": spec.dataset.name,
+        "workers": spec.workers,
+        "shards": spec.shards,
+        "iterations": last_it + 1,
+        "final_test_accuracy": evals[-1][2],
+        "final_test_loss": evals[-1][3],
+        "final_train_loss": sum(r.loss for r in last) / len(last),
+        "target_accuracy": target,
+        "time_to_target_s": reached[0] if reached else None,
+        "total_time_s": max(r.time_s for r in records),
+        "bytes_up": sum(r.bytes_up for r in records),
+        "bytes_down": sum(r.bytes_down for r in records),
+        "bytes_total": sum(r.bytes_up + r.bytes_down for r in records),
+        "remote_bytes_up": sum(r.remote_bytes_up for r in records),
+        "remote_bytes_down": sum(r.remote_bytes_down for r in records),
+        "compute_s": sum(r.compute_s for r in records),
+        "comm_s": sum(r.comm_s for r in records),
+        "wait_s": sum(r.wait_s for r in records),
+        "provenance": {
+            "config_hash": spec.config_hash(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "versions": versions(),
+            "backend": spec.backend,
+            "seed": spec.seed,
+            "data_sha256": dict(sorted(data_sha256.items())),
+            "run_spec": spec.to_dict(),
+            "wall_clock_s": wall_clock_s,
+        },
+    }
+    return validate(summary, "summary", source="run summary")
+
+
+def write_summary(path: str | Path, summary: dict[str, Any]) -> None:
+    """Write a summary atomically as sorted JSON."""
+    write_json(path, summary)

@@ -1,0 +1,7 @@
+"""Models trained by the engine, each over one flat float32 parameter vector (the PS key space)."""
+
+from psml_core.models.base import MODELS, Model, make_model
+from psml_core.models.logreg import LogisticRegression
+from psml_core.models.mlp import MLP
+
+__all__ = ["MLP", "MODELS", "LogisticRegression", "Model", "make_model"]

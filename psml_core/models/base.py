@@ -1,0 +1,70 @@
+"""The Model ABC: a loss and its gradient over a flat parameter vector."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from psml_core.config import WorkloadSpec
+from psml_core.registry import Registry
+
+__all__ = ["MODELS", "Model", "make_model"]
+
+Matrix = np.ndarray | sp.csr_matrix
+
+
+class Model(ABC):
+    """A differentiable classifier whose parameters are one flat float32 vector.
+
+    The flat vector is the parameter server's key space: key k is element k. Models are
+    stateless apart from their shapes; parameters live in the server shards and worker replicas.
+
+    Args:
+        n_features: Input dimension d.
+        n_classes: Number of classes K.
+        workload: The workload's hyper-parameters (hidden sizes, l2).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, n_features: int, n_classes: int, workload: WorkloadSpec) -> None:
+        self.n_features = n_features
+        self.n_classes = n_classes
+        self.l2 = workload.l2
+
+    @property
+    @abstractmethod
+    def n_params(self) -> int:
+        """Length of the flat parameter vector."""
+
+    @abstractmethod
+    def init_params(self, seed: int) -> np.ndarray:
+        """Initial parameters (float32), deterministic in ``seed``."""
+
+    @abstractmethod
+    def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Mean loss over the batch (plus L2) and its gradient (float32, length n_params)."""
+
+    @abstractmethod
+    def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
+        """Mean loss (without L2) and accuracy on (X, y)."""
+
+    @abstractmethod
+    def flops(self, X: Matrix) -> float:
+        """Floating-point operations of one forward + backward pass on batch X (for timing)."""
+
+    def incidence(self, X: Matrix) -> sp.csr_matrix | None:
+        """Samples x keys pattern of the gradient (sparse models), or None if every key is hit."""
+        return None
+
+
+MODELS: Registry[type[Model]] = Registry("model")
+
+
+def make_model(workload: WorkloadSpec, n_features: int, n_classes: int) -> Model:
+    """Instantiate the workload's model for a data set's shape."""
+    cls = MODELS.get(workload.model, where=f"workloads.{workload.name}.model")
+    return cls(n_features, n_classes, workload)

@@ -1,0 +1,213 @@
+"""Sparsity analysis of a data set, as seen by sample/parameter placement (method jpdc).
+
+:func:`analyze` summarises the training rows: non-zeros per row, feature popularity (how many
+rows touch each feature, and how Zipf-like that is), and how much the feature sets ``N_p`` of
+``workers`` workers overlap when rows are dealt out at random. ``sum_p |N_p| / |union|`` (the
+"replication factor") is the baseline that jpdc's data partition tries to bring down: with
+parameters sharded over the workers' machines, every extra copy of a feature in some ``N_p``
+is a remote pull and push per iteration.
+
+Dense data is treated by its non-zeros. Everything is vectorised with ``scipy.sparse``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from psml_core.atomic import write_json
+from psml_core.data.base import Dataset, Matrix
+from psml_core.errors import ConfigError
+
+__all__ = [
+    "FIT_MIN_COUNT",
+    "FIT_MIN_RANK",
+    "analyze",
+    "feature_counts",
+    "fit_zipf_exponent",
+    "worker_overlap",
+    "write_analysis",
+]
+
+FIT_MIN_RANK = 10
+"""Zipf fit starts at this rank: the head saturates (a feature is in at most every row)."""
+FIT_MIN_COUNT = 5
+"""Zipf fit stops at the last rank with at least this many rows: small counts are mostly noise."""
+_FIT_MIN_POINTS = 3
+
+
+def _binary_csr(X: Matrix) -> sp.csr_matrix:
+    """CSR view of the non-zero pattern: canonical (sorted, no duplicates, no stored zeros)."""
+    M = sp.csr_matrix(X, copy=True)
+    M.sum_duplicates()
+    M.eliminate_zeros()
+    return M
+
+
+def feature_counts(X: Matrix) -> np.ndarray:
+    """Number of rows in which each feature is non-zero.
+
+    Args:
+        X: Dense or sparse (n, d) matrix.
+
+    Returns:
+        int64 array of length d.
+    """
+    M = _binary_csr(X)
+    return np.bincount(M.indices, minlength=M.shape[1]).astype(np.int64)
+
+
+def fit_zipf_exponent(
+    counts: np.ndarray, min_rank: int = FIT_MIN_RANK, min_count: int = FIT_MIN_COUNT
+) -> dict[str, Any]:
+    """Fit ``count ~ C * rank^-s`` by least squares on ``log(count)`` vs ``log(rank)``.
+
+    Features are ranked by decreasing count (rank 1 = most popular). The fit uses every rank
+    ``r >= min_rank`` whose count is ``>= min_count``, one point per feature. Below
+    ``min_rank`` the document frequency saturates near the row count; counts below
+    ``min_count`` are dominated by sampling noise and ties, which flatten the curve.
+
+    Args:
+        counts: Rows per feature (any order; zeros are ignored).
+        min_rank: First rank used.
+        min_count: Smallest count used.
+
+    Returns:
+        ``{"exponent": s or None, "rank_min", "rank_max", "points", "r2"}``; ``exponent`` is
+        None when fewer than 3 points are in range.
+    """
+    c = np.sort(np.asarray(counts)[np.asarray(counts) > 0])[::-1].astype(np.float64)
+    ranks = np.arange(1, c.size + 1, dtype=np.float64)
+    mask = (ranks >= min_rank) & (c >= min_count)
+    out: dict[str, Any] = {"exponent": None, "rank_min": None, "rank_max": None, "r2": None}
+    out["points"] = int(mask.sum())
+    if out["points"] < _FIT_MIN_POINTS:
+        return out
+    x, y = np.log(ranks[mask]), np.log(c[mask])
+    slope, intercept = np.polyfit(x, y, 1)
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    ss_res = float(np.sum((y - (slope * x + intercept)) ** 2))
+    out.update(
+        exponent=float(-slope),
+        rank_min=int(ranks[mask][0]),
+        rank_max=int(ranks[mask][-1]),
+        r2=1.0 - ss_res / ss_tot if ss_tot > 0 else None,
+    )
+    return out
+
+
+def _popularity(counts: np.ndarray, nnz: int) -> dict[str, Any]:
+    """Unused features, top-1% share of the non-zeros, and the Zipf fit."""
+    d = counts.size
+    top_k = max(1, math.ceil(d / 100))
+    top = np.sort(counts)[::-1][:top_k]
+    return {
+        "unused_features": int(np.sum(counts == 0)),
+        "used_features": int(np.sum(counts > 0)),
+        "top1pct_features": top_k,
+        "top1pct_nnz_fraction": float(top.sum() / nnz) if nnz else 0.0,
+        "max_rows_per_feature": int(counts.max()) if d else 0,
+        "zipf_fit": fit_zipf_exponent(counts),
+    }
+
+
+def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
+    """Feature sets of ``workers`` workers after a seeded random even split of the rows.
+
+    Rows are permuted by ``np.random.default_rng(seed)`` and dealt out with
+    ``np.array_split`` (sizes differ by at most one).
+
+    Args:
+        X: Dense or sparse (n, d) matrix.
+        workers: Number of workers P >= 1.
+        seed: Seed of the split.
+
+    Returns:
+        ``rows_per_worker`` and ``distinct_features`` (|N_p|, per worker), ``union``
+        (|U_p N_p|), ``mean_pairwise_jaccard`` (mean over pairs p < q of
+        |N_p & N_q| / |N_p | N_q|, pairs of two empty sets left out; None without pairs) and
+        ``replication_factor`` (sum_p |N_p| / |union|; None when the union is empty).
+
+    Raises:
+        ConfigError: ``workers < 1``.
+    """
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1 for the sparsity analysis, got {workers}")
+    M = _binary_csr(X)
+    n, d = M.shape
+    owner = np.empty(n, dtype=np.int64)
+    for p, rows in enumerate(np.array_split(np.random.default_rng(seed).permutation(n), workers)):
+        owner[rows] = p
+    owner_nnz = np.repeat(owner, np.diff(M.indptr))
+    W = sp.csr_matrix(
+        (np.ones(M.nnz, dtype=np.int64), (owner_nnz, M.indices)), shape=(workers, d)
+    )
+    W.data[:] = 1  # duplicates were summed: back to a 0/1 pattern
+    sizes = np.diff(W.indptr).astype(np.int64)
+    union = int(np.count_nonzero(np.bincount(W.indices, minlength=d)))
+    inter = (W @ W.T).toarray()
+    iu, ju = np.triu_indices(workers, k=1)
+    pair_union = sizes[iu] + sizes[ju] - inter[iu, ju]
+    keep = pair_union > 0
+    jac = inter[iu, ju][keep] / pair_union[keep]
+    return {
+        "workers": workers,
+        "seed": seed,
+        "rows_per_worker": np.bincount(owner, minlength=workers).tolist(),
+        "distinct_features": sizes.tolist(),
+        "union": union,
+        "mean_pairwise_jaccard": float(jac.mean()) if jac.size else None,
+        "replication_factor": float(sizes.sum() / union) if union else None,
+    }
+
+
+def analyze(ds: Dataset, workers: int, seed: int) -> dict[str, Any]:
+    """Sparsity statistics of the training rows of ``ds`` (JSON-serialisable).
+
+    Args:
+        ds: The data set; only ``X_train`` is analysed (it is what workers hold).
+        workers: Number of workers for the overlap statistics.
+        seed: Seed of the random row split among workers.
+
+    Returns:
+        ``rows``, ``features``, ``nnz``, ``density``, ``nnz_per_row`` (``mean``, ``median``,
+        ``p90`` (linear interpolation), ``min``, ``max``), ``feature_popularity`` (see
+        :func:`fit_zipf_exponent` for ``zipf_fit``) and ``overlap`` (see
+        :func:`worker_overlap`).
+    """
+    M = _binary_csr(ds.X_train)
+    n, d = M.shape
+    per_row = np.diff(M.indptr)
+    counts = np.bincount(M.indices, minlength=d)
+    empty = per_row.size == 0
+    return {
+        "dataset": ds.name,
+        "split": "train",
+        "rows": int(n),
+        "features": int(d),
+        "nnz": int(M.nnz),
+        "density": float(M.nnz / (n * d)) if n * d else 0.0,
+        "nnz_per_row": {
+            "mean": 0.0 if empty else float(per_row.mean()),
+            "median": 0.0 if empty else float(np.median(per_row)),
+            "p90": 0.0 if empty else float(np.percentile(per_row, 90)),
+            "min": 0 if empty else int(per_row.min()),
+            "max": 0 if empty else int(per_row.max()),
+        },
+        "feature_popularity": _popularity(counts, M.nnz),
+        "overlap": worker_overlap(M, workers, seed),
+    }
+
+
+def write_analysis(stats: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write ``stats`` atomically as sorted, indented JSON.
+
+    Args:
+        stats: Output of :func:`analyze`.
+        path: Target file.
+    """
+    write_json(path, stats)

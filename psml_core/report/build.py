@@ -1,0 +1,248 @@
+"""Build the PDF report from run results, with Typst.
+
+:func:`build_report` reads only the files it is given. It writes the figures (``fig_*.svg``),
+the tables (``table_*.csv``), ``report_data.json`` and ``report.typ`` into a work directory,
+compiles them with the ``typst`` wheel (embedded fonts only, no date) and moves the PDF into
+place atomically. Identical inputs give a byte-identical PDF.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import typst
+
+from psml_core.analysis.aggregate import aggregate_runs, read_runs_csv
+from psml_core.atomic import atomic_path, write_json, write_text
+from psml_core.errors import DataError
+from psml_core.metrics.writer import read_metrics
+from psml_core.report import tables as tb
+from psml_core.report.figures import (
+    FigureSpec,
+    accuracy_figure,
+    breakdown_figure,
+    bytes_figure,
+    curves,
+    loss_figure,
+)
+
+__all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
+
+DEFAULT_TITLE = "psml: reproducing parameter-server communication methods"
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "report.typ"
+
+_CLOCK_NOTE = {
+    "simulated": "virtual time from the sim backend's network and compute models, not the time "
+    "the runs took to compute",
+    "wall-clock": "real elapsed time of the worker processes",
+}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _require_files(paths: Iterable[Path]) -> None:
+    for p in paths:
+        if not Path(p).is_file():
+            raise DataError(f"report input {str(p)!r} does not exist; run the step that makes it")
+
+
+def _read_json_object(path: Path, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{what} file {str(path)!r} is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{what} file {str(path)!r} must hold a JSON object")
+    return obj
+
+
+def _named_json(paths: Iterable[Path], what: str, key: str) -> dict[str, dict[str, Any]]:
+    """Read JSON files keyed by their ``key`` field, or else by file stem."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in sorted(Path(x) for x in paths):
+        obj = _read_json_object(p, what)
+        name = obj[key] if isinstance(obj.get(key), str) else p.stem
+        if name in out:
+            raise DataError(f"two {what} files describe {name!r}; the second is {str(p)!r}")
+        out[name] = obj
+    return out
+
+
+def _load_metrics(runs: pd.DataFrame, metrics: Mapping[str, Path]) -> dict[str, pd.DataFrame]:
+    ids = set(runs["run_id"].astype(str))
+    missing = sorted(ids - set(metrics))
+    extra = sorted(set(metrics) - ids)
+    if missing or extra:
+        raise DataError(
+            "the metrics files do not match the runs table: "
+            + (f"no metrics for runs {missing}" if missing else "")
+            + ("; " if missing and extra else "")
+            + (f"metrics for runs not in the table {extra}" if extra else "")
+        )
+    return {run_id: read_metrics(metrics[run_id]) for run_id in sorted(metrics)}
+
+
+# --------------------------------------------------------------------------- content
+
+
+def _figures(
+    runs: pd.DataFrame, metrics: Mapping[str, pd.DataFrame], workdir: Path
+) -> list[FigureSpec]:
+    curve = curves(runs, metrics)
+    return [
+        loss_figure(curve, runs, workdir / "fig_loss.svg"),
+        accuracy_figure(curve, runs, workdir / "fig_accuracy.svg"),
+        bytes_figure(runs, workdir / "fig_bytes.svg"),
+        breakdown_figure(runs, workdir / "fig_breakdown.svg"),
+    ]
+
+
+def _results_intro(runs: pd.DataFrame) -> str:
+    clocks = sorted(set(runs["clock"].astype(str)))
+    notes = "; ".join(f"{c}: {_CLOCK_NOTE.get(c, c)}" for c in clocks)
+    return (
+        f"{len(runs)} runs: {runs['workload'].nunique()} workload(s), "
+        f"{runs['method'].nunique()} method(s), {runs['scenario'].nunique()} network "
+        f"scenario(s), {runs['seed'].nunique()} seed(s). All times in this section are on the "
+        f"{tb.clock_phrase(clocks)} clock ({notes})."
+    )
+
+
+def _methods(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for m in tb.method_entries(experiment):
+        meta = [f"role: {m['role']}"] + ([f"paper: {m['paper']}"] if m["paper"] != tb.DASH else [])
+        out.append(
+            {
+                "name": m["name"],
+                "meta": ", ".join(meta),
+                "description": m["description"],
+                "blocks": [{"block": b, "value": v} for b, v in m["blocks"]],
+                "deviations": m["deviations"],
+                "deviations_note": "" if m["deviations"] else "No deviations declared.",
+            }
+        )
+    return out
+
+
+def _subtitle(experiment: Mapping[str, Any], runs: pd.DataFrame) -> str:
+    tier = experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str))))
+    backend = ", ".join(sorted(set(runs["backend"].astype(str))))
+    return f"Tier: {tier} · backend: {backend} · {tb.clock_phrase(runs['clock'])} clock"
+
+
+def _report_data(
+    *,
+    runs: pd.DataFrame,
+    experiment: Mapping[str, Any],
+    figures: list[FigureSpec],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    partition: Mapping[str, Mapping[str, Any]],
+    workdir: Path,
+) -> dict[str, Any]:
+    """Write every table's CSV and return the document model the template reads."""
+
+    def w(table: tb.Table) -> dict[str, Any]:
+        return table.write(workdir)
+
+    dataset_tables = [w(tb.datasets_table(experiment))]
+    if sparsity:
+        dataset_tables.append(w(tb.sparsity_table(sparsity)))
+    title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
+    return {
+        "title": str(title),
+        "subtitle": _subtitle(experiment, runs),
+        "front": [
+            w(tb.overview_table(runs, experiment)),
+            w(tb.versions_table(runs)),
+            w(tb.data_files_table(runs)),
+        ],
+        "setup": {
+            "intro": tb.fmt_value(experiment.get("description")),
+            "blocks": [
+                {"heading": "Experiment", "tables": [w(tb.general_table(experiment))]},
+                {"heading": "Datasets", "tables": dataset_tables},
+                {"heading": "Workloads", "tables": [w(tb.workloads_table(experiment))]},
+                {"heading": "Network scenarios", "tables": [w(tb.scenarios_table(experiment))]},
+                {"heading": "Compute model", "tables": [w(tb.compute_table(experiment))]},
+            ],
+        },
+        "methods": _methods(experiment),
+        "results": {
+            "intro": _results_intro(runs),
+            "figures": [{"file": f.file, "caption": f.caption, "label": f.label} for f in figures],
+            "runs": [w(tb.runs_table(runs))],
+            "aggregate": [w(t) for t in tb.aggregate_tables(aggregate_runs(runs))],
+            "partition": [w(tb.partition_table(partition))] if partition else [],
+        },
+        "appendix": [w(tb.run_provenance_table(runs))],
+    }
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def _compile(workdir: Path, out_pdf: Path) -> None:
+    with atomic_path(out_pdf) as tmp:
+        try:
+            typst.compile(
+                str(workdir / "report.typ"),
+                output=str(tmp),
+                root=str(workdir),
+                format="pdf",
+                ignore_system_fonts=True,  # only the wheel's fonts: same PDF on every machine
+            )
+        except typst.TypstError as exc:  # a template or data bug, not a user error
+            raise RuntimeError(f"typst could not compile {workdir / 'report.typ'}: {exc}") from exc
+
+
+def build_report(
+    *,
+    runs_csv: Path,
+    metrics: dict[str, Path],
+    sparsity: list[Path],
+    partition: list[Path],
+    experiment: dict[str, Any],
+    out_pdf: Path,
+    workdir: Path,
+) -> None:
+    """Build the PDF report.
+
+    Args:
+        runs_csv: The runs table (:func:`psml_core.analysis.write_runs_csv`).
+        metrics: Run id -> that run's ``metrics.parquet``; one entry per run of ``runs_csv``.
+        sparsity: Sparsity statistics files, ``<dataset>.json``.
+        partition: Placement traffic files, ``<workload>.json`` (may be empty).
+        experiment: The effective configuration as a plain dict (tier, description, backend,
+            seeds, workers, shards, colocated, methods, datasets, workloads, scenarios, compute,
+            recipes, optional report.title).
+        out_pdf: Where to write the PDF.
+        workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
+
+    Raises:
+        DataError: An input file is missing or malformed (the message names it), or the
+            metrics files do not match the runs.
+    """
+    _require_files([Path(runs_csv), *map(Path, metrics.values()), *sparsity, *partition])
+    runs = read_runs_csv(runs_csv)
+    if runs.empty:
+        raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
+    frames = _load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = _report_data(
+        runs=runs,
+        experiment=experiment,
+        figures=_figures(runs, frames, workdir),
+        sparsity=_named_json(sparsity, "sparsity", "dataset"),
+        partition=_named_json(partition, "partition", "workload"),
+        workdir=workdir,
+    )
+    write_json(workdir / "report_data.json", data)
+    write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
+    _compile(workdir, Path(out_pdf))

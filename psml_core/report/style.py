@@ -1,0 +1,64 @@
+"""The report's plotting style and deterministic SVG output.
+
+Every figure is drawn inside :func:`report_style`, which applies the seaborn theme and the
+settings that make SVG output byte-stable, then restores the caller's matplotlib settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: CI runners and cluster nodes have no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from psml_core.atomic import atomic_path  # noqa: E402
+
+__all__ = ["PALETTE", "TEXT_WIDTH_IN", "palette", "report_style", "save_svg"]
+
+# Width of the A4 text block (2 cm margins), so figures are placed at 100 % without rescaling.
+TEXT_WIDTH_IN = 6.5
+PALETTE = "colorblind"
+# Fixed salt: matplotlib derives SVG element ids from it instead of from a random value.
+_SVG_RC = {
+    "svg.hashsalt": "psml-report",
+    "svg.fonttype": "path",  # glyphs as paths: the PDF does not depend on installed fonts
+    "figure.dpi": 100,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.03,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8.5,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "legend.fontsize": 7.5,
+    "legend.title_fontsize": 8,
+}
+
+
+@contextlib.contextmanager
+def report_style() -> Iterator[None]:
+    """Apply the report theme for the duration of the block; restore rcParams afterwards."""
+    with matplotlib.rc_context():
+        sns.set_theme(context="paper", style="whitegrid", palette=PALETTE)
+        matplotlib.rcParams.update(_SVG_RC)
+        yield
+
+
+def palette(n: int) -> list[tuple[float, float, float]]:
+    """``n`` distinguishable colours: the colour-blind palette, then evenly spaced hues."""
+    return list(sns.color_palette(PALETTE if n <= 10 else "husl", n))
+
+
+def save_svg(fig: Figure, path: str | Path) -> None:
+    """Save ``fig`` as deterministic SVG (no date), atomically, and close it."""
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="svg", metadata={"Date": None})
+    finally:
+        plt.close(fig)

@@ -1,0 +1,648 @@
+"""The report's tables, formatted for reading and written as CSV for the Typst template.
+
+Every number is formatted here, in Python (bytes as "1.23 MB", times to three significant
+digits), so the template only lays out strings. A cell is never empty: "–" marks a value that
+does not apply, and each caption says what it means there.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from psml_core.atomic import write_text
+
+__all__ = [
+    "DASH",
+    "Table",
+    "aggregate_tables",
+    "clock_phrase",
+    "compute_table",
+    "data_files_table",
+    "datasets_table",
+    "fmt_bandwidth",
+    "fmt_bytes",
+    "fmt_percent",
+    "fmt_seconds",
+    "fmt_stat",
+    "fmt_value",
+    "general_table",
+    "method_entries",
+    "overview_table",
+    "partition_table",
+    "run_provenance_table",
+    "runs_table",
+    "scenarios_table",
+    "sig",
+    "sparsity_table",
+    "versions_table",
+    "workloads_table",
+]
+
+DASH = "–"
+_NBSP = "\u00a0"  # keeps a number and its unit on one line
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _missing(x: Any) -> bool:
+    if x is None:
+        return True
+    try:
+        return bool(pd.isna(x))
+    except (TypeError, ValueError):  # lists and dicts are not missing
+        return False
+
+
+def sig(x: float, digits: int = 3) -> str:
+    """``x`` rounded to ``digits`` significant digits, in positional notation (no exponent)."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    exp = math.floor(math.log10(abs(x)))
+    decimals = digits - 1 - exp
+    rounded = round(x, decimals)
+    # Rounding can add a digit (9.996 -> 10.0); then one decimal fewer keeps `digits` digits.
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) > exp:
+        decimals -= 1
+        rounded = round(x, decimals)
+    return f"{rounded:.{max(decimals, 0)}f}"
+
+
+def _scaled(value: float, units: Sequence[tuple[float, str]]) -> str:
+    """Format with the largest unit whose 3-significant-digit value is at least 1."""
+    for factor, unit in units:
+        text = sig(value / factor)
+        if abs(float(text)) >= 1 or factor == units[-1][0]:
+            return f"{text}{_NBSP}{unit}"
+    raise AssertionError("unreachable")
+
+
+def fmt_bytes(n: Any) -> str:
+    """Bytes with decimal (SI) prefixes: ``1234567`` -> ``"1.23 MB"``; missing -> "–"."""
+    if _missing(n):
+        return DASH
+    n = float(n)
+    if abs(n) < 1000:
+        return f"{int(round(n))}{_NBSP}B"
+    units = [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
+    return _scaled(n, units)
+
+
+def fmt_seconds(s: Any) -> str:
+    """A duration to three significant digits in s, ms or µs; missing -> "–"."""
+    if _missing(s):
+        return DASH
+    s = float(s)
+    if s == 0:
+        return f"0{_NBSP}s"
+    return _scaled(s, [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs")])
+
+
+def fmt_percent(x: Any) -> str:
+    """A fraction as a percentage to three significant digits: ``0.8532`` -> ``"85.3 %"``."""
+    if _missing(x):
+        return DASH
+    return f"{sig(float(x) * 100)}{_NBSP}%"
+
+
+def fmt_bandwidth(gbps: Any) -> str:
+    """A link rate given in Gbit/s: ``0.1`` -> ``"100 Mbit/s"``."""
+    if _missing(gbps):
+        return DASH
+    return _scaled(float(gbps), [(1.0, "Gbit/s"), (1e-3, "Mbit/s"), (1e-6, "kbit/s")])
+
+
+def fmt_value(v: Any, key: str = "") -> str:
+    """Any config or statistics value as a short string; keys naming bytes get byte units."""
+    if _missing(v):
+        return DASH
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return fmt_bytes(v) if "bytes" in key else f"{v:,}"
+    if isinstance(v, float):
+        if "bytes" in key:
+            return fmt_bytes(v)
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        # Config values are shown as written (0.1, not 0.100); measurements use fmt_stat.
+        return f"{v:.6g}" if 1e-3 <= abs(v) < 1e4 else f"{v:.4g}"
+    if isinstance(v, Mapping):
+        inner = "; ".join(f"{k}={fmt_value(v[k], str(k))}" for k in sorted(v))
+        return inner or DASH
+    if isinstance(v, list | tuple):
+        return _fmt_list(v, key)
+    text = str(v).strip()
+    return text or DASH
+
+
+def fmt_stat(v: Any) -> str:
+    """A measured statistic to three significant digits (exponent form below 0.001)."""
+    if _missing(v):
+        return DASH
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return fmt_value(v)
+    v = float(v)
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v):,}"
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.3g}"
+    return f"{v:,.0f}" if abs(v) >= 1e4 else sig(v, 3)
+
+
+def _fmt_list(values: Sequence[Any], key: str, limit: int = 8) -> str:
+    if not values:
+        return DASH
+    shown = ", ".join(fmt_value(x, key) for x in values[:limit])
+    more = len(values) - limit
+    return f"{shown}, … ({len(values)} values)" if more > 0 else shown
+
+
+def clock_phrase(clocks: Iterable[str]) -> str:
+    """The clock(s) in words for captions: "simulated", "wall-clock" or both."""
+    uniq = sorted({str(c) for c in clocks})
+    return " and ".join(uniq) if uniq else "simulated"
+
+
+# --------------------------------------------------------------------------- table container
+
+
+@dataclass
+class Table:
+    """A table for the template: header, string cells, column alignment and widths.
+
+    Attributes:
+        name: File stem; the CSV is written to ``table_<name>.csv``.
+        caption: Caption printed above the table.
+        header: Column titles.
+        rows: Cells, already formatted; never empty.
+        align: Per column "left", "right" or "center".
+        widths: Per column "auto" or a number of fractions (``1`` = ``1fr`` in Typst).
+    """
+
+    name: str
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    align: list[str] = field(default_factory=list)
+    widths: list[str | float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.header)
+        self.align = self.align or ["left"] * n
+        self.widths = self.widths or ["auto"] * n
+        self.rows = [[c if c.strip() else DASH for c in row] for row in self.rows]
+        bad = [r for r in self.rows if len(r) != n]
+        if bad or len(self.align) != n or len(self.widths) != n:
+            raise ValueError(f"table {self.name!r}: every row needs {n} cells")
+
+    @property
+    def file(self) -> str:
+        """The CSV file name, relative to the work directory."""
+        return f"table_{self.name}.csv"
+
+    def write(self, workdir: Path) -> dict[str, Any]:
+        """Write the CSV into ``workdir``; return the table's entry for ``report_data.json``."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.header)
+        writer.writerows(self.rows)
+        write_text(workdir / self.file, buf.getvalue())
+        return {
+            "file": self.file,
+            "caption": self.caption,
+            "align": self.align,
+            "widths": self.widths,
+            "label": f"tab-{self.name}",
+        }
+
+
+def _kv(name: str, caption: str, pairs: Iterable[tuple[str, str]], header: list[str]) -> Table:
+    return Table(name, caption, header, [[k, v] for k, v in pairs], widths=["auto", 1])
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _unique(values: Iterable[Any]) -> list[str]:
+    return sorted({str(v) for v in values if not _missing(v)})
+
+
+def _dirty_word(values: Iterable[Any]) -> str:
+    flags = {str(v).lower() for v in values if not _missing(v)}
+    if flags == {"false"}:
+        return "clean working tree"
+    if "true" in flags:
+        return "uncommitted changes (dirty working tree)"
+    return "working-tree state unknown"
+
+
+def overview_table(runs: pd.DataFrame, experiment: Mapping[str, Any]) -> Table:
+    """Title-page provenance: tier, backend, clock, seeds, runs, git commit, config hashes."""
+    commits = _unique(runs["git_commit"])
+    hashes = _unique(runs["config_hash"])
+    seeds = sorted({int(s) for s in runs["seed"]})
+    hash_text = (
+        hashes[0]
+        if len(hashes) == 1
+        else f"{len(hashes)} distinct, one per run (Table: run provenance, appendix)"
+    )
+    pairs = [
+        ("Tier", fmt_value(experiment.get("tier") or ", ".join(_unique(runs["tier"])))),
+        ("Backend", ", ".join(_unique(runs["backend"])) or fmt_value(experiment.get("backend"))),
+        ("Clock", clock_phrase(runs["clock"])),
+        ("Seeds", fmt_value(seeds)),
+        ("Runs", str(len(runs))),
+        ("Git commit", ", ".join(commits) or DASH),
+        ("Working tree", _dirty_word(runs["git_dirty"])),
+        ("Config hashes (SHA-256)", hash_text),
+    ]
+    return _kv("overview", "Provenance of this report.", pairs, ["Item", "Value"])
+
+
+def _merged_json_column(runs: pd.DataFrame, column: str) -> dict[str, list[str]]:
+    merged: dict[str, set[str]] = {}
+    for text in runs[column]:
+        if _missing(text):
+            continue
+        for k, v in json.loads(str(text)).items():
+            merged.setdefault(str(k), set()).add(str(v))
+    return {k: sorted(v) for k, v in sorted(merged.items())}
+
+
+def versions_table(runs: pd.DataFrame) -> Table:
+    """Package versions recorded by the runs; differing versions are all listed."""
+    merged = _merged_json_column(runs, "versions")
+    rows = [[pkg, " / ".join(vs)] for pkg, vs in merged.items()] or [[DASH, DASH]]
+    return Table(
+        "versions",
+        "Package versions recorded in the runs' provenance (several values separated by "
+        "“/” when runs differ).",
+        ["Package", "Version"],
+        rows,
+        widths=["auto", 1],
+    )
+
+
+def data_files_table(runs: pd.DataFrame) -> Table:
+    """SHA-256 of every data file the runs read."""
+    merged = _merged_json_column(runs, "data_sha256")
+    rows = [[name, sha] for name, shas in merged.items() for sha in shas] or [[DASH, DASH]]
+    return Table(
+        "data_sha256",
+        "SHA-256 of the data files the runs read (– if the runs recorded none).",
+        ["File", "SHA-256"],
+        rows,
+        widths=["auto", 1],
+    )
+
+
+def run_provenance_table(runs: pd.DataFrame) -> Table:
+    """Per run: config hash and the wall-clock seconds the run itself took."""
+    rows = [
+        [str(r.run_id), str(r.config_hash), fmt_seconds(r.wall_clock_s)]
+        for r in runs.itertuples(index=False)
+    ]
+    return Table(
+        "run_provenance",
+        "Run provenance: the SHA-256 of each run's full settings (config hash) and the "
+        "wall-clock time the run took to compute, whatever its clock.",
+        ["Run", "Config hash (SHA-256)", "Wall-clock"],
+        rows,
+        align=["left", "left", "right"],
+        widths=["auto", 1, "auto"],
+    )
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def general_table(experiment: Mapping[str, Any]) -> Table:
+    """Tier-wide settings: backend, seeds, workers, shards, colocation, methods."""
+    colocated = experiment.get("colocated")
+    coloc = (
+        DASH
+        if colocated is None
+        else "yes: shard s runs on the machine of worker s"
+        if colocated
+        else "no: every shard on a dedicated server machine"
+    )
+    pairs = [
+        ("Tier", fmt_value(experiment.get("tier"))),
+        ("Backend", fmt_value(experiment.get("backend"))),
+        ("Seeds", fmt_value(experiment.get("seeds"))),
+        ("Workers", fmt_value(experiment.get("workers"))),
+        ("Parameter-server shards", fmt_value(experiment.get("shards"))),
+        ("Colocated shards", coloc),
+        ("Methods", fmt_value(experiment.get("methods"))),
+    ]
+    return _kv("general", "Experiment settings.", pairs, ["Setting", "Value"])
+
+
+_DATASET_SKIP = ("name", "source")
+
+
+def datasets_table(experiment: Mapping[str, Any]) -> Table:
+    """Datasets, their generation parameters and the workloads that use them."""
+    datasets = experiment.get("datasets") or {}
+    workloads = experiment.get("workloads") or {}
+    rows = []
+    for name in sorted(datasets):
+        spec = datasets[name] or {}
+        params = {k: v for k, v in spec.items() if k not in _DATASET_SKIP and not _missing(v)}
+        users = sorted(w for w, wl in workloads.items() if (wl or {}).get("dataset") == name)
+        rows.append([name, fmt_value(spec.get("source")), fmt_value(params), fmt_value(users)])
+    return Table(
+        "datasets",
+        "Datasets and their parameters (– where a dataset has no parameters or no workload).",
+        ["Dataset", "Source", "Parameters", "Used by"],
+        rows or [[DASH] * 4],
+        widths=["auto", "auto", 1, "auto"],
+    )
+
+
+_SPARSITY_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Rows", ("rows",)),
+    ("Features", ("features",)),
+    ("nnz/row mean", ("nnz_per_row", "mean")),
+    ("median", ("nnz_per_row", "median")),
+    ("p90", ("nnz_per_row", "p90")),
+    ("max", ("nnz_per_row", "max")),
+    ("Density", ("density",)),
+    ("Zipf exponent", ("popularity", "zipf_exponent")),
+)
+
+
+def _dig(obj: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def sparsity_table(stats: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Headline sparsity statistics per dataset (other keys of the files are left out)."""
+    rows = []
+    for name in sorted(stats):
+        cells = [name]
+        for _, path in _SPARSITY_COLUMNS:
+            v = _dig(stats[name], path)
+            cells.append(fmt_stat(v))
+        rows.append(cells)
+    return Table(
+        "sparsity",
+        "Sparsity of the training data: non-zeros per row, density (non-zeros / (rows × "
+        "features)) and the fitted Zipf exponent of feature popularity (– where the statistics "
+        "file does not report a value).",
+        ["Dataset", *(c for c, _ in _SPARSITY_COLUMNS)],
+        rows,
+        align=["left", *(["right"] * len(_SPARSITY_COLUMNS))],
+    )
+
+
+_WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dataset", "Dataset"),
+    ("model", "Model"),
+    ("hidden", "Hidden"),
+    ("batch_size", "Batch"),
+    ("lr", "LR"),
+    ("momentum", "Momentum"),
+    ("l2", "L2"),
+    ("iterations", "Iterations"),
+    ("eval_every", "Eval every"),
+    ("target_accuracy", "Target acc."),
+)
+
+
+def workloads_table(experiment: Mapping[str, Any]) -> Table:
+    """Workloads with their model and training hyper-parameters."""
+    workloads = experiment.get("workloads") or {}
+    rows = []
+    for name in sorted(workloads):
+        spec = workloads[name] or {}
+        cells = [name]
+        for key, _ in _WORKLOAD_COLUMNS:
+            v = spec.get(key)
+            if key == "hidden" and spec.get("model") != "mlp":
+                cells.append(DASH)  # only the MLP has hidden layers
+            elif key == "target_accuracy":
+                cells.append(fmt_percent(v))
+            else:
+                cells.append(fmt_value(v))
+        rows.append(cells)
+    return Table(
+        "workloads",
+        "Workloads: model and training hyper-parameters (batch size per worker; learning rate "
+        "and momentum of the server-side SGD step; – where a parameter does not apply).",
+        ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
+        rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
+        align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
+    )
+
+
+def scenarios_table(experiment: Mapping[str, Any]) -> Table:
+    """Network scenarios: bandwidth, latency, per-message overhead and header bytes."""
+    scenarios = experiment.get("scenarios") or {}
+    rows = []
+    for name in sorted(scenarios):
+        s = scenarios[name] or {}
+        lat = s.get("latency_us")
+        ovh = s.get("message_overhead_us")
+        rows.append(
+            [
+                name,
+                fmt_bandwidth(s.get("bandwidth_gbps")),
+                DASH if _missing(lat) else fmt_seconds(float(lat) * 1e-6),
+                DASH if _missing(ovh) else fmt_seconds(float(ovh) * 1e-6),
+                fmt_bytes(s.get("header_bytes")),
+                fmt_value(s.get("description")),
+            ]
+        )
+    return Table(
+        "scenarios",
+        "Network scenarios: NIC bandwidth per direction, one-way latency, per-message software "
+        "overhead and header bytes per message (– where the scenario leaves a value unset).",
+        ["Scenario", "Bandwidth", "Latency", "Overhead", "Header", "Description"],
+        rows or [[DASH] * 6],
+        align=["left", "right", "right", "right", "right", "left"],
+        widths=["auto", "auto", "auto", "auto", "auto", 1],
+    )
+
+
+def compute_table(experiment: Mapping[str, Any]) -> Table:
+    """The compute-time model's settings."""
+    compute = experiment.get("compute") or {}
+    pairs = [(str(k), fmt_value(compute[k], str(k))) for k in sorted(compute)] or [(DASH, DASH)]
+    return _kv("compute", "Compute-time model.", pairs, ["Setting", "Value"])
+
+
+def _block(spec: Any) -> str:
+    """A building block as ``name(k=v, ...)``; accepts a name or a ``{name, params}`` mapping."""
+    if _missing(spec):
+        return DASH
+    if not isinstance(spec, Mapping):
+        return str(spec)
+    params = spec.get("params") or {}
+    inner = ", ".join(f"{k}={fmt_value(params[k], str(k))}" for k in sorted(params))
+    name = str(spec.get("name", DASH))
+    return f"{name}({inner})" if inner else name
+
+
+_BLOCKS = ("codec", "codec_down", "sync", "controller", "placement")
+
+
+def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each recipe as ``{name, role, paper, description, blocks, deviations}`` for the template.
+
+    Methods come in the configured order, then any other recipe by name.
+    """
+    recipes = experiment.get("recipes") or {}
+    order = [m for m in experiment.get("methods") or [] if m in recipes]
+    order += sorted(m for m in recipes if m not in order)
+    out = []
+    for name in order:
+        r = recipes[name] or {}
+        blocks = [[b, _block(r.get(b))] for b in _BLOCKS if b in r and not _missing(r.get(b))]
+        out.append(
+            {
+                "name": name,
+                "role": fmt_value(r.get("role")),
+                "paper": fmt_value(r.get("paper")),
+                "description": fmt_value(r.get("description")),
+                "blocks": blocks,
+                "deviations": [str(d) for d in r.get("deviations") or []],
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- results
+
+
+def runs_table(runs: pd.DataFrame) -> Table:
+    """One row per run: what ran and its headline numbers."""
+    rows = []
+    for r in runs.itertuples(index=False):
+        ttt = "not reached" if _missing(r.time_to_target_s) else fmt_seconds(r.time_to_target_s)
+        rows.append(
+            [
+                str(r.workload),
+                str(r.method),
+                str(r.scenario),
+                str(int(r.seed)),
+                f"{int(r.iterations):,}",
+                fmt_percent(r.final_test_accuracy),
+                ttt,
+                fmt_seconds(r.total_time_s),
+                fmt_bytes(r.bytes_up),
+                fmt_bytes(r.bytes_down),
+            ]
+        )
+    targets = ", ".join(
+        f"{w} {fmt_percent(t)}"
+        for w, t in sorted(runs.groupby("workload")["target_accuracy"].first().items())
+    )
+    caption = (
+        f"Runs: every run of this report ({len(runs)}). Times are on the "
+        f"{clock_phrase(runs['clock'])} clock. Time to target is the first evaluation at which "
+        f"test accuracy reached the workload's target ({targets}); “not reached” if it never "
+        "did. Bytes are exact wire bytes over all workers and iterations; up is worker to "
+        "server, down is server to worker."
+    )
+    return Table(
+        "runs",
+        caption,
+        ["Workload", "Method", "Scenario", "Seed", "Iter.", "Final acc.", "Time to target",
+         "Total time", "Bytes up", "Bytes down"],
+        rows,
+        align=["left", "left", "left", *(["right"] * 7)],
+    )  # fmt: skip
+
+
+def _sd(x: Any, fmt: Any) -> str:
+    return DASH if _missing(x) else fmt(x)
+
+
+def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
+    """Two tables from :func:`~psml_core.analysis.aggregate.aggregate_runs`: quality and bytes."""
+    keys = ["Workload", "Method", "Scenario", "Seeds"]
+    quality, traffic = [], []
+    for r in agg.itertuples(index=False):
+        head = [str(r.workload), str(r.method), str(r.scenario), str(int(r.n))]
+        quality.append(
+            [
+                *head,
+                fmt_percent(r.final_test_accuracy_mean),
+                _sd(r.final_test_accuracy_std, fmt_percent),
+                fmt_seconds(r.total_time_s_mean),
+                _sd(r.total_time_s_std, fmt_seconds),
+                _sd(r.time_to_target_s_mean, fmt_seconds),
+                f"{int(r.time_to_target_reached)}/{int(r.n)}",
+            ]
+        )
+        traffic.append(
+            [
+                *head,
+                *(
+                    fmt(getattr(r, f"{m}_{stat}"))
+                    for m in ("bytes_up", "bytes_down", "bytes_total")
+                    for stat, fmt in (("mean", fmt_bytes), ("std", lambda v: _sd(v, fmt_bytes)))
+                ),
+            ]
+        )
+    clock = clock_phrase(agg["clock"]) if len(agg) else "simulated"
+    note = "Mean and sample standard deviation (sd) over seeds; sd is – with fewer than two values."
+    return [
+        Table(
+            "aggregate_quality",
+            f"Aggregate over seeds: final test accuracy and times ({clock} clock). {note} "
+            "Time to target is averaged over the seeds that reached the target (– if none did); "
+            "Reached counts them.",
+            [*keys, "Acc. mean", "Acc. sd", "Time mean", "Time sd", "To target", "Reached"],
+            quality,
+            align=["left", "left", "left", *(["right"] * 7)],
+        ),
+        Table(
+            "aggregate_bytes",
+            f"Aggregate over seeds: wire bytes per direction and in total. {note}",
+            [*keys, "Up mean", "Up sd", "Down mean", "Down sd", "Total mean", "Total sd"],
+            traffic,
+            align=["left", "left", "left", *(["right"] * 7)],
+        ),
+    ]
+
+
+def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(obj, Mapping) and obj:
+        out: list[tuple[str, Any]] = []
+        for k in sorted(obj, key=str):
+            out += _flatten(obj[k], f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [(prefix, obj)]
+
+
+def partition_table(partitions: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Every key of the placement files, flattened, one row per (workload, key)."""
+    rows = [
+        [name, key, fmt_value(value, key)]
+        for name in sorted(partitions)
+        for key, value in _flatten(partitions[name])
+    ]
+    return Table(
+        "partition",
+        "Predicted traffic of each workload's placement, computed before training from the "
+        "data and the placement (every key of the placement file; long lists are shortened).",
+        ["Workload", "Quantity", "Value"],
+        rows or [[DASH] * 3],
+        widths=["auto", "auto", 1],
+    )

@@ -1,0 +1,113 @@
+# Configuration, validation and the experiment grid. Helper functions only; no rules here.
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from psml_core.config import effective_config, load_experiment
+from psml_core.errors import ConfigError
+
+CONFIG_DIR = Path(workflow.basedir) / "config"
+
+# psml_core checks what a schema cannot (method names, cross-references) and turns the first
+# violation into one line naming the key and the allowed values; exit before any job runs.
+try:
+    EXP = load_experiment(config, CONFIG_DIR)
+    _EFFECTIVE = effective_config(config, CONFIG_DIR)
+except ConfigError as _err:
+    sys.exit(f"error: {_err}")
+
+config.clear()
+config.update(_EFFECTIVE)
+# The same schema file psml_core used: Snakemake's validate() is the workflow's own check.
+validate(config, schema="../schemas/config.schema.yaml")
+
+TIER = EXP.tier
+RUNS = {run.run_id: run for run in EXP.runs()}
+SCENARIOS = sorted(EXP.scenarios)
+WORKLOADS = sorted(EXP.workloads)
+DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
+
+
+wildcard_constraints:
+    dataset="|".join(DATASETS),
+    workload="|".join(WORKLOADS),
+    method="|".join(EXP.methods),
+    scenario="|".join(SCENARIOS),
+    seed=r"\d+",
+
+
+def dataset_of(wildcards):
+    """The dataset a workload trains on."""
+    return EXP.workloads[wildcards.workload].dataset
+
+
+def prepared(wildcards):
+    """The prepared data set (and its manifest) a job reads."""
+    name = dataset_of(wildcards) if hasattr(wildcards, "workload") else wildcards.dataset
+    return {
+        "data": f"data/{TIER}/{name}/data.npz",
+        "manifest": f"data/{TIER}/{name}/manifest.json",
+    }
+
+
+def dataset_json(wildcards):
+    """A dataset's settings as JSON, for `psml prepare`."""
+    return json.dumps(asdict(EXP.datasets[wildcards.dataset]), sort_keys=True)
+
+
+def run_json(wildcards):
+    """One run's settings as canonical JSON, for `psml train`."""
+    seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
+    scenario = getattr(wildcards, "scenario", SCENARIOS[0])
+    return EXP.run(wildcards.workload, wildcards.method, scenario, seed).to_json()
+
+
+def parent_dir(wildcards, input):
+    """The directory holding the prepared data set."""
+    return str(Path(input.manifest).parent)
+
+
+def manifest_dir(wildcards, output):
+    """The directory a prepared data set is written to."""
+    return str(Path(output.manifest).parent)
+
+
+def out_dir(wildcards, output):
+    """The directory of a run's outputs."""
+    return str(Path(output.metrics).parent)
+
+
+def run_dir(run):
+    """The results directory of a run."""
+    return f"results/{TIER}/runs/{run.run_id}"
+
+
+def all_summaries(wildcards):
+    """Every run's summary.json."""
+    return [f"{run_dir(run)}/summary.json" for run in RUNS.values()]
+
+
+def all_metrics(wildcards):
+    """Every run's metrics.parquet."""
+    return [f"{run_dir(run)}/metrics.parquet" for run in RUNS.values()]
+
+
+def all_sparsity(wildcards):
+    """Sparsity statistics of every data set in use."""
+    return [f"results/{TIER}/sparsity/{d}.json" for d in DATASETS]
+
+
+def all_partitions(wildcards):
+    """Predicted traffic of every (workload, method) placement."""
+    return [f"results/{TIER}/partition/{w}/{m}.json" for w in WORKLOADS for m in EXP.methods]
+
+
+def experiment_json(wildcards):
+    """The effective configuration plus the recipes in use, for the report."""
+    exp = dict(config)
+    exp["recipes"] = {name: asdict(recipe) for name, recipe in EXP.recipes.items()}
+    return json.dumps(exp, sort_keys=True)

@@ -1,0 +1,25 @@
+# Placement, computed once before training: samples -> workers, keys -> server shards.
+
+
+rule partition:
+    input:
+        unpack(prepared),
+    output:
+        assignment=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
+        traffic=f"results/{TIER}/partition/{{workload}}/{{method}}.json",
+    log:
+        f"logs/{TIER}/partition/{{workload}}/{{method}}.log",
+    benchmark:
+        f"logs/{TIER}/bench/partition/{{workload}}/{{method}}.tsv"
+    conda:
+        "../envs/psml.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        run=run_json,
+        data_dir=parent_dir,
+    shell:
+        "psml partition --run {params.run:q} --data {params.data_dir} "
+        "--out {output.assignment} --traffic {output.traffic} > {log} 2>&1"

@@ -1,0 +1,24 @@
+# Sparsity analysis of each data set: non-zeros per row, feature popularity, worker overlap.
+
+
+rule analyze:
+    input:
+        unpack(prepared),
+    output:
+        f"results/{TIER}/sparsity/{{dataset}}.json",
+    log:
+        f"logs/{TIER}/analyze/{{dataset}}.log",
+    benchmark:
+        f"logs/{TIER}/bench/analyze/{{dataset}}.tsv"
+    conda:
+        "../envs/psml.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        data_dir=parent_dir,
+        workers=EXP.workers,
+    shell:
+        "psml analyze --data {params.data_dir} --workers {params.workers} --out {output} "
+        "> {log} 2>&1"
