@@ -189,6 +189,7 @@ class WorkloadSpec:
     lr: float
     iterations: int
     hidden: tuple[int, ...] = (64,)
+    optimizer: str = "sgd"
     momentum: float = 0.0
     l2: float = 0.0
     eval_every: int = 10

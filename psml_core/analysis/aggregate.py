@@ -45,6 +45,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "config_hash", "git_commit", "git_dirty", "wall_clock_s", "versions", "data_sha256",
 )  # fmt: skip
 
+_REL_NOISE = 1e-12
 RUN_KEYS: tuple[str, ...] = ("workload", "method", "scenario", "seed")
 AGGREGATE_KEYS: tuple[str, ...] = ("workload", "method", "scenario")
 AGGREGATE_METRICS: tuple[str, ...] = (
@@ -172,8 +173,12 @@ def aggregate_runs(df: pd.DataFrame) -> pd.DataFrame:
         for m in AGGREGATE_METRICS:
             values = pd.to_numeric(group[m], errors="coerce").astype(float)
             # mean()/std() skip NaN, so time to target is over the runs that reached it.
-            row[f"{m}_mean"] = float(values.mean()) if values.notna().any() else math.nan
-            row[f"{m}_std"] = float(values.std(ddof=1)) if values.notna().sum() > 1 else math.nan
+            mean = float(values.mean()) if values.notna().any() else math.nan
+            std = float(values.std(ddof=1)) if values.notna().sum() > 1 else math.nan
+            # Equal values can give a std of ~1e-19 from rounding; that is zero, not a spread.
+            if std <= _REL_NOISE * abs(mean):
+                std = 0.0
+            row[f"{m}_mean"], row[f"{m}_std"] = mean, std
         row["time_to_target_reached"] = int(
             pd.to_numeric(group["time_to_target_s"], errors="coerce").notna().sum()
         )

@@ -29,18 +29,20 @@ from psml_core.data.prepare import holdout_split
 from psml_core.data.store import file_sha256
 from psml_core.errors import ConfigError, DataError
 
-__all__ = ["LibsvmSource", "map_labels", "parse_libsvm", "read_rows"]
+__all__ = ["LibsvmSource", "Rows", "map_labels", "parse_libsvm", "read_rows"]
 
 _CHUNK_LINES = 20_000
 _MAX_INDEX = 2**31 - 1  # CSR column ids are stored as int32 or int64; keep them sane
 _F32_MAX = float(np.finfo(np.float32).max)
-_FORMAT = "expected `label idx:value ...` with 1-based integer idx (LIBSVM format)"
+_FORMAT = "LIBSVM lines are `label idx:value ...` with 1-based integer idx"
 
 
 def _check_file(path: Path, what: str) -> None:
     """Missing or empty file -> DataError naming the file and the config key."""
     if not path.is_file():
-        raise DataError(f"{path}: file not found (config key {what}); fix the path")
+        raise DataError(
+            f"{path}: file not found (config key {what}); fix the path or put the file there"
+        )
     if path.stat().st_size == 0:
         raise DataError(
             f"{path}: empty file (0 bytes); re-download it or fix the path (config key {what})"
@@ -137,9 +139,9 @@ def _check_token(tok: str) -> str | None:
     if idx == "qid" and sep:
         return f"{tok!r}: qid tokens are not supported"
     if not sep or not idx or not val or ":" in val or not tok.isascii():
-        return f"{tok!r} is not idx:value ({_FORMAT})"
+        return f"{tok!r} is not idx:value; {_FORMAT}"
     if not idx.isdigit():
-        return f"{tok!r}: index {idx!r} is not a positive integer ({_FORMAT})"
+        return f"{tok!r}: index {idx!r} is not a positive integer; {_FORMAT}"
     i = int(idx)
     if i < 1:
         return f"{tok!r}: feature index {i} < 1 (LIBSVM indices are 1-based)"
@@ -161,7 +163,7 @@ def _line_problem(text: str) -> str | None:
     try:
         y = float(label)
     except ValueError:
-        return f"label {label!r} is not a number ({_FORMAT})"
+        return f"label {label!r} is not a number; {_FORMAT}"
     if not math.isfinite(y) or not label.isascii():
         return f"label {label!r} is not a finite number"
     for tok in parts[1:]:

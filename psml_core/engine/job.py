@@ -14,6 +14,7 @@ from psml_core.codecs import make_codec
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
+from psml_core.engine.optim import make_optimizer
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import Worker
 from psml_core.errors import ConfigError
@@ -135,8 +136,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             policy=make_sync_policy(spec.method.sync),
             codec_up=make_codec(spec.method.codec),
             codec_down=make_codec(spec.method.codec_down or DENSE),
-            lr=spec.workload.lr,
-            momentum=spec.workload.momentum,
+            optimizer=make_optimizer(spec.workload, len(keys)),
         )
         for s, keys in enumerate(shard_keys)
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
 
 __all__ = ["ServerShard"]
@@ -13,7 +14,7 @@ __all__ = ["ServerShard"]
 class ServerShard:
     """Holds the parameters of some keys and applies the workers' pushes to them.
 
-    Under a barrier policy (BSP) the pushes of one clock are averaged into one SGD step; without
+    Under a barrier policy (BSP) the pushes of one clock are averaged into one update; without
     one, each push is applied as it arrives, scaled by 1/P so that one round of P pushes moves the
     model as far as one BSP step.
 
@@ -25,8 +26,7 @@ class ServerShard:
         policy: The sync policy.
         codec_up: Decodes and aggregates pushes.
         codec_down: Encodes pulls.
-        lr: Learning rate.
-        momentum: Heavy-ball momentum.
+        optimizer: Turns the aggregated gradient into an update of ``values``.
     """
 
     def __init__(
@@ -38,19 +38,16 @@ class ServerShard:
         policy: SyncPolicy,
         codec_up: Codec,
         codec_down: Codec,
-        lr: float,
-        momentum: float,
+        optimizer: ServerOptimizer,
     ) -> None:
         self.rank = rank
         self.keys = keys
         self.values = init_values.astype(np.float32).copy()
-        self.velocity = np.zeros_like(self.values)
+        self.optimizer = optimizer
         self.workers = workers
         self.policy = policy
         self.codec_up = codec_up
         self.codec_down = codec_down
-        self.lr = np.float32(lr)
-        self.momentum = np.float32(momentum)
         self.clocks = [0] * workers
         self._pending: dict[int, dict[int, Payload]] = {}
 
@@ -71,9 +68,7 @@ class ServerShard:
         return True
 
     def _step(self, grad: np.ndarray) -> None:
-        self.velocity *= self.momentum
-        self.velocity += grad
-        self.values -= self.lr * self.velocity
+        self.optimizer.step(self.values, grad)
 
     def may_serve(self, worker: int) -> bool:
         """Whether ``worker`` may pull for its next iteration now."""

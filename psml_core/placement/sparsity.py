@@ -105,13 +105,15 @@ def _popularity(counts: np.ndarray, nnz: int) -> dict[str, Any]:
     d = counts.size
     top_k = max(1, math.ceil(d / 100))
     top = np.sort(counts)[::-1][:top_k]
+    fit = fit_zipf_exponent(counts)
     return {
         "unused_features": int(np.sum(counts == 0)),
         "used_features": int(np.sum(counts > 0)),
         "top1pct_features": top_k,
         "top1pct_nnz_fraction": float(top.sum() / nnz) if nnz else 0.0,
         "max_rows_per_feature": int(counts.max()) if d else 0,
-        "zipf_fit": fit_zipf_exponent(counts),
+        "zipf_exponent": fit["exponent"],
+        "zipf_fit": fit,
     }
 
 
@@ -143,9 +145,7 @@ def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
     for p, rows in enumerate(np.array_split(np.random.default_rng(seed).permutation(n), workers)):
         owner[rows] = p
     owner_nnz = np.repeat(owner, np.diff(M.indptr))
-    W = sp.csr_matrix(
-        (np.ones(M.nnz, dtype=np.int64), (owner_nnz, M.indices)), shape=(workers, d)
-    )
+    W = sp.csr_matrix((np.ones(M.nnz, dtype=np.int64), (owner_nnz, M.indices)), shape=(workers, d))
     W.data[:] = 1  # duplicates were summed: back to a 0/1 pattern
     sizes = np.diff(W.indptr).astype(np.int64)
     union = int(np.count_nonzero(np.bincount(W.indices, minlength=d)))
@@ -175,8 +175,10 @@ def analyze(ds: Dataset, workers: int, seed: int) -> dict[str, Any]:
 
     Returns:
         ``rows``, ``features``, ``nnz``, ``density``, ``nnz_per_row`` (``mean``, ``median``,
-        ``p90`` (linear interpolation), ``min``, ``max``), ``feature_popularity`` (see
-        :func:`fit_zipf_exponent` for ``zipf_fit``) and ``overlap`` (see
+        ``p90`` (linear interpolation), ``min``, ``max``), ``popularity`` (rows per feature:
+        ``unused_features``, ``used_features``, ``top1pct_nnz_fraction`` = share of the
+        non-zeros held by the ``ceil(d / 100)`` most used features, ``zipf_exponent`` and the
+        fit's details ``zipf_fit``, see :func:`fit_zipf_exponent`) and ``overlap`` (see
         :func:`worker_overlap`).
     """
     M = _binary_csr(ds.X_train)
@@ -198,7 +200,7 @@ def analyze(ds: Dataset, workers: int, seed: int) -> dict[str, Any]:
             "min": 0 if empty else int(per_row.min()),
             "max": 0 if empty else int(per_row.max()),
         },
-        "feature_popularity": _popularity(counts, M.nnz),
+        "popularity": _popularity(counts, M.nnz),
         "overlap": worker_overlap(M, workers, seed),
     }
 

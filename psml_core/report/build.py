@@ -9,6 +9,7 @@ place atomically. Identical inputs give a byte-identical PDF.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pandas as pd
 import typst
 
-from psml_core.analysis.aggregate import aggregate_runs, read_runs_csv
+from psml_core.analysis.aggregate import RUN_KEYS, aggregate_runs, read_runs_csv
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
 from psml_core.metrics.writer import read_metrics
@@ -73,6 +74,30 @@ def _named_json(paths: Iterable[Path], what: str, key: str) -> dict[str, dict[st
     return out
 
 
+def _partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    """Read placement files, named "<workload> · <method>" from their keys.
+
+    A file without a ``workload`` key is named by its path below the files' common folder
+    (``<workload>/<method>.json`` gives "<workload> · <method>").
+    """
+    files = sorted(Path(p) for p in paths)
+    root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
+    out: dict[str, dict[str, Any]] = {}
+    for p in files:
+        obj = _read_json_object(p, "partition")
+        if isinstance(obj.get("workload"), str):
+            parts = [obj["workload"]] + (
+                [obj["method"]] if isinstance(obj.get("method"), str) else []
+            )
+        else:
+            parts = list(p.relative_to(root).with_suffix("").parts)
+        name = " · ".join(parts)
+        if name in out:
+            raise DataError(f"two partition files describe {name!r}; the second is {str(p)!r}")
+        out[name] = obj
+    return out
+
+
 def _load_metrics(runs: pd.DataFrame, metrics: Mapping[str, Path]) -> dict[str, pd.DataFrame]:
     ids = set(runs["run_id"].astype(str))
     missing = sorted(ids - set(metrics))
@@ -95,22 +120,33 @@ def _figures(
 ) -> list[FigureSpec]:
     curve = curves(runs, metrics)
     return [
-        loss_figure(curve, runs, workdir / "fig_loss.svg"),
-        accuracy_figure(curve, runs, workdir / "fig_accuracy.svg"),
-        bytes_figure(runs, workdir / "fig_bytes.svg"),
-        breakdown_figure(runs, workdir / "fig_breakdown.svg"),
+        *loss_figure(curve, runs, workdir),
+        *accuracy_figure(curve, runs, workdir),
+        *bytes_figure(runs, workdir),
+        *breakdown_figure(runs, workdir),
     ]
 
 
 def _results_intro(runs: pd.DataFrame) -> str:
     clocks = sorted(set(runs["clock"].astype(str)))
     notes = "; ".join(f"{c}: {_CLOCK_NOTE.get(c, c)}" for c in clocks)
+    counts = ", ".join(
+        _count(runs[col].nunique(), word)
+        for col, word in (
+            ("workload", "workload"),
+            ("method", "method"),
+            ("scenario", "network scenario"),
+            ("seed", "seed"),
+        )
+    )
     return (
-        f"{len(runs)} runs: {runs['workload'].nunique()} workload(s), "
-        f"{runs['method'].nunique()} method(s), {runs['scenario'].nunique()} network "
-        f"scenario(s), {runs['seed'].nunique()} seed(s). All times in this section are on the "
+        f"{_count(len(runs), 'run')}: {counts}. All times in this section are on the "
         f"{tb.clock_phrase(clocks)} clock ({notes})."
     )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _methods(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -187,6 +223,13 @@ def _report_data(
 # --------------------------------------------------------------------------- compile
 
 
+def _remove_stale(workdir: Path) -> None:
+    """Delete figures and tables of an earlier build, which this build may not rewrite."""
+    for pattern in ("fig_*.svg", "table_*.csv"):
+        for old in sorted(workdir.glob(pattern)):
+            old.unlink()
+
+
 def _compile(workdir: Path, out_pdf: Path) -> None:
     with atomic_path(out_pdf) as tmp:
         try:
@@ -217,7 +260,8 @@ def build_report(
         runs_csv: The runs table (:func:`psml_core.analysis.write_runs_csv`).
         metrics: Run id -> that run's ``metrics.parquet``; one entry per run of ``runs_csv``.
         sparsity: Sparsity statistics files, ``<dataset>.json``.
-        partition: Placement traffic files, ``<workload>.json`` (may be empty).
+        partition: Placement traffic files, ``<workload>/<method>.json`` or ``<workload>.json``
+            (may be empty).
         experiment: The effective configuration as a plain dict (tier, description, backend,
             seeds, workers, shards, colocated, methods, datasets, workloads, scenarios, compute,
             recipes, optional report.title).
@@ -229,18 +273,23 @@ def build_report(
             metrics files do not match the runs.
     """
     _require_files([Path(runs_csv), *map(Path, metrics.values()), *sparsity, *partition])
+    # Every input is read (and checked) before anything is written.
     runs = read_runs_csv(runs_csv)
     if runs.empty:
         raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
+    runs = runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
     frames = _load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
+    sparsity_stats = _named_json(sparsity, "sparsity", "dataset")
+    placements = _partition_files(partition)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    _remove_stale(workdir)
     data = _report_data(
         runs=runs,
         experiment=experiment,
         figures=_figures(runs, frames, workdir),
-        sparsity=_named_json(sparsity, "sparsity", "dataset"),
-        partition=_named_json(partition, "partition", "workload"),
+        sparsity=sparsity_stats,
+        partition=placements,
         workdir=workdir,
     )
     write_json(workdir / "report_data.json", data)

@@ -1,13 +1,14 @@
 """The report's figures: seaborn/matplotlib, saved as deterministic SVG.
 
-Each function draws one figure into a file and returns its caption. Axis labels name the clock
+Each public function draws one kind of figure, split over as many SVG files as it takes to fit
+the pages, and returns their captions. Axis labels name the clock
 of the runs ("simulated time (s)" or "wall-clock time (s)"), read from the metrics' ``clock``
 column, so a simulated curve can never pass for a measured one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,14 +17,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_seconds
 
 __all__ = [
+    "MAX_FIGURE_HEIGHT_IN",
     "FigureSpec",
     "accuracy_figure",
     "breakdown_figure",
@@ -34,6 +37,14 @@ __all__ = [
 
 # Values spanning more than this factor get a logarithmic axis.
 _LOG_SPAN = 30.0
+# Tallest figure (inches) that still leaves room for its caption on an A4 page; taller content
+# is split over several figures.
+MAX_FIGURE_HEIGHT_IN = 8.5
+_LEGEND_IN = 0.5  # room for the legend below the panels
+_CURVE_ROW_IN = 2.1  # one row of line panels
+_PANEL_IN = 0.6  # a bar panel's title and x axis
+_BYTES_ROW_IN = 0.27  # one method · scenario (two bars)
+_BREAKDOWN_ROW_IN = 0.22  # one run
 _LINESTYLES = ("-", "--", ":", "-.")
 _SETTING = ("method", "scenario")
 
@@ -145,6 +156,15 @@ def _time_label(clock: str) -> str:
     return f"{clock} time (s)"
 
 
+def _time_axis(curve: pd.DataFrame, workload: str) -> tuple[str, bool]:
+    """The workload's clock and whether its time axis is logarithmic.
+
+    One scale per workload, so its loss and accuracy panels line up.
+    """
+    sub = curve[curve["workload"] == workload]
+    return clock_phrase(sub["clock"]), _spans(sub["time_s"])
+
+
 # --------------------------------------------------------------------------- line figures
 
 
@@ -161,14 +181,35 @@ def _draw_lines(ax: Axes, panel: pd.DataFrame, styles: Mapping, band: bool) -> N
             )
 
 
-def _finish_axes(ax: Axes, panel: pd.DataFrame, title: str, ylabel: str, log_y: bool) -> None:
+def _finish_axes(
+    ax: Axes,
+    panel: pd.DataFrame,
+    title: str,
+    ylabel: str,
+    *,
+    clock: str,
+    log_x: bool,
+    log_y: bool,
+) -> None:
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.set_xlabel(_time_label(clock_phrase(panel["clock"])))
-    if _spans(panel["time_s"]):
-        ax.set_xscale("log")
-    if log_y and _spans(pd.concat([panel["lo"], panel["hi"]])):
-        ax.set_yscale("log")
+    ax.set_xlabel(_time_label(clock))
+    if log_x:
+        _log_axis(ax.xaxis, ax.set_xscale, panel["time_s"])
+    y = pd.concat([panel["lo"], panel["hi"]])
+    if log_y and _spans(y):
+        _log_axis(ax.yaxis, ax.set_yscale, y)
+
+
+def _log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series) -> None:
+    """Log scale with plain tick labels: at 1, 2, 5 x 10^k over up to two decades, else 10^k."""
+    set_scale("log")
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    subs = (1.0, 2.0, 5.0) if v.size and v.max() / v.min() <= 100 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _legend(fig: plt.Figure, styles: Mapping, extra: Sequence[Line2D] = ()) -> None:
@@ -179,17 +220,73 @@ def _legend(fig: plt.Figure, styles: Mapping, extra: Sequence[Line2D] = ()) -> N
     )
 
 
-def loss_figure(curve: pd.DataFrame, runs: pd.DataFrame, path: Path) -> FigureSpec:
-    """Training and test loss against time: one row of panels per workload.
+def _pack(sizes: Sequence[float], limit: float) -> list[list[int]]:
+    """Split items, in order, into groups whose sizes add up to at most ``limit`` (>= 1 each)."""
+    groups: list[list[int]] = []
+    total = limit + 1.0
+    for i, size in enumerate(sizes):
+        if total + size > limit:
+            groups.append([])
+            total = 0.0
+        groups[-1].append(i)
+        total += size
+    return groups
+
+
+def _part(k: int, n: int, names: Sequence[str]) -> str:
+    return f" Part {k} of {n}: {', '.join(dict.fromkeys(names))}." if n > 1 else ""
+
+
+def _clock(curve: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return clock_phrase(curve["clock"]) if len(curve) else clock_phrase(runs["clock"])
+
+
+def _has_band(runs: pd.DataFrame) -> bool:
+    return int(runs.groupby(["workload", *_SETTING]).size().max()) > 1
+
+
+def loss_figure(curve: pd.DataFrame, runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+    """Training and test loss against time, one row of panels per workload.
+
+    Workloads are spread over several figures (``fig_loss_<k>.svg``) when one would not fit a
+    page.
 
     Args:
         curve: Output of :func:`curves`.
         runs: The runs table.
-        path: Destination SVG.
+        workdir: Directory that receives the SVG files.
     """
     workloads = sorted(runs["workload"].astype(str).unique())
+    groups = _pack([_CURVE_ROW_IN] * len(workloads), MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
     styles = _style_map(_settings(runs))
-    band = int(runs.groupby(["workload", *_SETTING]).size().max()) > 1
+    band = _has_band(runs)
+    spread = (
+        "Lines are means over seeds, bands span the minimum to the maximum."
+        if band
+        else "One seed per line."
+    )
+    specs = []
+    for k, group in enumerate(groups, start=1):
+        names = [workloads[i] for i in group]
+        path = workdir / f"fig_loss_{k}.svg"
+        _draw_loss(curve, names, styles, band, path)
+        specs.append(
+            FigureSpec(
+                path.name,
+                f"Loss against {_clock(curve, runs)} time (s), per workload: training loss "
+                "(mean mini-batch loss over workers, at the time the last worker finished the "
+                "iteration) and test loss of the global model at each evaluation; one line per "
+                f"method · scenario. {spread} Logarithmic axes where values span more than a "
+                f"factor of {_LOG_SPAN:g}.{_part(k, len(groups), names)}",
+                f"fig-loss-{k}",
+            )
+        )
+    return specs
+
+
+def _draw_loss(
+    curve: pd.DataFrame, workloads: Sequence[str], styles: Mapping, band: bool, path: Path
+) -> None:
     kinds = (("train_loss", "training loss"), ("test_loss", "test loss"))
     with report_style():
         fig, axes = plt.subplots(
@@ -197,69 +294,117 @@ def loss_figure(curve: pd.DataFrame, runs: pd.DataFrame, path: Path) -> FigureSp
             2,
             squeeze=False,
             layout="constrained",
-            figsize=(TEXT_WIDTH_IN, 2.1 * len(workloads) + 0.5),
+            figsize=(TEXT_WIDTH_IN, _CURVE_ROW_IN * len(workloads) + _LEGEND_IN),
         )
         for i, w in enumerate(workloads):
+            clock, log_x = _time_axis(curve, w)
             for j, (kind, name) in enumerate(kinds):
                 panel = curve[(curve["workload"] == w) & (curve["kind"] == kind)]
                 _draw_lines(axes[i, j], panel, styles, band)
-                _finish_axes(axes[i, j], panel, f"{w}: {name}", name, log_y=True)
+                _finish_axes(
+                    axes[i, j], panel, f"{w}: {name}", name, clock=clock, log_x=log_x, log_y=True
+                )
         _legend(fig, styles)
         save_svg(fig, path)
-    clock = clock_phrase(curve["clock"]) if len(curve) else clock_phrase(runs["clock"])
-    spread = (
-        "Lines are means over seeds, bands span the minimum to the maximum."
-        if band
-        else "One seed per line."
-    )
-    return FigureSpec(
-        path.name,
-        f"Loss against {clock} time (s), per workload: training loss (mean mini-batch loss "
-        f"over workers, at the time the last worker finished the iteration) and test loss of "
-        f"the global model at each evaluation; one line per method · scenario. {spread} "
-        "Logarithmic axes where values span more than a factor of 30.",
-        "fig-loss",
-    )
 
 
-def accuracy_figure(curve: pd.DataFrame, runs: pd.DataFrame, path: Path) -> FigureSpec:
-    """Test accuracy against time, one panel per workload, with the target as a dashed line."""
+def accuracy_figure(curve: pd.DataFrame, runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+    """Test accuracy against time, two workloads per row, the target as a dashed line.
+
+    Written to ``fig_accuracy_<k>.svg``, as many as needed to fit the pages.
+    """
     workloads = sorted(runs["workload"].astype(str).unique())
+    per_fig = 2 * int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN) // _CURVE_ROW_IN)
+    chunks = [workloads[i : i + per_fig] for i in range(0, len(workloads), per_fig)]
     styles = _style_map(_settings(runs))
-    band = int(runs.groupby(["workload", *_SETTING]).size().max()) > 1
+    band = _has_band(runs)
+    targets = {
+        str(w): float(t) for w, t in runs.groupby("workload")["target_accuracy"].first().items()
+    }
+    specs = []
+    for k, names in enumerate(chunks, start=1):
+        path = workdir / f"fig_accuracy_{k}.svg"
+        _draw_accuracy(curve, names, styles, band, targets, path)
+        specs.append(
+            FigureSpec(
+                path.name,
+                f"Test accuracy of the global model against {_clock(curve, runs)} time (s), per "
+                "workload; the dashed line is the workload's target accuracy, which defines time "
+                f"to target.{_part(k, len(chunks), names)}",
+                f"fig-accuracy-{k}",
+            )
+        )
+    return specs
+
+
+def _draw_accuracy(
+    curve: pd.DataFrame,
+    workloads: Sequence[str],
+    styles: Mapping,
+    band: bool,
+    targets: Mapping[str, float],
+    path: Path,
+) -> None:
     ncols = 1 if len(workloads) == 1 else 2
     nrows = -(-len(workloads) // ncols)
-    targets = runs.groupby("workload")["target_accuracy"].first()
+    target_style = {"color": "0.35", "linestyle": (0, (4, 2)), "linewidth": 0.9}
     with report_style():
         fig, axes = plt.subplots(
             nrows,
             ncols,
             squeeze=False,
             layout="constrained",
-            figsize=(TEXT_WIDTH_IN, 2.2 * nrows + 0.5),
+            figsize=(TEXT_WIDTH_IN, _CURVE_ROW_IN * nrows + _LEGEND_IN),
         )
         for i, w in enumerate(workloads):
             ax = axes[i // ncols, i % ncols]
             panel = curve[(curve["workload"] == w) & (curve["kind"] == "test_accuracy")]
             _draw_lines(ax, panel, styles, band)
-            ax.axhline(float(targets[w]), color="0.35", linestyle=(0, (4, 2)), linewidth=0.9)
-            _finish_axes(ax, panel, w, "test accuracy", log_y=False)
+            ax.axhline(targets[w], **target_style)
+            clock, log_x = _time_axis(curve, w)
+            _finish_axes(ax, panel, w, "test accuracy", clock=clock, log_x=log_x, log_y=False)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
         for k in range(len(workloads), nrows * ncols):
             axes[k // ncols, k % ncols].set_visible(False)
-        target = Line2D([], [], color="0.35", linestyle=(0, (4, 2)), label="target accuracy")
-        _legend(fig, styles, [target])
+        _legend(fig, styles, [Line2D([], [], label="target accuracy", **target_style)])
         save_svg(fig, path)
-    clock = clock_phrase(curve["clock"]) if len(curve) else clock_phrase(runs["clock"])
-    return FigureSpec(
-        path.name,
-        f"Test accuracy of the global model against {clock} time (s), per workload; the dashed "
-        "line is the workload's target accuracy, which defines time to target.",
-        "fig-accuracy",
-    )
 
 
 # --------------------------------------------------------------------------- bar figures
+
+
+def _bar_panels(
+    items: Sequence[tuple[str, object]], per_item_in: float
+) -> list[list[tuple[str, list[object]]]]:
+    """Group (workload, item) pairs into panels, then the panels into figures.
+
+    A panel shows one workload; one with too many items is split. Figures fit a page.
+    """
+    limit = MAX_FIGURE_HEIGHT_IN - _LEGEND_IN
+    max_items = max(1, int((limit - _PANEL_IN) // per_item_in))
+    by_workload: dict[str, list[object]] = {}
+    for w, item in items:
+        by_workload.setdefault(w, []).append(item)
+    panels = [
+        (w, its[i : i + max_items])
+        for w, its in sorted(by_workload.items())
+        for i in range(0, len(its), max_items)
+    ]
+    sizes = [_PANEL_IN + per_item_in * len(its) for _, its in panels]
+    return [[panels[i] for i in group] for group in _pack(sizes, limit)]
+
+
+def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) -> tuple:
+    heights = [_PANEL_IN + per_item_in * len(its) for _, its in panels]
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        squeeze=False,
+        layout="constrained",
+        figsize=(TEXT_WIDTH_IN, sum(heights) + _LEGEND_IN),
+        gridspec_kw={"height_ratios": heights},
+    )
+    return fig, axes[:, 0]
 
 
 def _bytes_axis(ax: Axes, log: bool) -> None:
@@ -268,10 +413,11 @@ def _bytes_axis(ax: Axes, log: bool) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
 
 
-def bytes_figure(runs: pd.DataFrame, path: Path) -> FigureSpec:
-    """Wire bytes per direction, per method · scenario, one panel per workload (mean of seeds)."""
-    workloads = sorted(runs["workload"].astype(str).unique())
-    settings = _settings(runs)
+def bytes_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+    """Wire bytes per direction, per method · scenario (mean of seeds), a panel per workload.
+
+    Written to ``fig_bytes_<k>.svg``, as many as needed to fit the pages.
+    """
     long = runs.melt(
         id_vars=["workload", "method", "scenario", "seed"],
         value_vars=["bytes_up", "bytes_down"],
@@ -279,22 +425,32 @@ def bytes_figure(runs: pd.DataFrame, path: Path) -> FigureSpec:
         value_name="bytes",
     )
     long["direction"] = long["direction"].map({"bytes_up": "up", "bytes_down": "down"})
-    long["setting"] = [
-        _label((m, s)) for m, s in zip(long["method"], long["scenario"], strict=True)
-    ]
-    colours = palette(2)
-    heights = [0.32 * len(settings) + 0.55 for _ in workloads]
-    with report_style():
-        fig, axes = plt.subplots(
-            len(workloads),
-            1,
-            squeeze=False,
-            layout="constrained",
-            figsize=(TEXT_WIDTH_IN, sum(heights) + 0.4),
-            gridspec_kw={"height_ratios": heights},
+    long["setting"] = [_label(st) for st in zip(long["method"], long["scenario"], strict=True)]
+    items = sorted({(str(w), s) for w, s in zip(long["workload"], long["setting"], strict=True)})
+    figures = _bar_panels(items, _BYTES_ROW_IN)
+    specs = []
+    for k, panels in enumerate(figures, start=1):
+        path = workdir / f"fig_bytes_{k}.svg"
+        _draw_bytes(long, panels, path)
+        specs.append(
+            FigureSpec(
+                path.name,
+                "Wire bytes per direction, summed over workers and iterations, per method · "
+                "scenario (mean over seeds; exact encoded sizes). Logarithmic axis where values "
+                f"span more than a factor of {_LOG_SPAN:g}."
+                + _part(k, len(figures), [w for w, _ in panels]),
+                f"fig-bytes-{k}",
+            )
         )
-        for ax, w in zip(axes[:, 0], workloads, strict=True):
-            sub = long[long["workload"] == w]
+    return specs
+
+
+def _draw_bytes(long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Path) -> None:
+    colours = palette(2)
+    with report_style():
+        fig, axes = _bar_axes(panels, _BYTES_ROW_IN)
+        for ax, (w, settings) in zip(axes, panels, strict=True):
+            sub = long[(long["workload"] == w) & long["setting"].isin(settings)]
             log = _spans(sub["bytes"])
             sns.barplot(
                 data=sub,
@@ -303,7 +459,7 @@ def bytes_figure(runs: pd.DataFrame, path: Path) -> FigureSpec:
                 hue="direction",
                 orient="h",
                 ax=ax,
-                order=[_label(s) for s in settings],
+                order=list(settings),
                 hue_order=["up", "down"],
                 palette=colours,
                 errorbar=None,
@@ -312,60 +468,55 @@ def bytes_figure(runs: pd.DataFrame, path: Path) -> FigureSpec:
             )
             _bytes_axis(ax, log)
             for container in ax.containers:
-                ax.bar_label(
-                    container,
-                    labels=[fmt_bytes(b.get_width()) for b in container],
-                    padding=2,
-                    fontsize=6.5,
-                )
+                labels = [fmt_bytes(bar.get_width()) for bar in container]
+                ax.bar_label(container, labels=labels, padding=2, fontsize=6.5)
             ax.set_xlim(right=ax.get_xlim()[1] * (4 if log else 1.18))
             ax.set(title=w, xlabel="wire bytes (all workers, all iterations)", ylabel="")
         names = ("up (worker → server)", "down (server → worker)")
         handles = [Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)]
         fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
         save_svg(fig, path)
-    return FigureSpec(
-        path.name,
-        "Wire bytes per direction, summed over workers and iterations, per method · scenario "
-        "(mean over seeds; exact encoded sizes). Logarithmic axis where values span more than "
-        "a factor of 30.",
-        "fig-bytes",
-    )
 
 
 _PARTS = (("compute_s", "compute"), ("comm_s", "communication"), ("wait_s", "wait"))
 
 
-def breakdown_figure(runs: pd.DataFrame, path: Path) -> FigureSpec:
-    """Share of worker time in compute / communication / wait, one stacked bar per run."""
-    workloads = sorted(runs["workload"].astype(str).unique())
-    colours = palette(len(_PARTS))
-    counts = [int((runs["workload"] == w).sum()) for w in workloads]
-    heights = [0.3 * c + 0.55 for c in counts]
-    with report_style():
-        fig, axes = plt.subplots(
-            len(workloads),
-            1,
-            squeeze=False,
-            layout="constrained",
-            figsize=(TEXT_WIDTH_IN, sum(heights) + 0.4),
-            gridspec_kw={"height_ratios": heights},
+def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+    """Share of worker time in compute / communication / wait, one stacked bar per run.
+
+    Written to ``fig_breakdown_<k>.svg``, as many as needed to fit the pages.
+    """
+    ordered = runs.sort_values(["workload", "method", "scenario", "seed"])
+    items = [(str(r.workload), r) for r in ordered.itertuples(index=False)]
+    figures = _bar_panels(items, _BREAKDOWN_ROW_IN)
+    specs = []
+    for k, panels in enumerate(figures, start=1):
+        path = workdir / f"fig_breakdown_{k}.svg"
+        _draw_breakdown(panels, path)
+        specs.append(
+            FigureSpec(
+                path.name,
+                "Where the workers' time went, per run: shares of compute, communication and "
+                "wait (blocked by the sync policy), summed over workers; the number after each "
+                f"bar is that sum in {clock_phrase(runs['clock'])} time (s). Shares rather than "
+                "seconds because the scenarios' totals differ by orders of magnitude."
+                + _part(k, len(figures), [w for w, _ in panels]),
+                f"fig-breakdown-{k}",
+            )
         )
-        for ax, w in zip(axes[:, 0], workloads, strict=True):
-            sub = runs[runs["workload"] == w].sort_values(["method", "scenario", "seed"])
-            _stacked(ax, sub, colours)
+    return specs
+
+
+def _draw_breakdown(panels: Sequence[tuple[str, list]], path: Path) -> None:
+    colours = palette(len(_PARTS))
+    with report_style():
+        fig, axes = _bar_axes(panels, _BREAKDOWN_ROW_IN)
+        for ax, (w, rows) in zip(axes, panels, strict=True):
+            _stacked(ax, pd.DataFrame(rows), colours)
             ax.set_title(w)
         handles = [Patch(color=c, label=n) for c, (_, n) in zip(colours, _PARTS, strict=True)]
         fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
         save_svg(fig, path)
-    return FigureSpec(
-        path.name,
-        f"Where the workers' time went, per run: shares of compute, communication and wait "
-        f"(blocked by the sync policy), summed over workers; the number after each bar is that "
-        f"sum in {clock_phrase(runs['clock'])} seconds. Shares rather than seconds because the "
-        "scenarios' totals differ by orders of magnitude.",
-        "fig-breakdown",
-    )
 
 
 def _stacked(ax: Axes, sub: pd.DataFrame, colours: Sequence) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from psml_core.atomic import write_text
@@ -81,9 +82,10 @@ def _scaled(value: float, units: Sequence[tuple[float, str]]) -> str:
     """Format with the largest unit whose 3-significant-digit value is at least 1."""
     for factor, unit in units:
         text = sig(value / factor)
-        if abs(float(text)) >= 1 or factor == units[-1][0]:
+        if abs(float(text)) >= 1:
             return f"{text}{_NBSP}{unit}"
-    raise AssertionError("unreachable")
+    factor, unit = units[-1]  # below the smallest unit: exponent form, not a row of zeros
+    return f"{value / factor:.3g}{_NBSP}{unit}"
 
 
 def fmt_bytes(n: Any) -> str:
@@ -98,13 +100,13 @@ def fmt_bytes(n: Any) -> str:
 
 
 def fmt_seconds(s: Any) -> str:
-    """A duration to three significant digits in s, ms or µs; missing -> "–"."""
+    """A duration to three significant digits in s, ms, µs or ns; missing -> "–"."""
     if _missing(s):
         return DASH
     s = float(s)
     if s == 0:
         return f"0{_NBSP}s"
-    return _scaled(s, [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs")])
+    return _scaled(s, [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")])
 
 
 def fmt_percent(x: Any) -> str:
@@ -125,6 +127,8 @@ def fmt_value(v: Any, key: str = "") -> str:
     """Any config or statistics value as a short string; keys naming bytes get byte units."""
     if _missing(v):
         return DASH
+    if isinstance(v, np.generic):  # numpy scalars from pandas behave like Python's
+        v = v.item()
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int):
@@ -170,7 +174,7 @@ def _fmt_list(values: Sequence[Any], key: str, limit: int = 8) -> str:
 def clock_phrase(clocks: Iterable[str]) -> str:
     """The clock(s) in words for captions: "simulated", "wall-clock" or both."""
     uniq = sorted({str(c) for c in clocks})
-    return " and ".join(uniq) if uniq else "simulated"
+    return " and ".join(uniq) if uniq else "unknown"
 
 
 # --------------------------------------------------------------------------- table container
@@ -187,6 +191,8 @@ class Table:
         rows: Cells, already formatted; never empty.
         align: Per column "left", "right" or "center".
         widths: Per column "auto" or a number of fractions (``1`` = ``1fr`` in Typst).
+        group: Show the first column as a heading row whenever its value changes, instead of
+            as a column (saves width; the CSV keeps the column).
     """
 
     name: str
@@ -195,6 +201,7 @@ class Table:
     rows: list[list[str]]
     align: list[str] = field(default_factory=list)
     widths: list[str | float] = field(default_factory=list)
+    group: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.header)
@@ -223,6 +230,7 @@ class Table:
             "align": self.align,
             "widths": self.widths,
             "label": f"tab-{self.name}",
+            "group": self.group,
         }
 
 
@@ -254,7 +262,7 @@ def overview_table(runs: pd.DataFrame, experiment: Mapping[str, Any]) -> Table:
     hash_text = (
         hashes[0]
         if len(hashes) == 1
-        else f"{len(hashes)} distinct, one per run (Table: run provenance, appendix)"
+        else f"{len(hashes)} distinct, one per run; listed in the appendix (run provenance)"
     )
     pairs = [
         ("Tier", fmt_value(experiment.get("tier") or ", ".join(_unique(runs["tier"])))),
@@ -294,32 +302,44 @@ def versions_table(runs: pd.DataFrame) -> Table:
 
 
 def data_files_table(runs: pd.DataFrame) -> Table:
-    """SHA-256 of every data file the runs read."""
-    merged = _merged_json_column(runs, "data_sha256")
-    rows = [[name, sha] for name, shas in merged.items() for sha in shas] or [[DASH, DASH]]
+    """SHA-256 of every data file the runs read, per dataset (file names repeat across sets)."""
+    entries = set()
+    for dataset, text in zip(runs["dataset"], runs["data_sha256"], strict=True):
+        if _missing(text):
+            continue
+        entries |= {(str(dataset), str(f), str(h)) for f, h in json.loads(str(text)).items()}
+    rows = [list(e) for e in sorted(entries)] or [[DASH, DASH, DASH]]
     return Table(
         "data_sha256",
-        "SHA-256 of the data files the runs read (– if the runs recorded none).",
-        ["File", "SHA-256"],
+        "SHA-256 of the data files the runs read, per dataset (– if the runs recorded none).",
+        ["Dataset", "File", "SHA-256"],
         rows,
-        widths=["auto", 1],
+        widths=["auto", "auto", 1],
     )
 
 
 def run_provenance_table(runs: pd.DataFrame) -> Table:
     """Per run: config hash and the wall-clock seconds the run itself took."""
     rows = [
-        [str(r.run_id), str(r.config_hash), fmt_seconds(r.wall_clock_s)]
+        [
+            str(r.workload),
+            str(r.method),
+            str(r.scenario),
+            str(int(r.seed)),
+            str(r.config_hash),
+            fmt_seconds(r.wall_clock_s),
+        ]
         for r in runs.itertuples(index=False)
     ]
     return Table(
         "run_provenance",
-        "Run provenance: the SHA-256 of each run's full settings (config hash) and the "
-        "wall-clock time the run took to compute, whatever its clock.",
-        ["Run", "Config hash (SHA-256)", "Wall-clock"],
+        "Run provenance, grouped by workload: the SHA-256 of each run's full settings (config "
+        "hash) and the wall-clock time the run took to compute, whatever its clock.",
+        ["Workload", "Method", "Scenario", "Seed", "Config hash (SHA-256)", "Wall-clock"],
         rows,
-        align=["left", "left", "right"],
-        widths=["auto", 1, "auto"],
+        align=["left", "left", "left", "right", "left", "right"],
+        widths=["auto", "auto", "auto", "auto", 1, "auto"],
+        group=True,
     )
 
 
@@ -553,7 +573,7 @@ def runs_table(runs: pd.DataFrame) -> Table:
         for w, t in sorted(runs.groupby("workload")["target_accuracy"].first().items())
     )
     caption = (
-        f"Runs: every run of this report ({len(runs)}). Times are on the "
+        f"Runs: every run of this report ({len(runs)}), grouped by workload. Times are on the "
         f"{clock_phrase(runs['clock'])} clock. Time to target is the first evaluation at which "
         f"test accuracy reached the workload's target ({targets}); “not reached” if it never "
         "did. Bytes are exact wire bytes over all workers and iterations; up is worker to "
@@ -562,11 +582,22 @@ def runs_table(runs: pd.DataFrame) -> Table:
     return Table(
         "runs",
         caption,
-        ["Workload", "Method", "Scenario", "Seed", "Iter.", "Final acc.", "Time to target",
-         "Total time", "Bytes up", "Bytes down"],
+        [
+            "Workload",
+            "Method",
+            "Scenario",
+            "Seed",
+            "Iter.",
+            "Final acc.",
+            "Time to target",
+            "Total time",
+            "Bytes up",
+            "Bytes down",
+        ],
         rows,
         align=["left", "left", "left", *(["right"] * 7)],
-    )  # fmt: skip
+        group=True,
+    )
 
 
 def _sd(x: Any, fmt: Any) -> str:
@@ -600,24 +631,28 @@ def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
                 ),
             ]
         )
-    clock = clock_phrase(agg["clock"]) if len(agg) else "simulated"
+    clock = clock_phrase(agg["clock"])
     note = "Mean and sample standard deviation (sd) over seeds; sd is – with fewer than two values."
     return [
         Table(
             "aggregate_quality",
-            f"Aggregate over seeds: final test accuracy and times ({clock} clock). {note} "
+            f"Aggregate over seeds, grouped by workload: final test accuracy and times ({clock} "
+            f"clock). {note} "
             "Time to target is averaged over the seeds that reached the target (– if none did); "
             "Reached counts them.",
             [*keys, "Acc. mean", "Acc. sd", "Time mean", "Time sd", "To target", "Reached"],
             quality,
             align=["left", "left", "left", *(["right"] * 7)],
+            group=True,
         ),
         Table(
             "aggregate_bytes",
-            f"Aggregate over seeds: wire bytes per direction and in total. {note}",
+            "Aggregate over seeds, grouped by workload: wire bytes per direction and in total. "
+            + note,
             [*keys, "Up mean", "Up sd", "Down mean", "Down sd", "Total mean", "Total sd"],
             traffic,
             align=["left", "left", "left", *(["right"] * 7)],
+            group=True,
         ),
     ]
 
@@ -632,7 +667,7 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def partition_table(partitions: Mapping[str, Mapping[str, Any]]) -> Table:
-    """Every key of the placement files, flattened, one row per (workload, key)."""
+    """Every key of the placement files, flattened; one group of rows per file."""
     rows = [
         [name, key, fmt_value(value, key)]
         for name in sorted(partitions)
@@ -640,9 +675,11 @@ def partition_table(partitions: Mapping[str, Mapping[str, Any]]) -> Table:
     ]
     return Table(
         "partition",
-        "Predicted traffic of each workload's placement, computed before training from the "
-        "data and the placement (every key of the placement file; long lists are shortened).",
-        ["Workload", "Quantity", "Value"],
+        "Predicted traffic of each placement, computed before training from the data and the "
+        "placement, grouped by workload (and method, when placements differ by method); every "
+        "key of the placement file, long lists shortened.",
+        ["Placement", "Quantity", "Value"],
         rows or [[DASH] * 3],
         widths=["auto", "auto", 1],
+        group=True,
     )

@@ -1,6 +1,7 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
 import json
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -11,6 +12,14 @@ from psml_core.config import effective_config, load_experiment
 from psml_core.errors import ConfigError
 
 CONFIG_DIR = Path(workflow.basedir) / "config"
+
+# Every rule calls `psml`; without --sdm conda it must come from the environment Snakemake runs in.
+_SDM = {m.name for m in workflow.deployment_settings.deployment_method}
+if shutil.which("psml") is None and "CONDA" not in _SDM:
+    sys.exit(
+        "error: the `psml` command is not on PATH; activate the environment psml-core is "
+        "installed in (`. .venv/bin/activate`, see README) or run with `--sdm conda`"
+    )
 
 # psml_core checks what a schema cannot (method names, cross-references) and turns the first
 # violation into one line naming the key and the allowed values; exit before any job runs.

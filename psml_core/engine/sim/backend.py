@@ -10,7 +10,7 @@ Gradients are real (the model is really trained); time is virtual. Each iteratio
 
 Transfers go through :class:`~psml_core.net.network.FairShareNetwork`. Per iteration the record
 splits the time exactly: ``compute_s + comm_s + wait_s`` is the iteration's duration, where
-``wait_s`` is the time the pull spent blocked by the sync policy before the last shard answered.
+``wait_s`` is the longest time a pull request sat at a shard, blocked by the sync policy.
 Evaluation of the global model is offline: it takes no simulated time.
 """
 
@@ -108,7 +108,7 @@ class _RunState:
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
             pull_end = env.now
-            wait = max(0.0, max(at for at, _, _, _ in served) - start)
+            wait = max(blocked for blocked, _, _, _ in served)
             down = sum(nb for _, nb, _, _ in served)
             remote_down = sum(rb for _, _, rb, _ in served)
             staleness = max(st for _, _, _, st in served)
@@ -123,13 +123,9 @@ class _RunState:
             payloads = w.encode_push(grad, self.ctx(t, ratio))
             pushes = [env.process(self.push(p, s, t, pl)) for s, pl in enumerate(payloads)]
             yield env.all_of(pushes)
-            up = sum(self.net.wire_bytes(pl.wire_bytes) for pl in payloads)
-            remote_up = sum(
-                self.net.wire_bytes(pl.wire_bytes)
-                for s, pl in enumerate(payloads)
-                if job.shard_machine[s] != p
-            )
-            request_bytes = len(job.shards) * self.net.wire_bytes(0)
+            # Each shard got a header-only pull request and a push from this worker.
+            sent = [self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes) for pl in payloads]
+            remote = [int(m) != p for m in job.shard_machine]
             self.rows.append(
                 {
                     "iteration": t,
@@ -138,12 +134,9 @@ class _RunState:
                     "compute_s": compute,
                     "comm_s": (pull_end - start - wait) + (env.now - push_start),
                     "wait_s": wait,
-                    "bytes_up": up + request_bytes,
+                    "bytes_up": sum(sent),
                     "bytes_down": down,
-                    "remote_bytes_up": remote_up + sum(
-                        self.net.wire_bytes(0) for s in range(len(job.shards))
-                        if job.shard_machine[s] != p
-                    ),
+                    "remote_bytes_up": sum(b for b, r in zip(sent, remote, strict=True) if r),
                     "remote_bytes_down": remote_down,
                     "ratio": ratio,
                     "staleness": staleness,
@@ -154,14 +147,15 @@ class _RunState:
     def pull(self, p: int, s: int, t: int, ratio: float) -> Generator[Any, Any, tuple]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         yield self.net.transfer(p, machine, 0)  # the request: header only
+        arrived = self.env.now
         yield self.gates[s].wait(p, shard.may_serve(p))
-        served_at = self.env.now
+        blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
         payload: Payload = shard.pull(p, self.ctx(t, ratio))
         nbytes = self.net.wire_bytes(payload.wire_bytes)
         yield self.net.transfer(machine, p, payload.wire_bytes)
         self.job.workers[p].apply_pull(s, shard.codec_down.decode(payload))
-        return served_at, nbytes, (nbytes if machine != p else 0), staleness
+        return blocked, nbytes, (nbytes if machine != p else 0), staleness
 
     def push(self, p: int, s: int, t: int, payload: Payload) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])

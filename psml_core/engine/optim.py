@@ -1,0 +1,82 @@
+"""Server-side optimizers: how a shard turns an aggregated gradient into a parameter update."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+from psml_core.config import WorkloadSpec
+from psml_core.registry import Registry
+
+__all__ = ["OPTIMIZERS", "AdaGrad", "ServerOptimizer", "SGD", "make_optimizer"]
+
+
+class ServerOptimizer(ABC):
+    """Updates one shard's values in place from a gradient; holds its own per-key state."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def step(self, values: np.ndarray, grad: np.ndarray) -> None:
+        """Apply one update to ``values`` (float32, in place)."""
+
+
+OPTIMIZERS: Registry[type[ServerOptimizer]] = Registry("optimizer")
+
+
+@OPTIMIZERS.register("sgd")
+class SGD(ServerOptimizer):
+    """SGD with heavy-ball momentum: ``v = mu v + g;  w -= lr v``.
+
+    Args:
+        n: Number of keys on the shard.
+        lr: Learning rate.
+        momentum: Momentum mu in [0, 1).
+    """
+
+    name = "sgd"
+
+    def __init__(self, n: int, lr: float, momentum: float) -> None:
+        self.lr, self.momentum = np.float32(lr), np.float32(momentum)
+        self.velocity = np.zeros(n, dtype=np.float32)
+
+    def step(self, values: np.ndarray, grad: np.ndarray) -> None:
+        """Momentum step."""
+        self.velocity *= self.momentum
+        self.velocity += grad
+        values -= self.lr * self.velocity
+
+
+@OPTIMIZERS.register("adagrad")
+class AdaGrad(ServerOptimizer):
+    """AdaGrad (Duchi et al., 2011): ``G += g^2;  w -= lr g / (sqrt(G) + eps)``.
+
+    The per-key step size suits sparse linear models, whose features differ in frequency by
+    orders of magnitude; it is what the PS-lite lineage trains sparse logistic regression with.
+    Tuning: lr 0.05-0.3 for L2-normalised sparse rows; momentum is ignored.
+
+    Args:
+        n: Number of keys on the shard.
+        lr: Learning rate.
+        momentum: Unused (accepted so that every optimizer takes the same settings).
+    """
+
+    name = "adagrad"
+    eps = np.float32(1e-8)
+
+    def __init__(self, n: int, lr: float, momentum: float) -> None:
+        self.lr = np.float32(lr)
+        self.accum = np.zeros(n, dtype=np.float32)
+
+    def step(self, values: np.ndarray, grad: np.ndarray) -> None:
+        """AdaGrad step."""
+        self.accum += grad * grad
+        values -= self.lr * grad / (np.sqrt(self.accum) + self.eps)
+
+
+def make_optimizer(workload: WorkloadSpec, n: int) -> ServerOptimizer:
+    """The workload's optimizer for a shard of ``n`` keys."""
+    cls = OPTIMIZERS.get(workload.optimizer, where=f"workloads.{workload.name}.optimizer")
+    return cls(n, workload.lr, workload.momentum)

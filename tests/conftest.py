@@ -1,0 +1,33 @@
+"""Shared fixtures: small prepared data sets and the smoke experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from psml_core.config import Experiment, load_experiment
+from psml_core.data.prepare import prepare_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def smoke() -> Experiment:
+    return load_experiment({"tier": "smoke"}, REPO / "config")
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory: pytest.TempPathFactory, smoke: Experiment) -> dict[str, Path]:
+    """Every smoke data set, prepared once per session: name -> directory."""
+    root = tmp_path_factory.mktemp("prepared")
+    out = {}
+    for name, spec in smoke.datasets.items():
+        prepare_dataset(spec, root / name)
+        out[name] = root / name
+    return out

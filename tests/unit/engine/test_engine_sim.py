@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from psml_core.data.store import load_prepared
+from psml_core.engine import SimBackend, build_job, train
+from psml_core.engine.worker import BatchSampler
+
+
+def spec_for(smoke, workload="digits_mlp", scenario="dc_10g", **changes):
+    run = smoke.run(workload, "dense_bsp", scenario, smoke.seeds[0])
+    wl = dataclasses.replace(run.workload, iterations=changes.pop("iterations", 12))
+    return dataclasses.replace(run, workload=wl, **changes)
+
+
+def simulate(spec, prepared):
+    ds = load_prepared(prepared[spec.dataset.name])
+    job = build_job(spec, ds)
+    return job, SimBackend().run(job)
+
+
+def test_same_seed_same_records_and_same_bytes(smoke, prepared, tmp_path):
+    spec = spec_for(smoke)
+    _, a = simulate(spec, prepared)
+    _, b = simulate(spec, prepared)
+    assert a == b
+    train(spec, prepared["digits"], tmp_path / "one")
+    train(spec, prepared["digits"], tmp_path / "two")
+    assert (tmp_path / "one" / "metrics.parquet").read_bytes() == (
+        tmp_path / "two" / "metrics.parquet").read_bytes()
+
+
+def test_bsp_time_split_and_zero_staleness(smoke, prepared):
+    spec = spec_for(smoke, scenario="slow_100m")
+    _, recs = simulate(spec, prepared)
+    for p in range(spec.workers):
+        mine = sorted((r for r in recs if r.worker == p), key=lambda r: r.iteration)
+        prev = 0.0
+        for r in mine:
+            assert r.compute_s + r.comm_s + r.wait_s == pytest.approx(r.time_s - prev, abs=1e-12)
+            assert r.staleness == 0 and r.wait_s >= 0
+            prev = r.time_s
+    # Barrier: nobody computes iteration t before every worker's push of t-1 has arrived
+    # (time_s is when a worker's last push of the iteration arrived).
+    by_it: dict[int, list] = {}
+    for r in recs:
+        by_it.setdefault(r.iteration, []).append(r)
+    for t in range(1, spec.workload.iterations):
+        barrier = max(r.time_s for r in by_it[t - 1])
+        for r in by_it[t]:
+            assert r.time_s - r.compute_s >= barrier
+
+
+def test_exact_bytes_per_direction(smoke, prepared):
+    spec = spec_for(smoke)
+    job, recs = simulate(spec, prepared)
+    n = job.model.n_params
+    for r in recs:
+        assert r.bytes_up == 4 * n and r.bytes_down == 4 * n
+        own = sum(4 * len(s.keys) for s, m in zip(job.shards, job.shard_machine, strict=True)
+                  if m == r.worker)
+        assert r.remote_bytes_up == 4 * n - own == r.remote_bytes_down
+
+
+def test_header_bytes_are_counted_per_message(smoke, prepared):
+    sc = dataclasses.replace(smoke.scenarios["dc_10g"], header_bytes=64)
+    spec = dataclasses.replace(spec_for(smoke), scenario=sc)
+    job, recs = simulate(spec, prepared)
+    n, s = job.model.n_params, spec.shards
+    # up: S pushes + S pull requests; down: S pull answers.
+    assert all(r.bytes_up == 4 * n + 2 * s * 64 for r in recs)
+    assert all(r.bytes_down == 4 * n + s * 64 for r in recs)
+
+
+def test_matches_single_process_sgd(smoke, prepared):
+    """Differential: dense BSP over P workers and S shards == SGD on the averaged gradient."""
+    spec = spec_for(smoke, iterations=6)
+    job, _ = simulate(spec, prepared)
+    ds = load_prepared(prepared["digits"])
+    ref_job = build_job(spec, ds)
+    model, wl = ref_job.model, spec.workload
+    w = model.init_params(spec.seed)
+    v = np.zeros_like(w)
+    samplers = [BatchSampler(len(wk.y), wl.batch_size, spec.seed, wk.rank) for wk in
+                ref_job.workers]
+    for _ in range(wl.iterations):
+        g = np.zeros_like(w)
+        for wk, smp in zip(ref_job.workers, samplers, strict=True):
+            idx = smp.next()
+            g += model.loss_grad(w, wk.X[idx], wk.y[idx])[1]
+        g /= np.float32(spec.workers)
+        v = np.float32(wl.momentum) * v + g
+        w = w - np.float32(wl.lr) * v
+    np.testing.assert_allclose(job.global_params(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_single_worker_iteration_time_is_analytic(smoke, prepared):
+    sc = dataclasses.replace(smoke.scenarios["slow_100m"], header_bytes=0)
+    spec = dataclasses.replace(
+        spec_for(smoke, iterations=3, workers=1, shards=1, colocated=False), scenario=sc
+    )
+    job, recs = simulate(spec, prepared)
+    bw = sc.bandwidth_gbps * 1e9 / 8
+    lat, ovh = sc.latency_us * 1e-6, sc.message_overhead_us * 1e-6
+    n = job.model.n_params
+    per_msg = ovh + lat
+    for r in recs:
+        expected = 3 * per_msg + 2 * 4 * n / bw + r.compute_s
+        assert r.time_s - (r.iteration and recs[r.iteration - 1].time_s) == pytest.approx(expected)
+        assert r.wait_s == 0
+
+
+def test_training_learns(smoke, prepared):
+    spec = spec_for(smoke, iterations=60)
+    _, recs = simulate(spec, prepared)
+    accs = [r.test_accuracy for r in recs if r.worker == 0 and not np.isnan(r.test_accuracy)]
+    assert accs[-1] > 0.8 > accs[0] - 0.5  # digits MLP: well above 10% chance after 60 steps
+    assert [r.iteration for r in recs if r.worker == 0 and not np.isnan(r.test_accuracy)][-1] == 59
+
+
+def test_slower_network_takes_longer(smoke, prepared):
+    _, fast = simulate(spec_for(smoke, scenario="dc_10g"), prepared)
+    _, slow = simulate(spec_for(smoke, scenario="slow_100m"), prepared)
+    assert max(r.time_s for r in slow) > 10 * max(r.time_s for r in fast)
+    # Same gradients either way: time does not change what BSP computes.
+    assert [r.loss for r in fast] == [r.loss for r in slow]

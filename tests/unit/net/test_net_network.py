@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+import simpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from psml_core.net import FairShareNetwork, max_min_rates
+
+
+def run_transfers(transfers, *, machines=4, bw=1000.0, lat=0.0, ovh=0.0, header=0):
+    """Start (start_time, src, dst, nbytes) transfers; return their arrival times."""
+    env = simpy.Environment()
+    net = FairShareNetwork(env, machines, bw, lat, ovh, header)
+    done = {}
+
+    def one(i, start, src, dst, nbytes):
+        yield env.timeout(start)
+        yield net.transfer(src, dst, nbytes)
+        done[i] = env.now
+
+    for i, tr in enumerate(transfers):
+        env.process(one(i, *tr))
+    env.run()
+    return [done[i] for i in range(len(transfers))]
+
+
+def test_single_message_cost():
+    (t,) = run_transfers([(0.0, 0, 1, 500)], lat=0.01, ovh=0.002, header=100)
+    assert t == pytest.approx(0.002 + 600 / 1000 + 0.01)
+
+
+def test_incast_shares_the_server_ingress():
+    # Three workers push 100 B each to machine 3: its ingress is the bottleneck.
+    times = run_transfers([(0.0, p, 3, 100) for p in range(3)])
+    assert times == pytest.approx([0.3, 0.3, 0.3])
+
+
+def test_short_flow_leaves_and_long_flow_speeds_up():
+    times = run_transfers([(0.0, 0, 2, 100), (0.0, 1, 2, 300)])
+    # Both at 500 B/s until the short one ends at 0.2 s; the long one has 200 B left at 1000 B/s.
+    assert times == pytest.approx([0.2, 0.4])
+
+
+def test_disjoint_paths_do_not_interfere():
+    times = run_transfers([(0.0, 0, 1, 100), (0.0, 2, 3, 100)])
+    assert times == pytest.approx([0.1, 0.1])
+
+
+def test_colocated_message_is_free():
+    assert run_transfers([(0.0, 1, 1, 10**9)], lat=1.0, ovh=1.0) == [0.0]
+
+
+def test_late_joiner():
+    # Flow A alone for 0.1 s (100 B done), then shares with B.
+    times = run_transfers([(0.0, 0, 2, 300), (0.1, 1, 2, 100)])
+    assert times == pytest.approx([0.4, 0.3])
+
+
+def test_max_min_textbook_example():
+    # Links 0 and 1 of capacity 1: A uses 0, B uses 0 and 1, C uses 1.
+    rates = max_min_rates({0: (0,), 1: (0, 1), 2: (1,)}, {0: 1.0, 1: 1.0})
+    assert rates == pytest.approx({0: 0.5, 1: 0.5, 2: 0.5})
+    # Capacity 2 on link 1: B is held at 0.5 by link 0, so C gets the remaining 1.5.
+    rates = max_min_rates({0: (0,), 1: (0, 1), 2: (1,)}, {0: 1.0, 1: 2.0})
+    assert rates == pytest.approx({0: 0.5, 1: 0.5, 2: 1.5})
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=12))
+def test_max_min_is_feasible_and_saturates_a_link_per_flow(pairs):
+    flows = {i: (s, 4 + d) for i, (s, d) in enumerate(pairs)}
+    cap = {link: 10.0 for link in range(8)}
+    rates = max_min_rates(flows, cap)
+    load = {link: 0.0 for link in cap}
+    for fid, links in flows.items():
+        for link in links:
+            load[link] += rates[fid]
+    assert all(load[link] <= cap[link] * (1 + 1e-9) for link in cap)
+    # Max-min: each flow crosses a saturated link where it has the largest rate.
+    for fid, links in flows.items():
+        assert any(
+            load[link] >= cap[link] * (1 - 1e-9)
+            and rates[fid] >= max(rates[g] for g, ls in flows.items() if link in ls) * (1 - 1e-9)
+            for link in links
+        )
+
+
+def test_deterministic():
+    trs = [(0.01 * i, i % 3, 3, 100 + 37 * i) for i in range(20)]
+    assert run_transfers(trs) == run_transfers(trs)

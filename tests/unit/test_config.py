@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from psml_core.config import RunSpec, effective_config, load_experiment, load_methods
+from psml_core.errors import ConfigError
+
+
+def test_smoke_tier_loads(smoke):
+    assert smoke.tier == "smoke"
+    assert smoke.methods == ("dense_bsp",)
+    assert len(smoke.runs()) == len(smoke.workloads) * len(smoke.scenarios) * len(smoke.seeds)
+    # Schema defaults are filled in.
+    assert smoke.workloads["rcv1_logreg"].l2 == 0.0
+
+
+@pytest.mark.parametrize("tier", ["smoke", "small", "paper"])
+def test_every_tier_is_valid(repo, tier):
+    exp = load_experiment({"tier": tier}, repo / "config")
+    assert exp.runs()
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"tier": "huge"}, "key 'tier': 'huge' is not allowed; allowed values: smoke, small, paper"),
+        ({"methods": ["nope"]}, "unknown method 'nope'; known methods"),
+        ({"methods": []}, "key 'methods': needs at least 1 entry"),
+        ({"workers": "two"}, "key 'workers': expected integer"),
+        ({"workers": 0}, "key 'workers': 0 is out of range; must be >= 1"),
+        ({"bogus": 1}, "unknown key 'bogus'"),
+        ({"backend": "mpi"}, "allowed values: sim"),
+        ({"scenarios": {"x": {"bandwidth_gbps": -1}}}, "scenarios.x.bandwidth_gbps"),
+        ({"workloads": {"w": {"dataset": "nope", "model": "mlp", "batch_size": 1, "lr": 0.1,
+                              "iterations": 1}}}, "unknown dataset 'nope'"),
+        ({"workloads": {"digits_mlp": {"model": "resnet"}}}, "allowed values: logreg, mlp"),
+        ({"datasets": {"f": {"source": "libsvm"}}}, "missing required key(s) path"),
+        ({"shards": 9}, "cannot be colocated"),
+    ],
+)
+def test_bad_config_one_clear_message(repo, override, fragment):
+    user = {"tier": "smoke", **override}
+    with pytest.raises(ConfigError) as info:
+        load_experiment(user, repo / "config")
+    msg = str(info.value)
+    assert fragment in msg
+    assert "\n" not in msg.strip()
+
+
+def test_effective_config_overrides_nested_keys(repo):
+    cfg = effective_config({"tier": "smoke", "workloads": {"digits_mlp": {"lr": 0.3}}},
+                           repo / "config")
+    assert cfg["workloads"]["digits_mlp"]["lr"] == 0.3
+    assert cfg["workloads"]["digits_mlp"]["iterations"] == 80  # from the tier file
+
+
+def test_user_config_is_not_mutated(repo):
+    user = {"tier": "smoke", "seeds": [1]}
+    before = copy.deepcopy(user)
+    effective_config(user, repo / "config")
+    assert user == before
+
+
+def test_run_spec_json_round_trip_and_hash(smoke):
+    run = smoke.runs()[0]
+    again = RunSpec.from_json(run.to_json())
+    assert again == run
+    assert again.config_hash() == run.config_hash()
+    other = smoke.runs()[1]
+    assert other.config_hash() != run.config_hash()
+
+
+def test_run_spec_rejects_unknown_keys(smoke):
+    data = smoke.runs()[0].to_dict()
+    data["workload"]["surprise"] = 1
+    import json
+    with pytest.raises(ConfigError, match="unknown key 'surprise'"):
+        RunSpec.from_json(json.dumps(data))
+
+
+def test_methods_file_unknown_block_name(tmp_path: Path, repo):
+    methods = yaml.safe_load((repo / "config" / "methods.yaml").read_text())
+    methods["dense_bsp"]["codec"]["name"] = "zip"
+    p = tmp_path / "methods.yaml"
+    p.write_text(yaml.safe_dump(methods))
+    with pytest.raises(ConfigError, match="unknown codec 'zip'.*known codecs: none"):
+        load_methods(p)
+
+
+def test_missing_and_malformed_yaml(tmp_path: Path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_methods(tmp_path / "nope.yaml")
+    bad = tmp_path / "methods.yaml"
+    bad.write_text("a: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_methods(bad)

@@ -1,0 +1,105 @@
+"""End to end: the smoke tier through the Snakemake Python API, twice, in temporary directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (
+    ConfigSettings,
+    DAGSettings,
+    OutputSettings,
+    ResourceSettings,
+)
+from wf_helpers import copy_workflow, snakemake_cli
+
+pytestmark = pytest.mark.slow
+
+
+def run_workflow(workdir: Path) -> None:
+    """Run the default target of the workflow in ``workdir`` through the API."""
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old_path}"  # rules call psml
+    try:
+        with SnakemakeApi(OutputSettings(quiet=None, show_failed_logs=True)) as api:
+            wf = api.workflow(
+                resource_settings=ResourceSettings(cores=2),
+                config_settings=ConfigSettings(configfiles=[workdir / "config" / "config.yaml"]),
+                snakefile=workdir / "Snakefile",
+                workdir=workdir,
+            )
+            wf.dag(DAGSettings()).execute_workflow(executor="local")
+    finally:
+        os.environ["PATH"] = old_path
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    dirs = []
+    for name in ("first", "second"):
+        d = copy_workflow(tmp_path_factory.mktemp(name) / "wf")
+        run_workflow(d)
+        dirs.append(d)
+    return dirs
+
+
+def test_report_is_produced_and_readable(two_runs):
+    pdf = two_runs[0] / "reports" / "report.pdf"
+    assert pdf.is_file()
+    reader = PdfReader(pdf)
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    assert len(reader.pages) >= 3
+    for needle in ("Setup", "Methods", "Results", "simulated time", "dense_bsp", "digits_mlp",
+                   "rcv1_logreg", "dc_10g", "slow_100m"):
+        assert needle in text, needle
+    for forbidden in ("TODO", "TBD", "nan", "None"):
+        assert forbidden not in text, forbidden
+    summary = json.loads(next((two_runs[0] / "results").rglob("summary.json")).read_text())
+    assert summary["provenance"]["git_commit"][:7] in text
+
+
+def test_metrics_are_byte_identical_across_runs(two_runs):
+    first = sorted((two_runs[0] / "results").rglob("metrics.parquet"))
+    assert len(first) == 4
+    for path in first:
+        twin = two_runs[1] / path.relative_to(two_runs[0])
+        assert path.read_bytes() == twin.read_bytes(), path
+
+
+def test_summaries_agree_but_for_wall_clock(two_runs):
+    for path in sorted((two_runs[0] / "results").rglob("summary.json")):
+        a = json.loads(path.read_text())
+        b = json.loads((two_runs[1] / path.relative_to(two_runs[0])).read_text())
+        a["provenance"].pop("wall_clock_s")
+        b["provenance"].pop("wall_clock_s")
+        assert a == b
+        assert a["clock"] == "simulated"
+
+
+def test_every_rule_logged_and_benchmarked(two_runs):
+    logs = two_runs[0] / "logs" / "smoke"
+    for rule in ("prepare", "analyze", "partition", "train"):
+        assert any((logs / rule).rglob("*.log")), rule
+        assert any((logs / "bench" / rule).rglob("*.tsv")), rule
+    manifest = json.loads(next((two_runs[0] / "data").rglob("manifest.json")).read_text())
+    assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
+
+
+def test_second_invocation_has_nothing_to_do(two_runs):
+    proc = snakemake_cli(["-n"], two_runs[0])
+    assert proc.returncode == 0, proc.stderr
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_report_marked_for_snakemake_report(two_runs, tmp_path: Path):
+    proc = snakemake_cli(["--report", str(tmp_path / "report.zip")], two_runs[0])
+    assert proc.returncode == 0, proc.stderr
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "report.zip") as z:
+        assert any(name.endswith("report.pdf") for name in z.namelist())

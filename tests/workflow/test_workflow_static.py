@@ -1,0 +1,66 @@
+"""Static workflow checks: lint, formatting, a dry-run per profile, and config rejection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wf_helpers import REPO, snakemake_cli
+
+
+def test_lint_is_clean():
+    proc = snakemake_cli(["--lint"], REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "good condition" in proc.stdout + proc.stderr
+
+
+def test_snakefmt_check():
+    proc = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("profile_args", "expect"),
+    [
+        ([], "psml train --run"),
+        (["--profile", "profiles/local"], "psml train --run"),
+        (["--profile", "profiles/slurm"], "slurm_partition=gpu"),
+    ],
+)
+def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
+    proc = snakemake_cli(["-n", *profile_args], workflow_copy)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert expect in out
+    for rule in ("prepare", "analyze", "partition", "train", "compare", "report"):
+        assert f"rule {rule}:" in out or f"localrule {rule}:" in out, rule
+
+
+def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
+    proc = snakemake_cli(["-n", "--config", "tier=small"], workflow_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # small: 2 workloads x 1 method x 2 scenarios x 3 seeds
+    assert "results/small/runs/digits_mlp/dense_bsp/slow_100m/seed2/metrics.parquet" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("tier=huge", "key 'tier': 'huge' is not allowed; allowed values: smoke, small, paper"),
+        ("methods=[nope]", "unknown method 'nope'; known methods (config/methods.yaml): dense_bsp"),
+        ("workers=two", "key 'workers': expected integer"),
+        ("surprise=1", "unknown key 'surprise'"),
+    ],
+)
+def test_bad_config_stops_before_any_job(workflow_copy: Path, override: str, fragment: str):
+    proc = snakemake_cli(["--cores", "1", "--config", override], workflow_copy)
+    assert proc.returncode != 0
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and fragment in err_lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    for produced in ("results", "data", "reports"):
+        assert not (workflow_copy / produced).exists()
