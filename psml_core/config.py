@@ -487,12 +487,18 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
         shards=cfg["shards"],
         colocated=cfg["colocated"],
         methods=tuple(cfg["methods"]),
-        datasets={k: build(DatasetSpec, {"name": k, **v}, f"datasets.{k}") for k, v in
-                  cfg["datasets"].items()},
-        workloads={k: build(WorkloadSpec, {"name": k, **v}, f"workloads.{k}") for k, v in
-                   cfg["workloads"].items()},
-        scenarios={k: build(ScenarioSpec, {"name": k, **v}, f"scenarios.{k}") for k, v in
-                   cfg["scenarios"].items()},
+        datasets={
+            k: build(DatasetSpec, {"name": k, **v}, f"datasets.{k}")
+            for k, v in cfg["datasets"].items()
+        },
+        workloads={
+            k: build(WorkloadSpec, {"name": k, **v}, f"workloads.{k}")
+            for k, v in cfg["workloads"].items()
+        },
+        scenarios={
+            k: build(ScenarioSpec, {"name": k, **v}, f"scenarios.{k}")
+            for k, v in cfg["scenarios"].items()
+        },
         compute=build(ComputeSpec, cfg["compute"], "compute"),
         recipes={m: recipes[m] for m in cfg["methods"]},
         description=cfg.get("description", "").strip(),

@@ -11,8 +11,20 @@ from pathlib import Path
 __all__ = ["PACKAGES", "git_state", "versions"]
 
 PACKAGES = (
-    "psml-core", "torch", "numpy", "scipy", "pandas", "pyarrow", "simpy", "scikit-learn",
-    "pymetis", "matplotlib", "seaborn", "typst", "snakemake", "jsonschema",
+    "psml-core",
+    "torch",
+    "numpy",
+    "scipy",
+    "pandas",
+    "pyarrow",
+    "simpy",
+    "scikit-learn",
+    "pymetis",
+    "matplotlib",
+    "seaborn",
+    "typst",
+    "snakemake",
+    "jsonschema",
 )
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -24,12 +36,20 @@ def git_state(repo: str | None = None) -> tuple[str, bool | None]:
     cwd = repo or str(_REPO)
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True,
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
             timeout=10,
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-            capture_output=True, text=True, check=True, timeout=10,
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown", None

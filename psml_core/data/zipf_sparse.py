@@ -233,9 +233,7 @@ def _draw_chunk(
     return row, feat, val.astype(np.float32)
 
 
-def _class_laws(
-    rng: np.random.Generator, params: ZipfParams, p: np.ndarray
-) -> list[np.ndarray]:
+def _class_laws(rng: np.random.Generator, params: ZipfParams, p: np.ndarray) -> list[np.ndarray]:
     """Per class, the rank law: the global Zipf law mixed with the class's topic words."""
     d = params.features
     lo, hi = (max(1, math.ceil(f * d)) for f in params.topic_band)
@@ -261,8 +259,10 @@ def _features(
     lams = [solve_draw_rate(law, params.nnz_per_row) for law in laws]
     share = [1.0 - params.positive_rate, params.positive_rate]
     # P(row contains rank r), averaged over the classes, gives the document frequency for idf.
-    q = sum(w * (1.0 - (1.0 - law) * np.exp(-lam * law))
-            for w, law, lam in zip(share, laws, lams, strict=True))
+    q = sum(
+        w * (1.0 - (1.0 - law) * np.exp(-lam * law))
+        for w, law, lam in zip(share, laws, lams, strict=True)
+    )
     idf = np.empty(d)
     idf[perm] = 1.0 + np.log(1.0 / q)
     cdfs = [np.cumsum(law) for law in laws]
@@ -315,8 +315,9 @@ def generate(params: ZipfParams, seed: int) -> tuple[sp.csr_matrix, np.ndarray, 
     stats = {
         "realised_nnz_per_row": float(X.nnz / params.rows),
         "realised_positive_rate": float(y.mean()),
-        "draws_per_row": float(np.mean([1.0 + solve_draw_rate(law, params.nnz_per_row)
-                                        for law in laws])),
+        "draws_per_row": float(
+            np.mean([1.0 + solve_draw_rate(law, params.nnz_per_row) for law in laws])
+        ),
     }
     return X, y, stats
 

@@ -79,8 +79,10 @@ def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec)
             f"the placement does not fit run {spec.run_id!r} ({a.sample_owner.size} samples, "
             f"{a.key_owner.size} keys; expected {n_samples} and {n_keys}); re-run its partition"
         )
-    for what, owner, count in (("worker", a.sample_owner, spec.workers),
-                               ("shard", a.key_owner, spec.shards)):
+    for what, owner, count in (
+        ("worker", a.sample_owner, spec.workers),
+        ("shard", a.key_owner, spec.shards),
+    ):
         missing = sorted(set(range(count)) - set(np.unique(owner).tolist()))
         if missing or owner.min() < 0 or owner.max() >= count:
             raise ConfigError(

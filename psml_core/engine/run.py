@@ -14,9 +14,9 @@ from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.engine.backend import BACKENDS
 from psml_core.engine.job import build_job
 from psml_core.errors import DataError
-from psml_core.placement import Assignment
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
+from psml_core.placement import Assignment
 
 __all__ = ["train"]
 

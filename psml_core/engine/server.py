@@ -52,7 +52,7 @@ class ServerShard:
         self._pending: dict[int, dict[int, Payload]] = {}
 
     def push(self, worker: int, clock: int, payload: Payload) -> bool:
-        """Receive ``worker``'s push of iteration ``clock``; return True if an update was applied."""
+        """Receive a push of iteration ``clock``; return True if an update was applied."""
         if not self.policy.barrier:
             self._step(self.codec_up.decode(payload) / np.float32(self.workers))
             self.clocks[worker] += 1

@@ -85,11 +85,13 @@ assert tuple(METRICS_SCHEMA.names) == METRIC_COLUMNS
 def records_table(records: list[IterationRecord]) -> pa.Table:
     """Records as an Arrow table, sorted by (iteration, worker), with the fixed schema."""
     rows = sorted(records, key=lambda r: (r.iteration, r.worker))
-    cols = list(zip(*(astuple(r) for r in rows), strict=True)) if rows else [()] * len(
-        METRIC_COLUMNS
+    cols = (
+        list(zip(*(astuple(r) for r in rows), strict=True)) if rows else [()] * len(METRIC_COLUMNS)
     )
     return pa.table(
-        {name: pa.array(col, type=METRICS_SCHEMA.field(name).type)
-         for name, col in zip(METRIC_COLUMNS, cols, strict=True)},
+        {
+            name: pa.array(col, type=METRICS_SCHEMA.field(name).type)
+            for name, col in zip(METRIC_COLUMNS, cols, strict=True)
+        },
         schema=METRICS_SCHEMA,
     )

@@ -34,8 +34,11 @@ def build_summary(
     last_it = max(r.iteration for r in records)
     last = [r for r in records if r.iteration == last_it]
     evals = sorted(
-        {(r.iteration, r.time_s, r.test_accuracy, r.test_loss) for r in records
-         if not math.isnan(r.test_accuracy) and r.worker == 0}
+        {
+            (r.iteration, r.time_s, r.test_accuracy, r.test_loss)
+            for r in records
+            if not math.isnan(r.test_accuracy) and r.worker == 0
+        }
     )
     if not evals:
         raise ValueError("a run must evaluate at least once (at its last iteration)")

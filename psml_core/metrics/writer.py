@@ -20,7 +20,11 @@ def write_metrics(path: str | Path, records: list[IterationRecord]) -> None:
     with atomic_path(path) as tmp:
         # Fixed writer options: no statistics-dependent choices, one row group, zstd.
         pq.write_table(
-            table, tmp, compression="zstd", use_dictionary=["clock"], write_statistics=True,
+            table,
+            tmp,
+            compression="zstd",
+            use_dictionary=["clock"],
+            write_statistics=True,
             row_group_size=max(1, table.num_rows),
         )
 
@@ -33,8 +37,10 @@ def read_metrics(path: str | Path) -> pd.DataFrame:
     try:
         df = pq.read_table(p).to_pandas()
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise DataError(f"metrics file {str(p)!r} is not readable Parquet ({exc}); re-run "
-                        "the training job that writes it") from None
+        raise DataError(
+            f"metrics file {str(p)!r} is not readable Parquet ({exc}); re-run "
+            "the training job that writes it"
+        ) from None
     missing = [c for c in METRIC_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"metrics file {str(p)!r} lacks columns {missing}; re-run its job")

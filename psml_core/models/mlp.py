@@ -63,8 +63,9 @@ class MLP(Model):
 
     def _load(self, params: np.ndarray) -> None:
         with torch.no_grad():
-            nn.utils.vector_to_parameters(torch.from_numpy(params.astype(np.float32)),
-                                          self.net.parameters())
+            nn.utils.vector_to_parameters(
+                torch.from_numpy(params.astype(np.float32)), self.net.parameters()
+            )
 
     def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Mean cross-entropy plus (l2/2)||theta||^2, and its gradient."""

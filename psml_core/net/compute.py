@@ -12,8 +12,13 @@ from psml_core.errors import ConfigError
 from psml_core.models.base import Matrix, Model
 from psml_core.registry import Registry
 
-__all__ = ["COMPUTE_MODELS", "DEVICE_PROFILES", "ComputeModel", "DeviceProfile",
-           "make_compute_model"]
+__all__ = [
+    "COMPUTE_MODELS",
+    "DEVICE_PROFILES",
+    "ComputeModel",
+    "DeviceProfile",
+    "make_compute_model",
+]
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class ProfileCompute(ComputeModel):
         self.profile = DEVICE_PROFILES[spec.device]
 
     def seconds(self, model: Model, X: Matrix, measured_s: float) -> float:
-        """overhead + flops / rate."""
+        """Overhead + flops / rate."""
         return self.profile.overhead_s + model.flops(X) / self.profile.flops_per_s
 
 

@@ -107,7 +107,9 @@ class FairShareNetwork:
             done = self.env.event()
             self._advance()
             # Egress links are 0..M-1, ingress links M..2M-1.
-            self._flows[self._next_id] = _Flow((src, self.machines + dst), float(size), float(size), done)
+            self._flows[self._next_id] = _Flow(
+                (src, self.machines + dst), float(size), float(size), done
+            )
             self._next_id += 1
             self._reschedule()
             yield done

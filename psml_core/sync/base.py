@@ -48,4 +48,6 @@ def make_sync_policy(spec: BlockSpec) -> SyncPolicy:
     try:
         return cls(**spec.params)
     except TypeError as exc:
-        raise ConfigError(f"sync policy {spec.name!r}: bad params {spec.params!r} ({exc})") from None
+        raise ConfigError(
+            f"sync policy {spec.name!r}: bad params {spec.params!r} ({exc})"
+        ) from None

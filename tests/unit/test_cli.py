@@ -11,18 +11,37 @@ from psml_core.cli import main
 
 
 def test_config_prints_effective_config(capsys, repo):
-    rc = main(["config", "--configfile", str(repo / "config/config.yaml"),
-               "--config-dir", str(repo / "config"), "--set", "workers=3"])
+    rc = main(
+        [
+            "config",
+            "--configfile",
+            str(repo / "config/config.yaml"),
+            "--config-dir",
+            str(repo / "config"),
+            "--set",
+            "workers=3",
+        ]
+    )
     assert rc == 0
     assert "workers: 3" in capsys.readouterr().out
 
 
 def test_config_error_is_one_line_no_traceback(repo):
     proc = subprocess.run(
-        [sys.executable, "-m", "psml_core", "config", "--configfile",
-         str(repo / "config/config.yaml"), "--config-dir", str(repo / "config"),
-         "--set", "methods=[nope]"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "psml_core",
+            "config",
+            "--configfile",
+            str(repo / "config/config.yaml"),
+            "--config-dir",
+            str(repo / "config"),
+            "--set",
+            "methods=[nope]",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
@@ -33,8 +52,20 @@ def test_config_error_is_one_line_no_traceback(repo):
 def test_train_end_to_end_and_corrupt_data(smoke, prepared, tmp_path: Path, capsys):
     spec = smoke.runs()[0]
     out = tmp_path / "run"
-    assert main(["train", "--run", spec.to_json(), "--data", str(prepared[spec.dataset.name]),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--run",
+                spec.to_json(),
+                "--data",
+                str(prepared[spec.dataset.name]),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run_id"] == spec.run_id and summary["clock"] == "simulated"
     # A corrupt data file is named, and nothing is written.
@@ -46,8 +77,12 @@ def test_train_end_to_end_and_corrupt_data(smoke, prepared, tmp_path: Path, caps
     data[len(data) // 2] ^= 0xFF
     (bad / "data.npz").write_bytes(bytes(data))
     capsys.readouterr()
-    assert main(["train", "--run", spec.to_json(), "--data", str(bad),
-                 "--out", str(tmp_path / "never")]) == 3
+    assert (
+        main(
+            ["train", "--run", spec.to_json(), "--data", str(bad), "--out", str(tmp_path / "never")]
+        )
+        == 3
+    )
     err = capsys.readouterr().err
     assert "data.npz" in err and "SHA-256" in err
     assert not (tmp_path / "never").exists()

@@ -27,7 +27,10 @@ def test_every_tier_is_valid(repo, tier):
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ({"tier": "huge"}, "key 'tier': 'huge' is not allowed; allowed values: smoke, small, paper"),
+        (
+            {"tier": "huge"},
+            "key 'tier': 'huge' is not allowed; allowed values: smoke, small, paper",
+        ),
         ({"methods": ["nope"]}, "unknown method 'nope'; known methods"),
         ({"methods": []}, "key 'methods': needs at least 1 entry"),
         ({"workers": "two"}, "key 'workers': expected integer"),
@@ -35,8 +38,20 @@ def test_every_tier_is_valid(repo, tier):
         ({"bogus": 1}, "unknown key 'bogus'"),
         ({"backend": "mpi"}, "allowed values: sim"),
         ({"scenarios": {"x": {"bandwidth_gbps": -1}}}, "scenarios.x.bandwidth_gbps"),
-        ({"workloads": {"w": {"dataset": "nope", "model": "mlp", "batch_size": 1, "lr": 0.1,
-                              "iterations": 1}}}, "unknown dataset 'nope'"),
+        (
+            {
+                "workloads": {
+                    "w": {
+                        "dataset": "nope",
+                        "model": "mlp",
+                        "batch_size": 1,
+                        "lr": 0.1,
+                        "iterations": 1,
+                    }
+                }
+            },
+            "unknown dataset 'nope'",
+        ),
         ({"workloads": {"digits_mlp": {"model": "resnet"}}}, "allowed values: logreg, mlp"),
         ({"datasets": {"f": {"source": "libsvm"}}}, "missing required key(s) path"),
         ({"shards": 9}, "cannot be colocated"),
@@ -52,8 +67,9 @@ def test_bad_config_one_clear_message(repo, override, fragment):
 
 
 def test_effective_config_overrides_nested_keys(repo):
-    cfg = effective_config({"tier": "smoke", "workloads": {"digits_mlp": {"lr": 0.3}}},
-                           repo / "config")
+    cfg = effective_config(
+        {"tier": "smoke", "workloads": {"digits_mlp": {"lr": 0.3}}}, repo / "config"
+    )
     assert cfg["workloads"]["digits_mlp"]["lr"] == 0.3
     assert cfg["workloads"]["digits_mlp"]["iterations"] == 80  # from the tier file
 
@@ -78,6 +94,7 @@ def test_run_spec_rejects_unknown_keys(smoke):
     data = smoke.runs()[0].to_dict()
     data["workload"]["surprise"] = 1
     import json
+
     with pytest.raises(ConfigError, match="unknown key 'surprise'"):
         RunSpec.from_json(json.dumps(data))
 

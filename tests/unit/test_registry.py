@@ -12,7 +12,9 @@ def test_unknown_name_lists_known():
     reg.register("a")(1)
     assert reg.get("a") == 1
     assert reg.names() == ["a", "b"]
-    with pytest.raises(ConfigError, match=r"unknown widget 'c' \(config key 'x.y'\); known widgets: a, b"):
+    with pytest.raises(
+        ConfigError, match=r"unknown widget 'c' \(config key 'x.y'\); known widgets: a, b"
+    ):
         reg.get("c", where="x.y")
 
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from wf_helpers import REPO, snakemake_cli
 
 
@@ -18,8 +17,9 @@ def test_lint_is_clean():
 
 
 def test_snakefmt_check():
-    proc = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -34,6 +34,10 @@ def env_with_venv() -> dict[str, str]:
 def snakemake_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the snakemake command line (profiles are read by the CLI only)."""
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
-        env=env_with_venv(), timeout=timeout,
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env_with_venv(),
+        timeout=timeout,
     )

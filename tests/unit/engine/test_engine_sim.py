@@ -30,7 +30,8 @@ def test_same_seed_same_records_and_same_bytes(smoke, prepared, tmp_path):
     train(spec, prepared["digits"], tmp_path / "one")
     train(spec, prepared["digits"], tmp_path / "two")
     assert (tmp_path / "one" / "metrics.parquet").read_bytes() == (
-        tmp_path / "two" / "metrics.parquet").read_bytes()
+        tmp_path / "two" / "metrics.parquet"
+    ).read_bytes()
 
 
 def test_bsp_time_split_and_zero_staleness(smoke, prepared):
@@ -60,8 +61,11 @@ def test_exact_bytes_per_direction(smoke, prepared):
     n = job.model.n_params
     for r in recs:
         assert r.bytes_up == 4 * n and r.bytes_down == 4 * n
-        own = sum(4 * len(s.keys) for s, m in zip(job.shards, job.shard_machine, strict=True)
-                  if m == r.worker)
+        own = sum(
+            4 * len(s.keys)
+            for s, m in zip(job.shards, job.shard_machine, strict=True)
+            if m == r.worker
+        )
         assert r.remote_bytes_up == 4 * n - own == r.remote_bytes_down
 
 
@@ -84,8 +88,9 @@ def test_matches_single_process_sgd(smoke, prepared):
     model, wl = ref_job.model, spec.workload
     w = model.init_params(spec.seed)
     v = np.zeros_like(w)
-    samplers = [BatchSampler(len(wk.y), wl.batch_size, spec.seed, wk.rank) for wk in
-                ref_job.workers]
+    samplers = [
+        BatchSampler(len(wk.y), wl.batch_size, spec.seed, wk.rank) for wk in ref_job.workers
+    ]
     for _ in range(wl.iterations):
         g = np.zeros_like(w)
         for wk, smp in zip(ref_job.workers, samplers, strict=True):

@@ -15,10 +15,22 @@ from psml_core.metrics.summary import build_summary, write_summary
 
 def rec(it: int, w: int, acc: float = math.nan, time_s: float | None = None) -> IterationRecord:
     return IterationRecord(
-        iteration=it, worker=w, time_s=time_s if time_s is not None else it + 0.1 * w,
-        compute_s=0.5, comm_s=0.3, wait_s=0.2, bytes_up=100, bytes_down=200,
-        remote_bytes_up=50, remote_bytes_down=100, ratio=1.0, staleness=0, loss=1.0 / (it + 1),
-        test_loss=math.nan if math.isnan(acc) else 1 - acc, test_accuracy=acc, clock="simulated",
+        iteration=it,
+        worker=w,
+        time_s=time_s if time_s is not None else it + 0.1 * w,
+        compute_s=0.5,
+        comm_s=0.3,
+        wait_s=0.2,
+        bytes_up=100,
+        bytes_down=200,
+        remote_bytes_up=50,
+        remote_bytes_down=100,
+        ratio=1.0,
+        staleness=0,
+        loss=1.0 / (it + 1),
+        test_loss=math.nan if math.isnan(acc) else 1 - acc,
+        test_accuracy=acc,
+        clock="simulated",
     )
 
 
@@ -29,7 +41,7 @@ def test_round_trip_sorted_and_byte_identical(tmp_path: Path):
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
     df = read_metrics(tmp_path / "a.parquet")
     assert tuple(df.columns) == METRIC_COLUMNS
-    assert list(zip(df.iteration, df.worker)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert list(zip(df.iteration, df.worker, strict=True)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert set(df.clock) == {"simulated"}
 
 
@@ -44,10 +56,17 @@ def test_corrupt_and_missing_files(tmp_path: Path):
 
 def test_summary_follows_schema(smoke, repo, tmp_path: Path):
     spec = smoke.runs()[0]
-    records = [rec(0, 0), rec(0, 1), rec(1, 0, 0.5, 1.0), rec(1, 1, 0.5, 1.1),
-               rec(2, 0, 0.99, 2.0), rec(2, 1, 0.99, 2.2)]
-    s = build_summary(records, spec, clock="simulated", data_sha256={"data.npz": "ab"},
-                      wall_clock_s=0.1)
+    records = [
+        rec(0, 0),
+        rec(0, 1),
+        rec(1, 0, 0.5, 1.0),
+        rec(1, 1, 0.5, 1.1),
+        rec(2, 0, 0.99, 2.0),
+        rec(2, 1, 0.99, 2.2),
+    ]
+    s = build_summary(
+        records, spec, clock="simulated", data_sha256={"data.npz": "ab"}, wall_clock_s=0.1
+    )
     schema = yaml.safe_load((repo / "workflow/schemas/summary.schema.yaml").read_text())
     jsonschema.validate(s, schema)
     assert s["iterations"] == 3
@@ -63,6 +82,5 @@ def test_summary_follows_schema(smoke, repo, tmp_path: Path):
 
 def test_target_never_reached_is_null(smoke):
     spec = smoke.runs()[0]
-    s = build_summary([rec(0, 0, 0.01)], spec, clock="simulated", data_sha256={},
-                      wall_clock_s=0.0)
+    s = build_summary([rec(0, 0, 0.01)], spec, clock="simulated", data_sha256={}, wall_clock_s=0.0)
     assert s["time_to_target_s"] is None

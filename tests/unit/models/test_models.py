@@ -11,8 +11,9 @@ from psml_core.models import make_model
 
 
 def workload(model: str, **kw) -> WorkloadSpec:
-    return WorkloadSpec(name="w", dataset="d", model=model, batch_size=8, lr=0.1,
-                        iterations=1, **kw)
+    return WorkloadSpec(
+        name="w", dataset="d", model=model, batch_size=8, lr=0.1, iterations=1, **kw
+    )
 
 
 def numeric_grad(model, params, X, y, idx, eps=1e-3):
@@ -21,8 +22,13 @@ def numeric_grad(model, params, X, y, idx, eps=1e-3):
         p1, p2 = params.astype(np.float64).copy(), params.astype(np.float64).copy()
         p1[i] += eps
         p2[i] -= eps
-        out.append((model.loss_grad(p1.astype(np.float32), X, y)[0]
-                    - model.loss_grad(p2.astype(np.float32), X, y)[0]) / (2 * eps))
+        out.append(
+            (
+                model.loss_grad(p1.astype(np.float32), X, y)[0]
+                - model.loss_grad(p2.astype(np.float32), X, y)[0]
+            )
+            / (2 * eps)
+        )
     return np.array(out)
 
 
@@ -76,8 +82,9 @@ def test_mlp_gradient_matches_finite_differences_and_is_deterministic():
     m = make_model(workload("mlp", hidden=(5,)), 7, 3)
     params = m.init_params(0)
     assert params.dtype == np.float32 and params.size == m.n_params == 7 * 5 + 5 + 5 * 3 + 3
-    np.testing.assert_array_equal(params, make_model(workload("mlp", hidden=(5,)), 7, 3)
-                                  .init_params(0))
+    np.testing.assert_array_equal(
+        params, make_model(workload("mlp", hidden=(5,)), 7, 3).init_params(0)
+    )
     _, g = m.loss_grad(params, X, y)
     idx = list(range(0, m.n_params, 7))
     np.testing.assert_allclose(g[idx], numeric_grad(m, params, X, y, idx), rtol=5e-2, atol=2e-3)

@@ -10,8 +10,9 @@ from psml_core.net import DEVICE_PROFILES, make_compute_model
 
 
 def test_profile_time_is_overhead_plus_flops_over_rate():
-    wl = WorkloadSpec(name="w", dataset="d", model="mlp", batch_size=4, lr=0.1, iterations=1,
-                      hidden=(8,))
+    wl = WorkloadSpec(
+        name="w", dataset="d", model="mlp", batch_size=4, lr=0.1, iterations=1, hidden=(8,)
+    )
     model = make_model(wl, 10, 3)
     X = np.zeros((4, 10), dtype=np.float32)
     cm = make_compute_model(ComputeSpec("profile", "v100"))
