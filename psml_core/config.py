@@ -416,6 +416,14 @@ def _check_blocks(recipe: MethodRecipe, source: str) -> None:
             raise ConfigError(f"invalid methods file {source!r}: {exc}") from None
 
 
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -450,7 +458,7 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     base = load_yaml(tier_file, "tier file") or {}
     merged = _deep_merge(base, user)
     merged["tier"] = tier
-    return validate(merged, "config", source=f"config (tier file {str(tier_file)!r} + overrides)")
+    return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
 
 
 def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:

@@ -16,7 +16,7 @@ from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
 from psml_core.engine.optim import make_optimizer
 from psml_core.engine.server import ServerShard
-from psml_core.engine.worker import Worker
+from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
 from psml_core.models import Model, make_model
 from psml_core.net.compute import ComputeModel, make_compute_model
@@ -142,6 +142,12 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         )
         for s, keys in enumerate(shard_keys)
     ]
+    compute = make_compute_model(spec.compute)
+    # A representative batch from a sampler of its own, so worker 0's batch order is untouched.
+    probe = BatchSampler(
+        len(workers[0].y), spec.workload.batch_size, spec.seed, spec.workers
+    ).next()
+    compute.calibrate(model, workers[0].X[probe], workers[0].y[probe], init)
     return Job(
         spec=spec,
         dataset=dataset,
@@ -151,5 +157,5 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         shards=shards,
         shard_machine=machine_of_shard(spec.shards, spec.workers, spec.colocated),
         controller=make_controller(spec.method.controller),
-        compute=make_compute_model(spec.compute),
+        compute=compute,
     )

@@ -60,7 +60,8 @@ def train(
     backend = BACKENDS.get(spec.backend, where="backend")()
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None
-    records = backend.run(build_job(spec, dataset, assignment))
+    job = build_job(spec, dataset, assignment)
+    records = backend.run(job)
     wall = time.perf_counter() - t0
     write_metrics(out / "metrics.parquet", records)
     summary = build_summary(
@@ -69,6 +70,7 @@ def train(
         clock=backend.clock,
         data_sha256=manifest_sha256(data_dir),
         wall_clock_s=wall,
+        compute_model=job.compute.describe(),
     )
     write_summary(out / "summary.json", summary)
     return summary

@@ -21,6 +21,7 @@ def build_summary(
     clock: str,
     data_sha256: dict[str, str],
     wall_clock_s: float,
+    compute_model: dict[str, Any],
 ) -> dict[str, Any]:
     """Summarise a run's records.
 
@@ -30,14 +31,20 @@ def build_summary(
         clock: "simulated" or "wall-clock".
         data_sha256: File name -> SHA-256 of every data file the run read.
         wall_clock_s: Real seconds the run took (labelled as wall-clock in the summary).
+        compute_model: The compute-time model's description (``ComputeModel.describe()``).
     """
     last_it = max(r.iteration for r in records)
     last = [r for r in records if r.iteration == last_it]
+    # An evaluated model exists once its round's last push has landed: the latest time_s of
+    # that iteration over the workers.
+    done_at: dict[int, float] = {}
+    for r in records:
+        done_at[r.iteration] = max(done_at.get(r.iteration, r.time_s), r.time_s)
     evals = sorted(
         {
-            (r.iteration, r.time_s, r.test_accuracy, r.test_loss)
+            (r.iteration, done_at[r.iteration], r.test_accuracy, r.test_loss)
             for r in records
-            if not math.isnan(r.test_accuracy) and r.worker == 0
+            if not math.isnan(r.test_accuracy)
         }
     )
     if not evals:
@@ -82,6 +89,7 @@ def build_summary(
             "data_sha256": dict(sorted(data_sha256.items())),
             "run_spec": spec.to_dict(),
             "wall_clock_s": wall_clock_s,
+            "compute_model": compute_model,
         },
     }
     return validate(summary, "summary", source="run summary")

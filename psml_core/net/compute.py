@@ -1,11 +1,20 @@
-"""Compute-time models: how long a worker's gradient computation takes on the simulated clock."""
+"""Compute-time models: how long a worker's gradient computation takes on the simulated clock.
+
+Both models scale with the FLOPs of the batch (``Model.flops``), so a batch twice as large, or
+a sparse batch with twice the non-zeros, takes twice as long. They differ in where the FLOP rate
+comes from: a device profile (deterministic, machine-independent) or one measurement on this
+machine at the start of the run (realistic for this host, not bit-reproducible).
+"""
 
 from __future__ import annotations
 
+import statistics
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
 
 from psml_core.config import ComputeSpec
 from psml_core.errors import ConfigError
@@ -17,6 +26,8 @@ __all__ = [
     "DEVICE_PROFILES",
     "ComputeModel",
     "DeviceProfile",
+    "MeasuredCompute",
+    "ProfileCompute",
     "make_compute_model",
 ]
 
@@ -51,15 +62,16 @@ class ComputeModel(ABC):
     name: ClassVar[str]
     deterministic: ClassVar[bool]
 
-    @abstractmethod
-    def seconds(self, model: Model, X: Matrix, measured_s: float) -> float:
-        """Duration of a forward + backward pass on batch ``X``.
+    def calibrate(self, model: Model, X: Matrix, y: np.ndarray, params: np.ndarray) -> None:  # noqa: B027
+        """Called once before the run with a representative batch (default: nothing to do)."""
 
-        Args:
-            model: The model.
-            X: The mini-batch.
-            measured_s: Wall-clock seconds the real computation took in this process.
-        """
+    @abstractmethod
+    def seconds(self, model: Model, X: Matrix) -> float:
+        """Duration of a forward + backward pass on batch ``X``."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What the model assumed or measured, for the run's provenance."""
 
 
 COMPUTE_MODELS: Registry[type[ComputeModel]] = Registry("compute model")
@@ -81,38 +93,67 @@ class ProfileCompute(ComputeModel):
                 f"key 'compute.device': {spec.device!r} is not allowed; allowed values: "
                 + ", ".join(sorted(DEVICE_PROFILES))
             )
+        self.device = spec.device
         self.profile = DEVICE_PROFILES[spec.device]
 
-    def seconds(self, model: Model, X: Matrix, measured_s: float) -> float:
+    def seconds(self, model: Model, X: Matrix) -> float:
         """Overhead + flops / rate."""
         return self.profile.overhead_s + model.flops(X) / self.profile.flops_per_s
+
+    def describe(self) -> dict[str, Any]:
+        """The device profile."""
+        return {"model": self.name, "device": self.device, **asdict(self.profile)}
 
 
 @COMPUTE_MODELS.register("measured")
 class MeasuredCompute(ComputeModel):
-    """The wall-clock time of the real computation on this machine.
+    """A FLOP rate measured once on this machine, at the start of the run.
 
-    Not bit-reproducible across runs (timings vary); use ``profile`` where determinism matters.
+    ``calibrate`` times the real gradient computation on a representative batch (median of
+    ``repeats`` runs after one warm-up) and derives seconds per FLOP; every later batch takes
+    ``flops(X) * seconds_per_flop``. Realistic for this host, but not bit-reproducible across
+    runs: use ``profile`` where determinism matters.
+
+    Args:
+        spec: The compute settings.
+        repeats: Timed repetitions of the calibration.
     """
 
     name = "measured"
     deterministic = False
 
-    def __init__(self, spec: ComputeSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: ComputeSpec, repeats: int = 5) -> None:
+        self.repeats = repeats
+        self.seconds_per_flop: float | None = None
+        self.calibration_s: float | None = None
 
-    def seconds(self, model: Model, X: Matrix, measured_s: float) -> float:
-        """The measured seconds."""
-        return measured_s
+    def calibrate(self, model: Model, X: Matrix, y: np.ndarray, params: np.ndarray) -> None:
+        """Time the gradient computation on (X, y) and fix the rate for the whole run."""
+        model.loss_grad(params, X, y)  # warm-up: allocations, lazy initialisation
+        times = []
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            model.loss_grad(params, X, y)
+            times.append(time.perf_counter() - t0)
+        self.calibration_s = statistics.median(times)
+        self.seconds_per_flop = self.calibration_s / max(model.flops(X), 1.0)
+
+    def seconds(self, model: Model, X: Matrix) -> float:
+        """flops(X) at the measured rate."""
+        if self.seconds_per_flop is None:
+            raise RuntimeError("MeasuredCompute.seconds called before calibrate()")
+        return model.flops(X) * self.seconds_per_flop
+
+    def describe(self) -> dict[str, Any]:
+        """The measurement (wall-clock seconds of the calibration batch, and the rate)."""
+        return {
+            "model": self.name,
+            "calibration_batch_wall_clock_s": self.calibration_s,
+            "seconds_per_flop": self.seconds_per_flop,
+            "repeats": self.repeats,
+        }
 
 
 def make_compute_model(spec: ComputeSpec) -> ComputeModel:
     """Instantiate the configured compute model."""
     return COMPUTE_MODELS.get(spec.model, where="compute.model")(spec)
-
-
-def timed(fn, *args):  # type: ignore[no-untyped-def]
-    """Call ``fn(*args)`` and return (result, wall-clock seconds)."""
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0

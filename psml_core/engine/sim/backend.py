@@ -17,7 +17,6 @@ Evaluation of the global model is offline: it takes no simulated time.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Generator
 from typing import Any
 
@@ -113,10 +112,8 @@ class _RunState:
             remote_down = sum(rb for _, _, rb, _ in served)
             staleness = max(st for _, _, _, st in served)
             # 2. compute
-            t0 = time.perf_counter()
             loss, grad = w.compute()
-            measured = time.perf_counter() - t0
-            compute = job.compute.seconds(job.model, w.last_batch, measured)
+            compute = job.compute.seconds(job.model, w.last_batch)
             yield env.timeout(compute)
             # 3. push
             push_start = env.now

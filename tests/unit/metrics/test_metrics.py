@@ -65,7 +65,12 @@ def test_summary_follows_schema(smoke, repo, tmp_path: Path):
         rec(2, 1, 0.99, 2.2),
     ]
     s = build_summary(
-        records, spec, clock="simulated", data_sha256={"data.npz": "ab"}, wall_clock_s=0.1
+        records,
+        spec,
+        clock="simulated",
+        data_sha256={"data.npz": "ab"},
+        wall_clock_s=0.1,
+        compute_model={"model": "profile"},
     )
     schema = yaml.safe_load((repo / "workflow/schemas/summary.schema.yaml").read_text())
     jsonschema.validate(s, schema)
@@ -73,7 +78,8 @@ def test_summary_follows_schema(smoke, repo, tmp_path: Path):
     assert s["final_test_accuracy"] == 0.99
     assert s["bytes_up"] == 600 and s["bytes_down"] == 1200 and s["bytes_total"] == 1800
     target = spec.workload.target_accuracy
-    assert s["time_to_target_s"] == (1.0 if target <= 0.5 else 2.0)
+    # The model of an iteration exists when its last push landed: the latest worker's time_s.
+    assert s["time_to_target_s"] == (1.1 if target <= 0.5 else 2.2)
     assert s["total_time_s"] == 2.2
     assert s["provenance"]["config_hash"] == spec.config_hash()
     write_summary(tmp_path / "summary.json", s)
@@ -82,5 +88,12 @@ def test_summary_follows_schema(smoke, repo, tmp_path: Path):
 
 def test_target_never_reached_is_null(smoke):
     spec = smoke.runs()[0]
-    s = build_summary([rec(0, 0, 0.01)], spec, clock="simulated", data_sha256={}, wall_clock_s=0.0)
+    s = build_summary(
+        [rec(0, 0, 0.01)],
+        spec,
+        clock="simulated",
+        data_sha256={},
+        wall_clock_s=0.0,
+        compute_model={"model": "profile"},
+    )
     assert s["time_to_target_s"] is None

@@ -146,6 +146,7 @@ def _summary(workload: str, scenario: str, records: list[IterationRecord]) -> di
             "data_sha256": {f"{dataset}.npz": "ab" * 32},
             "run_spec": {"run_id": f"{workload}/{METHOD}/{scenario}/seed0"},
             "wall_clock_s": 0.42,
+            "compute_model": {"model": "profile", "device": "cpu-core"},
         },
     }  # fmt: skip
     jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
