@@ -1,6 +1,28 @@
-"""Codecs: what goes on the wire. Each has an exact wire format; see :mod:`.base`."""
+"""Codecs: what goes on the wire, with exact wire formats. See :mod:`.base` and :mod:`.formats`.
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, make_codec
+Importing this package registers every codec in :data:`CODECS`.
+"""
+
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    make_codec,
+)
 from psml_core.codecs.dense import DenseCodec
+from psml_core.codecs.error_feedback import ErrorFeedback
 
-__all__ = ["CODECS", "Codec", "CodecContext", "DenseCodec", "Payload", "make_codec"]
+__all__ = [
+    "CODECS",
+    "Codec",
+    "CodecContext",
+    "DenseCodec",
+    "ErrorFeedback",
+    "Payload",
+    "ServerCodec",
+    "check_vector",
+    "make_codec",
+]

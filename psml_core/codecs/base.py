@@ -1,9 +1,20 @@
-"""The Codec ABC, its payload and its registry.
+"""The Codec ABC, its server-side companion, its payload and its registry.
 
 A codec turns a dense float vector into one contiguous byte buffer (its wire format) and back.
 ``Payload.wire_bytes`` is the buffer's length, so every byte count in psml is the size of what
-would really be sent. The server side of a codec (``aggregate``) is part of the codec, so that
-down-direction bytes are exact too.
+would really be sent. Wire formats carry no self-describing header: the element count ``n``, the
+codec's parameters and the shared per-step context (:class:`CodecContext`) are known to both
+ends, and where a codec can choose between formats the *length* of the buffer tells the decoder
+which one was used (see :mod:`psml_core.codecs.formats`).
+
+Roles:
+
+* :class:`Codec` — the worker side: ``encode`` (may keep state, e.g. a residual) and ``decode``.
+* :class:`ServerCodec` — the server side, made by :meth:`Codec.server`: ``aggregate`` the
+  workers' payloads (the sum of what they sent) and ``encode_down`` the result for the broadcast
+  to workers, keeping its own state (a down-direction residual, a block mask). Because the down
+  payload is made by the codec, down-direction bytes are exact too.
+* :class:`ErrorFeedback` (in :mod:`.error_feedback`) wraps any codec with residual memory.
 """
 
 from __future__ import annotations
@@ -18,7 +29,15 @@ from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 from psml_core.registry import Registry
 
-__all__ = ["CODECS", "Codec", "CodecContext", "Payload", "make_codec"]
+__all__ = [
+    "CODECS",
+    "Codec",
+    "CodecContext",
+    "Payload",
+    "ServerCodec",
+    "check_vector",
+    "make_codec",
+]
 
 
 @dataclass(frozen=True)
@@ -27,7 +46,7 @@ class Payload:
 
     Attributes:
         codec: Name of the codec that wrote it.
-        n: Number of elements of the dense vector it encodes.
+        n: Number of elements of the dense vector it encodes (known to both ends).
         buffer: The exact bytes on the wire.
     """
 
@@ -43,58 +62,129 @@ class Payload:
 
 @dataclass
 class CodecContext:
-    """What a codec may know besides the vector.
+    """What both ends of a message know besides the vector (never sent with the payload).
 
     Attributes:
-        step: Training iteration.
+        step: Training iteration (starts at 0).
         ratio: Compression ratio in force (from the controller); 1.0 = dense.
-        seed: Seed shared by all workers for this step (random-k needs it).
-        extra: Codec-specific shared state (e.g. the previous aggregate's block mask for DFS).
+        seed: Seed shared by all workers and the server for this step (random-k, QSGD).
+        lr: Learning rate in force (the value-bounded filter's ``tau * lr_t / lr_0`` schedule).
+        extra: Codec-specific shared state published by the server for this step (for DFS: the
+            previous aggregate's block mask and the block size); see ``ServerCodec.shared``.
     """
 
     step: int = 0
     ratio: float = 1.0
     seed: int = 0
+    lr: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def check_vector(x: np.ndarray) -> np.ndarray:
+    """Validate a codec input: 1-D, floating, finite. Returns it as a float32 array.
+
+    Raises:
+        ValueError: naming the first offending index, for NaN or infinity.
+        TypeError: for a non-floating dtype.
+    """
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise ValueError(f"codecs encode 1-D vectors, got shape {x.shape}")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"codecs encode floating-point vectors, got dtype {x.dtype}")
+    finite = np.isfinite(x)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"cannot encode a non-finite value ({x[bad]!r} at index {bad})")
+    return x.astype(np.float32, copy=False)
+
+
 class Codec(ABC):
-    """Encodes dense float32 vectors into an exact wire format and decodes them back."""
+    """Encodes dense float32 vectors into an exact wire format and decodes them back.
+
+    Subclasses register with ``@CODECS.register("name")`` and set ``name``. Constructor keyword
+    arguments are the codec's parameters (``params`` in a recipe), each with a documented default.
+    """
 
     name: ClassVar[str]
 
     @abstractmethod
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Encode a 1-D vector; non-finite values are rejected with a ValueError."""
+        """Encode a 1-D vector; validate it with :func:`check_vector` first."""
 
     @abstractmethod
-    def decode(self, payload: Payload) -> np.ndarray:
-        """Decode a payload to a dense float32 vector of length ``payload.n``."""
+    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
+        """Decode to a dense float32 vector of length ``payload.n``.
 
-    def aggregate(self, payloads: list[Payload]) -> np.ndarray:
-        """Server side: the sum of the decoded payloads (float32)."""
+        A buffer whose length or content cannot come from this codec raises ValueError.
+        """
+
+    def server(self) -> ServerCodec:
+        """A fresh server-side companion (one per server shard)."""
+        return ServerCodec(self)
+
+
+class ServerCodec:
+    """The server side of a codec: sum the pushes, encode the broadcast, keep server state.
+
+    The default sums the decoded payloads and broadcasts the aggregate losslessly in the cheapest
+    of the sparse formats (COO, bitmap or dense; :func:`~psml_core.codecs.formats.encode_auto`),
+    so its size reflects the union of the workers' supports. Codecs whose papers specify the down
+    direction (DFS, the value-bounded filter) override it.
+
+    Args:
+        codec: The worker-side codec whose payloads this server receives.
+    """
+
+    def __init__(self, codec: Codec) -> None:
+        self.codec = codec
+
+    def aggregate(self, payloads: list[Payload], ctx: CodecContext) -> np.ndarray:
+        """The sum of the decoded payloads (float32), summed in the order given."""
         out = np.zeros(payloads[0].n, dtype=np.float32)
         for p in payloads:
-            out += self.decode(p)
+            out += self.codec.decode(p, ctx)
         return out
 
-    @staticmethod
-    def _check(x: np.ndarray) -> np.ndarray:
-        if x.ndim != 1:
-            raise ValueError(f"codecs encode 1-D vectors, got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            bad = int(np.flatnonzero(~np.isfinite(x))[0])
-            raise ValueError(f"cannot encode a non-finite value ({x[bad]!r} at index {bad})")
-        return x
+    def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
+        """Encode what the server broadcasts to every worker (the aggregate, or a filtered part)."""
+        from psml_core.codecs.formats import encode_auto
+
+        return Payload(f"{self.codec.name}/down", int(agg.size), encode_auto(check_vector(agg)))
+
+    def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
+        """Decode a broadcast payload (workers and the server apply the same vector)."""
+        from psml_core.codecs.formats import decode_auto
+
+        return decode_auto(payload.buffer, payload.n)
+
+    def shared(self) -> tuple[dict[str, Any], int]:
+        """State the server publishes for the next step, and its size in bytes per worker.
+
+        Returns:
+            ``(extra, nbytes)``: merged into the next step's ``CodecContext.extra`` on every
+            worker; ``nbytes`` is counted as down-direction traffic to each worker.
+        """
+        return {}, 0
 
 
 CODECS: Registry[type[Codec]] = Registry("codec")
 
 
 def make_codec(spec: BlockSpec) -> Codec:
-    """Instantiate a codec from its recipe block; unknown parameters are a ConfigError."""
+    """Instantiate a codec from its recipe block; bad parameters are a ConfigError.
+
+    ``params.error_feedback: true`` wraps the codec in :class:`ErrorFeedback`.
+    """
+    from psml_core.codecs.error_feedback import ErrorFeedback
+
+    params = dict(spec.params)
+    ef = params.pop("error_feedback", False)
     cls = CODECS.get(spec.name, where="codec.name")
     try:
-        return cls(**spec.params)
+        codec = cls(**params)
     except TypeError as exc:
         raise ConfigError(f"codec {spec.name!r}: bad params {spec.params!r} ({exc})") from None
+    except ValueError as exc:
+        raise ConfigError(f"codec {spec.name!r}: {exc}") from None
+    return ErrorFeedback(codec) if ef else codec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
 
 __all__ = ["DenseCodec"]
 
@@ -14,17 +14,19 @@ class DenseCodec(Codec):
     """Dense fp32: the vector's little-endian float32 bytes, nothing else.
 
     Wire format: ``n`` float32 values, little-endian; ``wire_bytes = 4 n`` exactly (the specs'
-    "dense tensor of n elements: 4n"). The element count is implied by the length.
+    "dense tensor of n elements: 4n"). The element count is implied by the length. The server
+    side broadcasts the aggregate in the cheapest exact sparse format, which for dense gradients
+    is dense.
     """
 
     name = "none"
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Encode ``x`` as little-endian float32."""
-        x = self._check(np.asarray(x))
+        x = check_vector(x)
         return Payload(self.name, int(x.size), x.astype("<f4", copy=False).tobytes())
 
-    def decode(self, payload: Payload) -> np.ndarray:
+    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode to a float32 vector; a buffer of the wrong length is a ValueError."""
         if len(payload.buffer) != 4 * payload.n:
             raise ValueError(

@@ -47,14 +47,15 @@ class ServerShard:
         self.workers = workers
         self.policy = policy
         self.codec_up = codec_up
+        self.server_codec = codec_up.server()
         self.codec_down = codec_down
         self.clocks = [0] * workers
         self._pending: dict[int, dict[int, Payload]] = {}
 
-    def push(self, worker: int, clock: int, payload: Payload) -> bool:
+    def push(self, worker: int, clock: int, payload: Payload, ctx: CodecContext) -> bool:
         """Receive a push of iteration ``clock``; return True if an update was applied."""
         if not self.policy.barrier:
-            self._step(self.codec_up.decode(payload) / np.float32(self.workers))
+            self._step(self.codec_up.decode(payload, ctx) / np.float32(self.workers))
             self.clocks[worker] += 1
             return True
         pending = self._pending.setdefault(clock, {})
@@ -63,7 +64,7 @@ class ServerShard:
             return False
         del self._pending[clock]
         ordered = [pending[w] for w in range(self.workers)]  # fixed order: deterministic sums
-        self._step(self.codec_up.aggregate(ordered) / np.float32(self.workers))
+        self._step(self.server_codec.aggregate(ordered, ctx) / np.float32(self.workers))
         self.clocks = [c + 1 for c in self.clocks]
         return True
 

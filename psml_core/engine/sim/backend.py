@@ -151,13 +151,13 @@ class _RunState:
         payload: Payload = shard.pull(p, self.ctx(t, ratio))
         nbytes = self.net.wire_bytes(payload.wire_bytes)
         yield self.net.transfer(machine, p, payload.wire_bytes)
-        self.job.workers[p].apply_pull(s, shard.codec_down.decode(payload))
+        self.job.workers[p].apply_pull(s, shard.codec_down.decode(payload, self.ctx(t, ratio)))
         return blocked, nbytes, (nbytes if machine != p else 0), staleness
 
     def push(self, p: int, s: int, t: int, payload: Payload) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         yield self.net.transfer(p, machine, payload.wire_bytes)
-        if shard.push(p, t, payload):
+        if shard.push(p, t, payload, self.ctx(t, self.job.controller.ratio(t))):
             self.gates[s].release(shard.may_serve)
             self._on_applied(t)
 

@@ -22,7 +22,7 @@ def test_dense_matches_reference_and_round_trips(x):
     p = codec.encode(x, CodecContext())
     assert p.buffer == reference_encode(x)
     assert p.wire_bytes == 4 * x.size
-    np.testing.assert_array_equal(codec.decode(p), x)
+    np.testing.assert_array_equal(codec.decode(p, CodecContext()), x)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
@@ -30,7 +30,7 @@ def test_other_float_dtypes_are_cast(dtype):
     x = np.array([1.5, -2.25, 0.0], dtype=dtype)
     p = DenseCodec().encode(x, CodecContext())
     assert p.wire_bytes == 12
-    np.testing.assert_array_equal(DenseCodec().decode(p), x.astype(np.float32))
+    np.testing.assert_array_equal(DenseCodec().decode(p, CodecContext()), x.astype(np.float32))
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -42,14 +42,14 @@ def test_non_finite_rejected(bad):
 def test_truncated_payload_rejected():
     p = DenseCodec().encode(np.ones(4, dtype=np.float32), CodecContext())
     with pytest.raises(ValueError, match="cannot hold 4 float32"):
-        DenseCodec().decode(Payload("none", 4, p.buffer[:-1]))
+        DenseCodec().decode(Payload("none", 4, p.buffer[:-1]), CodecContext())
 
 
 def test_aggregate_is_the_sum():
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(50).astype(np.float32) for _ in range(3)]
     codec = CODECS.get("none")()
-    agg = codec.aggregate([codec.encode(x, CodecContext()) for x in xs])
+    agg = codec.server().aggregate([codec.encode(x, CodecContext()) for x in xs], CodecContext())
     np.testing.assert_allclose(agg, xs[0] + xs[1] + xs[2], rtol=1e-6)
 
 

@@ -1,0 +1,60 @@
+"""Fast exact top-k selection by magnitude.
+
+``np.argpartition`` over 25M elements runs near 0.2 GB/s, a hundred times below memory
+bandwidth. :func:`topk_indices` instead estimates the k-th largest magnitude from a strided
+sample, keeps the candidates at or above a safely lower threshold in one vectorised pass, and
+finishes with an exact selection among the few candidates. The result is exact: the same set as
+a full sort (ties at the threshold go to the lower indices); only the speed is heuristic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["kth_largest_exact", "topk_indices"]
+
+_SAMPLE = 65_536
+
+
+def _exact_among(a: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
+    """The k largest of ``a[cand]`` (ties to the lower index), as ascending indices."""
+    vals = a[cand]
+    kth = np.partition(vals, vals.size - k)[vals.size - k]
+    above = cand[vals > kth]
+    ties = cand[vals == kth][: k - above.size]  # cand is ascending: lowest indices first
+    return np.sort(np.concatenate([above, ties]))
+
+
+def kth_largest_exact(a: np.ndarray, k: int) -> float:
+    """The k-th largest value of ``a`` (1-based k), by full partition: the slow reference."""
+    return float(np.partition(a, a.size - k)[a.size - k])
+
+
+def topk_indices(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` entries of largest magnitude, ascending; ties go to lower indices.
+
+    Args:
+        x: A 1-D float vector.
+        k: How many to keep (clipped to [0, len(x)]).
+    """
+    n = int(x.size)
+    k = max(0, min(k, n))
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    if k == n:
+        return np.arange(n, dtype=np.int64)
+    a = np.abs(x)
+    if n <= 4 * _SAMPLE or k > n // 8:
+        return _exact_among(a, np.arange(n), k)
+    stride = n // _SAMPLE
+    sample = a[::stride]
+    # Aim the threshold at ~2k expected candidates (plus 4 sigma); lower it until >= k survive.
+    want = min(1.0, (2 * k + 4 * np.sqrt(k)) / n)
+    for _ in range(4):
+        pos = max(0, int(sample.size * (1.0 - want)) - 1)
+        t = np.partition(sample, pos)[pos]
+        cand = np.flatnonzero(a >= t)
+        if cand.size >= k:
+            return _exact_among(a, cand, k)
+        want = min(1.0, want * 4)
+    return _exact_among(a, np.arange(n), k)
