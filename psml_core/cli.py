@@ -1,6 +1,6 @@
 """The ``psml`` command line: one sub-command per workflow step.
 
-``psml prepare|analyze|partition|train|compare|report|config``. Each Snakemake rule calls exactly
+``psml prepare|analyze|partition|train|compare|report|config|bench``. Each Snakemake rule calls exactly
 one of them. Errors caused by input (config, data, a crashed run) print one line naming the
 culprit and the fix, and exit non-zero without a traceback.
 """
@@ -151,6 +151,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run a performance benchmark and print its table."""
+    from psml_core.atomic import write_json
+    from psml_core.bench.codecs import bench_codecs, format_table, rows_as_dicts
+
+    if args.what != "codecs":
+        raise ConfigError(f"unknown benchmark {args.what!r}; known benchmarks: codecs")
+    threads = tuple(0 if t == "all" else int(t) for t in args.threads.split(","))
+    print(format_table([], header=True))
+    rows = bench_codecs(
+        n=args.n,
+        ratios=tuple(float(r) for r in args.ratios.split(",")),
+        threads=threads,
+        codecs=tuple(args.codecs.split(",")) if args.codecs else None,
+        repeats=args.repeats,
+        log=lambda line: print(line, flush=True),
+    )
+    if args.json:
+        write_json(args.json, rows_as_dicts(rows))
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -204,6 +226,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--experiment", required=True, help="the effective config as JSON")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
+    p = add("bench", cmd_bench, "performance benchmark (prints ratios to same-run references)")
+    p.add_argument("what", choices=["codecs"], help="which benchmark")
+    p.add_argument("--n", type=int, default=25_000_000, help="vector length (float32)")
+    p.add_argument("--ratios", default="0.1,0.01,0.001")
+    p.add_argument("--threads", default="1,all", help="comma list; 'all' = every core")
+    p.add_argument("--codecs", default="", help="comma list (default: all registered)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", help="also write the rows as JSON here")
     return ap
 
 

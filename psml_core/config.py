@@ -30,6 +30,7 @@ __all__ = [
     "ComputeSpec",
     "DatasetSpec",
     "Experiment",
+    "HeterogeneitySpec",
     "MethodRecipe",
     "RunSpec",
     "ScenarioSpec",
@@ -209,12 +210,24 @@ class ScenarioSpec:
 
 
 @dataclass(frozen=True)
+class HeterogeneitySpec:
+    """Worker speed differences (``compute.heterogeneity``)."""
+
+    multipliers: tuple[float, ...] | None = None
+    draw_from: tuple[float, ...] | None = None
+    redraw_every: int | None = None
+    straggler_prob: float = 0.0
+    straggler_slowdown: float = 1.0
+
+
+@dataclass(frozen=True)
 class ComputeSpec:
     """The compute-time model (``compute``)."""
 
     model: str
     device: str = "cpu-core"
     threads: int = 1
+    heterogeneity: HeterogeneitySpec | None = None
 
 
 @dataclass(frozen=True)

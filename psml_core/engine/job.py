@@ -19,7 +19,7 @@ from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
 from psml_core.models import Model, make_model
-from psml_core.net.compute import ComputeModel, make_compute_model
+from psml_core.net.compute import ComputeModel, Heterogeneity, make_compute_model
 from psml_core.placement import Assignment, PlacementProblem, make_placement
 from psml_core.placement.cost import machine_of_shard
 from psml_core.sync import make_sync_policy
@@ -43,6 +43,7 @@ class Job:
         shard_machine: Machine of each shard (workers are on machines 0..P-1).
         controller: The compression-ratio controller.
         compute: The compute-time model.
+        speed: Per-worker, per-step compute-time multipliers.
     """
 
     spec: RunSpec
@@ -54,6 +55,7 @@ class Job:
     shard_machine: np.ndarray
     controller: Controller
     compute: ComputeModel
+    speed: Heterogeneity
 
     @property
     def machines(self) -> int:
@@ -158,4 +160,5 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         shard_machine=machine_of_shard(spec.shards, spec.workers, spec.colocated),
         controller=make_controller(spec.method.controller),
         compute=compute,
+        speed=Heterogeneity(spec.compute.heterogeneity, spec.seed),
     )

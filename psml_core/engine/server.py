@@ -71,9 +71,13 @@ class ServerShard:
     def _step(self, grad: np.ndarray) -> None:
         self.optimizer.step(self.values, grad)
 
-    def may_serve(self, worker: int) -> bool:
-        """Whether ``worker`` may pull for its next iteration now."""
-        return self.policy.may_proceed(worker, self.clocks)
+    def may_serve(self, worker: int, clock: int) -> bool:
+        """Whether ``worker`` may pull for its iteration ``clock`` now.
+
+        Only once this shard has applied the worker's ``clock`` earlier pushes (a barrier holds
+        them until the round is complete) and the sync policy lets it proceed.
+        """
+        return self.clocks[worker] >= clock and self.policy.may_proceed(worker, self.clocks)
 
     def pull(self, worker: int, ctx: CodecContext) -> Payload:
         """The current values, encoded for ``worker``."""

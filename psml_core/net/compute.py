@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from psml_core.config import ComputeSpec
+from psml_core.config import ComputeSpec, HeterogeneitySpec
 from psml_core.errors import ConfigError
 from psml_core.models.base import Matrix, Model
 from psml_core.registry import Registry
@@ -26,6 +26,7 @@ __all__ = [
     "DEVICE_PROFILES",
     "ComputeModel",
     "DeviceProfile",
+    "Heterogeneity",
     "MeasuredCompute",
     "ProfileCompute",
     "make_compute_model",
@@ -157,3 +158,46 @@ class MeasuredCompute(ComputeModel):
 def make_compute_model(spec: ComputeSpec) -> ComputeModel:
     """Instantiate the configured compute model."""
     return COMPUTE_MODELS.get(spec.model, where="compute.model")(spec)
+
+
+class Heterogeneity:
+    """Per-worker, per-step compute-time multipliers (speed differences and stragglers).
+
+    ``factor(worker, step)`` = base multiplier x (``straggler_slowdown`` with probability
+    ``straggler_prob``). The base is ``multipliers[worker % len]`` when fixed multipliers are
+    given, else drawn uniformly from ``draw_from`` (once, or again every ``redraw_every`` steps),
+    else 1. Every draw comes from a counter-based stream keyed by (seed, worker, epoch), so the
+    result does not depend on the order in which the engine asks.
+
+    Args:
+        spec: The settings (None: all workers equally fast).
+        seed: The run seed.
+    """
+
+    def __init__(self, spec: HeterogeneitySpec | None, seed: int) -> None:
+        self.spec = spec or HeterogeneitySpec()
+        self.seed = seed
+        if self.spec.multipliers and self.spec.draw_from:
+            raise ConfigError(
+                "key 'compute.heterogeneity': give either multipliers or draw_from, not both"
+            )
+
+    def base(self, worker: int, step: int) -> float:
+        """The worker's speed multiplier in force at ``step`` (1 = nominal)."""
+        sp = self.spec
+        if sp.multipliers:
+            return float(sp.multipliers[worker % len(sp.multipliers)])
+        if sp.draw_from:
+            epoch = step // sp.redraw_every if sp.redraw_every else 0
+            rng = np.random.default_rng([self.seed, worker, epoch, 1])
+            return float(sp.draw_from[int(rng.integers(len(sp.draw_from)))])
+        return 1.0
+
+    def factor(self, worker: int, step: int) -> float:
+        """The multiplier of the worker's compute time at ``step``, stragglers included."""
+        f = self.base(worker, step)
+        if self.spec.straggler_prob > 0:
+            rng = np.random.default_rng([self.seed, worker, step, 2])
+            if rng.random() < self.spec.straggler_prob:
+                f *= self.spec.straggler_slowdown
+        return f

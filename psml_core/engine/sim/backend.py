@@ -17,7 +17,7 @@ Evaluation of the global model is offline: it takes no simulated time.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
@@ -36,23 +36,23 @@ class _Gate:
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
-        self.waiting: list[tuple[int, simpy.Event]] = []
+        self.waiting: list[tuple[int, int, simpy.Event]] = []
 
-    def wait(self, worker: int, allowed: bool) -> simpy.Event:
+    def wait(self, worker: int, clock: int, allowed: bool) -> simpy.Event:
         ev = self.env.event()
         if allowed:
             ev.succeed()
         else:
-            self.waiting.append((worker, ev))
+            self.waiting.append((worker, clock, ev))
         return ev
 
-    def release(self, may_serve: Any) -> None:
+    def release(self, may_serve: Callable[[int, int], bool]) -> None:
         still = []
-        for worker, ev in self.waiting:
-            if may_serve(worker):
+        for worker, clock, ev in self.waiting:
+            if may_serve(worker, clock):
                 ev.succeed()
             else:
-                still.append((worker, ev))
+                still.append((worker, clock, ev))
         self.waiting = still
 
 
@@ -113,7 +113,7 @@ class _RunState:
             staleness = max(st for _, _, _, st in served)
             # 2. compute
             loss, grad = w.compute()
-            compute = job.compute.seconds(job.model, w.last_batch)
+            compute = job.compute.seconds(job.model, w.last_batch) * job.speed.factor(p, t)
             yield env.timeout(compute)
             # 3. push
             push_start = env.now
@@ -145,7 +145,7 @@ class _RunState:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         yield self.net.transfer(p, machine, 0)  # the request: header only
         arrived = self.env.now
-        yield self.gates[s].wait(p, shard.may_serve(p))
+        yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
         payload: Payload = shard.pull(p, self.ctx(t, ratio))
@@ -159,12 +159,14 @@ class _RunState:
         yield self.net.transfer(p, machine, payload.wire_bytes)
         if shard.push(p, t, payload, self.ctx(t, self.job.controller.ratio(t))):
             self.gates[s].release(shard.may_serve)
-            self._on_applied(t)
+            self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
 
-    def _on_applied(self, t: int) -> None:
-        # Under a barrier, the model "after iteration t" exists once every shard applied t.
-        self.applied[t] = self.applied.get(t, 0) + 1
-        if self.applied[t] == len(self.job.shards) and self.job.should_evaluate(t):
+    def _on_applied(self, t: int, pushes: int) -> None:
+        # The model "after iteration t" is evaluated once every shard has applied every worker's
+        # push of iteration t (a barrier applies P pushes at once; async policies one by one).
+        self.applied[t] = self.applied.get(t, 0) + pushes
+        complete = self.job.spec.workers * len(self.job.shards)
+        if self.applied[t] == complete and self.job.should_evaluate(t):
             ds = self.job.dataset
             self.evals[t] = self.job.model.evaluate(self.job.global_params(), ds.X_test, ds.y_test)
 

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.worker import BatchSampler
@@ -132,3 +133,67 @@ def test_slower_network_takes_longer(smoke, prepared):
     assert max(r.time_s for r in slow) > 10 * max(r.time_s for r in fast)
     # Same gradients either way: time does not change what BSP computes.
     assert [r.loss for r in fast] == [r.loss for r in slow]
+
+
+def hetero_spec(smoke, sync, multipliers, iterations=24, **params):
+    spec = spec_for(smoke, iterations=iterations)
+    method = dataclasses.replace(spec.method, sync=BlockSpec(sync, params))
+    compute = dataclasses.replace(
+        spec.compute, heterogeneity=HeterogeneitySpec(multipliers=tuple(multipliers))
+    )
+    return dataclasses.replace(spec, method=method, compute=compute)
+
+
+@pytest.mark.parametrize("s", [0, 1, 3])
+def test_ssp_never_exceeds_its_bound(smoke, prepared, s):
+    spec = hetero_spec(smoke, "ssp", [1, 1, 1, 6], staleness=s)
+    _, recs = simulate(spec, prepared)
+    assert max(r.staleness for r in recs) == s  # fast workers do run ahead, up to s
+    # Independent check from the records: when worker p starts iteration t (its compute
+    # starts after the pull), the slowest worker has pushed at least t - s iterations.
+    done = sorted((r.time_s, r.worker) for r in recs)
+    for r in recs:
+        pushed_before: dict[int, int] = {}
+        for time_s, w in done:
+            if time_s <= r.time_s - r.compute_s:
+                pushed_before[w] = pushed_before.get(w, 0) + 1
+        slowest = min(pushed_before.get(w, 0) for w in range(spec.workers))
+        assert r.iteration - slowest <= s, (r, slowest)
+
+
+def test_asp_fast_workers_progress_past_a_stalled_one(smoke, prepared):
+    spec = hetero_spec(smoke, "asp", [1, 1, 1, 1000], iterations=20)
+    _, recs = simulate(spec, prepared)
+    end_fast = max(r.time_s for r in recs if r.worker != 3)
+    slow_done = sum(1 for r in recs if r.worker == 3 and r.time_s <= end_fast)
+    assert slow_done <= 1  # the stalled worker finished at most one iteration meanwhile
+    assert all(r.wait_s == 0 for r in recs)
+    assert max(r.staleness for r in recs) >= 15
+
+
+def test_bsp_fast_workers_wait_for_the_slow_one(smoke, prepared):
+    spec = hetero_spec(smoke, "bsp", [1, 1, 1, 4])
+    _, recs = simulate(spec, prepared)
+    fast_wait = sum(r.wait_s for r in recs if r.worker != 3)
+    slow_wait = sum(r.wait_s for r in recs if r.worker == 3)
+    assert fast_wait > 10 * max(slow_wait, 1e-12)
+    assert all(r.staleness == 0 for r in recs)
+
+
+def test_heterogeneity_draws_are_seeded_and_redrawn():
+    from psml_core.net.compute import Heterogeneity
+
+    h = Heterogeneity(HeterogeneitySpec(draw_from=(1.0, 1.5, 2.0, 4.0), redraw_every=10), 7)
+    a = [h.base(w, t) for w in range(8) for t in range(0, 40, 5)]
+    b = [
+        Heterogeneity(HeterogeneitySpec(draw_from=(1.0, 1.5, 2.0, 4.0), redraw_every=10), 7).base(
+            w, t
+        )
+        for w in range(8)
+        for t in range(0, 40, 5)
+    ]
+    assert a == b and set(a) <= {1.0, 1.5, 2.0, 4.0} and len(set(a)) > 1
+    assert h.base(0, 0) == h.base(0, 9)  # constant within an epoch
+    s = Heterogeneity(HeterogeneitySpec(straggler_prob=0.5, straggler_slowdown=3.0), 1)
+    factors = [s.factor(0, t) for t in range(400)]
+    assert set(factors) == {1.0, 3.0} and 0.4 < factors.count(3.0) / 400 < 0.6
