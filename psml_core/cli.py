@@ -1,7 +1,7 @@
 """The ``psml`` command line: one sub-command per workflow step.
 
-``psml prepare|analyze|partition|train|compare|report|config|bench``. Each Snakemake rule calls exactly
-one of them. Errors caused by input (config, data, a crashed run) print one line naming the
+``psml prepare|analyze|partition|train|compare|report|config|bench``. Each Snakemake rule calls
+exactly one of them. Errors caused by input (config, data, a crashed run) print one line naming the
 culprit and the fix, and exit non-zero without a traceback.
 """
 

@@ -43,7 +43,7 @@ def _threshold_setup(x: np.ndarray, ratio: float) -> tuple[dict[str, Any], np.nd
 
 
 def _blocky(x: np.ndarray, ratio: float, block: int = 256) -> np.ndarray:
-    """x with all but a ``ratio`` fraction of its 256-blocks zeroed (OmniReduce's benchmark)."""
+    """The vector with all but a ``ratio`` fraction of its blocks zeroed (as OmniReduce tests)."""
     nblk = -(-x.size // block)
     keep = np.random.default_rng(0).random(nblk) < ratio
     out = x.copy()
