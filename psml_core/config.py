@@ -249,6 +249,7 @@ class MethodRecipe:
     controller: BlockSpec
     placement: BlockSpec
     codec_down: BlockSpec | None = None
+    pull: str = "params"
     paper: str | None = None
     role: str = "baseline"
     deviations: tuple[str, ...] = ()

@@ -115,6 +115,13 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
     init = model.init_params(spec.seed)
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
+    policy = make_sync_policy(spec.method.sync)
+    aggregate = spec.method.pull == "aggregate"
+    if aggregate and not policy.barrier:
+        raise ConfigError(
+            f"method {spec.method.name!r}: pull: aggregate needs a barrier sync policy (bsp); "
+            f"{spec.method.sync.name!r} applies pushes one by one — use pull: params"
+        )
     workers = []
     for p in range(spec.workers):
         rows = assignment.samples_of(p)
@@ -126,9 +133,12 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 y=dataset.y_train[rows],
                 batch_size=spec.workload.batch_size,
                 seed=spec.seed,
-                codec=make_codec(spec.method.codec),
+                codecs=[make_codec(spec.method.codec) for _ in shard_keys],
                 shard_keys=shard_keys,
                 init_params=init,
+                optimizers=[make_optimizer(spec.workload, len(k)) for k in shard_keys]
+                if aggregate
+                else None,
             )
         )
     shards = [
@@ -141,6 +151,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             codec_up=make_codec(spec.method.codec),
             codec_down=make_codec(spec.method.codec_down or DENSE),
             optimizer=make_optimizer(spec.workload, len(keys)),
+            pull_mode=spec.method.pull,
         )
         for s, keys in enumerate(shard_keys)
     ]

@@ -2,21 +2,56 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
 
-__all__ = ["ServerShard"]
+__all__ = ["PULL_MODES", "Pull", "ServerShard"]
+
+PULL_MODES = ("params", "aggregate")
+
+
+@dataclass
+class Pull:
+    """What a shard sends a worker that asks for its next iteration.
+
+    Attributes:
+        payload: The encoded message (None: nothing to send, e.g. before the first round).
+        extra: Codec state published for the next step (``ServerCodec.shared``).
+        extra_bytes: Wire size of ``extra`` (counted as down traffic).
+    """
+
+    payload: Payload | None
+    extra: dict[str, Any] = field(default_factory=dict)
+    extra_bytes: int = 0
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of the answer: payload plus published state."""
+        return (self.payload.wire_bytes if self.payload else 0) + self.extra_bytes
 
 
 class ServerShard:
     """Holds the parameters of some keys and applies the workers' pushes to them.
 
-    Under a barrier policy (BSP) the pushes of one clock are averaged into one update; without
-    one, each push is applied as it arrives, scaled by 1/P so that one round of P pushes moves the
-    model as far as one BSP step.
+    Under a barrier policy (BSP) the pushes of one clock are summed by the codec's server side
+    and averaged into one update; without one, each push is applied as it arrives, scaled by 1/P
+    so that one round of P pushes moves the model as far as one BSP step.
+
+    Two pull modes:
+
+    * ``params`` — the conventional PS: a pull returns the shard's current values, encoded by
+      ``codec_down`` (dense by default).
+    * ``aggregate`` — update broadcast (barrier policies only): after a round the server encodes
+      the averaged gradient with the codec's server side (``encode_down``: the union of the
+      workers' supports, DFS blocks, a filtered broadcast, ...), applies the *decoded broadcast*
+      with its optimizer, and sends the same broadcast to every worker, whose optimizer replica
+      applies it too: replicas and server stay bit-identical while only compressed updates move.
 
     Args:
         rank: Shard rank.
@@ -24,9 +59,10 @@ class ServerShard:
         init_values: Their initial values.
         workers: Number of workers P.
         policy: The sync policy.
-        codec_up: Decodes and aggregates pushes.
-        codec_down: Encodes pulls.
+        codec_up: The workers' codec (its server side aggregates and encodes broadcasts).
+        codec_down: Encodes pulls in ``params`` mode.
         optimizer: Turns the aggregated gradient into an update of ``values``.
+        pull_mode: ``params`` or ``aggregate``.
     """
 
     def __init__(
@@ -39,7 +75,10 @@ class ServerShard:
         codec_up: Codec,
         codec_down: Codec,
         optimizer: ServerOptimizer,
+        pull_mode: str = "params",
     ) -> None:
+        if pull_mode not in PULL_MODES:
+            raise ValueError(f"pull_mode must be one of {PULL_MODES}, got {pull_mode!r}")
         self.rank = rank
         self.keys = keys
         self.values = init_values.astype(np.float32).copy()
@@ -49,13 +88,16 @@ class ServerShard:
         self.codec_up = codec_up
         self.server_codec = codec_up.server()
         self.codec_down = codec_down
+        self.pull_mode = pull_mode
         self.clocks = [0] * workers
         self._pending: dict[int, dict[int, Payload]] = {}
+        self._rounds: dict[int, tuple[Pull, list[int]]] = {}
 
     def push(self, worker: int, clock: int, payload: Payload, ctx: CodecContext) -> bool:
         """Receive a push of iteration ``clock``; return True if an update was applied."""
         if not self.policy.barrier:
-            self._step(self.codec_up.decode(payload, ctx) / np.float32(self.workers))
+            self.optimizer.step(self.values, self.codec_up.decode(payload, ctx) / np.float32(
+                self.workers))
             self.clocks[worker] += 1
             return True
         pending = self._pending.setdefault(clock, {})
@@ -64,12 +106,15 @@ class ServerShard:
             return False
         del self._pending[clock]
         ordered = [pending[w] for w in range(self.workers)]  # fixed order: deterministic sums
-        self._step(self.server_codec.aggregate(ordered, ctx) / np.float32(self.workers))
+        avg = self.server_codec.aggregate(ordered, ctx) / np.float32(self.workers)
+        if self.pull_mode == "aggregate":
+            down = self.server_codec.encode_down(avg, ctx)
+            avg = self.server_codec.decode_down(down, ctx)
+            extra, extra_bytes = self.server_codec.shared()
+            self._rounds[clock] = (Pull(down, extra, extra_bytes), [self.workers])
+        self.optimizer.step(self.values, avg)
         self.clocks = [c + 1 for c in self.clocks]
         return True
-
-    def _step(self, grad: np.ndarray) -> None:
-        self.optimizer.step(self.values, grad)
 
     def may_serve(self, worker: int, clock: int) -> bool:
         """Whether ``worker`` may pull for its iteration ``clock`` now.
@@ -79,6 +124,22 @@ class ServerShard:
         """
         return self.clocks[worker] >= clock and self.policy.may_proceed(worker, self.clocks)
 
-    def pull(self, worker: int, ctx: CodecContext) -> Payload:
-        """The current values, encoded for ``worker``."""
-        return self.codec_down.encode(self.values, ctx)
+    def pull(self, worker: int, clock: int, ctx: CodecContext) -> Pull:
+        """The answer to ``worker``'s pull for its iteration ``clock`` (once ``may_serve``)."""
+        if self.pull_mode == "params":
+            return Pull(self.codec_down.encode(self.values, ctx))
+        if clock == 0:
+            return Pull(None)  # every replica starts from the same seeded initial values
+        answer, left = self._rounds[clock - 1]
+        left[0] -= 1
+        if left[0] == 0:
+            del self._rounds[clock - 1]  # every worker has it
+        return answer
+
+    def decode_pull(self, answer: Pull, ctx: CodecContext) -> np.ndarray | None:
+        """The vector a worker applies: parameter values (params) or the broadcast (aggregate)."""
+        if answer.payload is None:
+            return None
+        if self.pull_mode == "params":
+            return self.codec_down.decode(answer.payload, ctx)
+        return self.server_codec.decode_down(answer.payload, ctx)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.engine.optim import ServerOptimizer
 from psml_core.models.base import Matrix, Model
 
 __all__ = ["BatchSampler", "Worker"]
@@ -51,9 +52,13 @@ class Worker:
         y: Their labels.
         batch_size: Mini-batch size.
         seed: Run seed.
-        codec: This worker's up-direction codec instance (it may hold state such as residuals).
+        codecs: One up-direction codec instance per shard (each may hold state, e.g. the error
+            feedback residual of that shard's keys).
         shard_keys: For each shard, the parameter keys it holds.
-        init_params: The initial parameters (replaced by the first pull).
+        init_params: The initial parameters, which every replica and shard starts from.
+        optimizers: In ``aggregate`` pull mode, one optimizer replica per shard: the worker
+            applies the server's broadcast to its replica exactly as the shard does. None in
+            ``params`` mode, where pulls carry the parameters themselves.
     """
 
     def __init__(
@@ -64,17 +69,19 @@ class Worker:
         y: np.ndarray,
         batch_size: int,
         seed: int,
-        codec: Codec,
+        codecs: list[Codec],
         shard_keys: list[np.ndarray],
         init_params: np.ndarray,
+        optimizers: list[ServerOptimizer] | None = None,
     ) -> None:
         self.rank = rank
         self.model = model
         self.X, self.y = X, y
         self.sampler = BatchSampler(len(y), batch_size, seed, rank)
-        self.codec = codec
+        self.codecs = codecs
         self.shard_keys = shard_keys
         self.params = init_params.copy()
+        self.optimizers = optimizers
         self.last_batch: Matrix | None = None
 
     def compute(self) -> tuple[float, np.ndarray]:
@@ -84,10 +91,21 @@ class Worker:
         self.last_batch = Xb
         return self.model.loss_grad(self.params, Xb, yb)
 
-    def encode_push(self, grad: np.ndarray, ctx: CodecContext) -> list[Payload]:
+    def encode_push(self, grad: np.ndarray, ctxs: list[CodecContext]) -> list[Payload]:
         """One payload per shard: the gradient restricted to that shard's keys."""
-        return [self.codec.encode(grad[keys], ctx) for keys in self.shard_keys]
+        return [
+            codec.encode(grad[keys], ctx)
+            for codec, keys, ctx in zip(self.codecs, self.shard_keys, ctxs, strict=True)
+        ]
 
     def apply_pull(self, shard: int, values: np.ndarray) -> None:
-        """Install a shard's parameter values into the replica."""
+        """``params`` mode: install a shard's parameter values into the replica."""
         self.params[self.shard_keys[shard]] = values
+
+    def apply_aggregate(self, shard: int, grad: np.ndarray) -> None:
+        """``aggregate`` mode: apply a shard's broadcast aggregate with the replica optimizer."""
+        assert self.optimizers is not None, "apply_aggregate needs optimizer replicas"
+        keys = self.shard_keys[shard]
+        values = self.params[keys]
+        self.optimizers[shard].step(values, grad)
+        self.params[keys] = values

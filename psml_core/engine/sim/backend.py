@@ -92,9 +92,17 @@ class _RunState:
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
         self.rows: list[dict[str, Any]] = []
+        # Codec state each shard published to each worker for its next push (DFS masks, ...).
+        self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
 
-    def ctx(self, step: int, ratio: float) -> CodecContext:
-        return CodecContext(step=step, ratio=ratio, seed=self.job.spec.seed * 1_000_003 + step)
+    def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
+        return CodecContext(
+            step=step,
+            ratio=ratio,
+            seed=self.job.spec.seed * 1_000_003 + step,
+            lr=self.job.spec.workload.lr,
+            extra=extra or {},
+        )
 
     def worker(self, p: int) -> Generator[Any, Any, None]:
         job, env = self.job, self.env
@@ -117,8 +125,12 @@ class _RunState:
             yield env.timeout(compute)
             # 3. push
             push_start = env.now
-            payloads = w.encode_push(grad, self.ctx(t, ratio))
-            pushes = [env.process(self.push(p, s, t, pl)) for s, pl in enumerate(payloads)]
+            # Both ends know the context (step, ratio, seed, the shard's published state).
+            ctxs = [self.ctx(t, ratio, e) for e in self.extra[p]]
+            payloads = w.encode_push(grad, ctxs)
+            pushes = [
+                env.process(self.push(p, s, t, pl, ctxs[s])) for s, pl in enumerate(payloads)
+            ]
             yield env.all_of(pushes)
             # Each shard got a header-only pull request and a push from this worker.
             sent = [self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes) for pl in payloads]
@@ -148,16 +160,26 @@ class _RunState:
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
-        payload: Payload = shard.pull(p, self.ctx(t, ratio))
-        nbytes = self.net.wire_bytes(payload.wire_bytes)
-        yield self.net.transfer(machine, p, payload.wire_bytes)
-        self.job.workers[p].apply_pull(s, shard.codec_down.decode(payload, self.ctx(t, ratio)))
+        ctx = self.ctx(t, ratio)
+        answer = shard.pull(p, t, ctx)
+        nbytes = self.net.wire_bytes(answer.wire_bytes)
+        yield self.net.transfer(machine, p, answer.wire_bytes)
+        vector = shard.decode_pull(answer, ctx)
+        if vector is not None:
+            worker = self.job.workers[p]
+            if shard.pull_mode == "params":
+                worker.apply_pull(s, vector)
+            else:
+                worker.apply_aggregate(s, vector)
+        self.extra[p][s] = answer.extra
         return blocked, nbytes, (nbytes if machine != p else 0), staleness
 
-    def push(self, p: int, s: int, t: int, payload: Payload) -> Generator[Any, Any, None]:
+    def push(
+        self, p: int, s: int, t: int, payload: Payload, ctx: CodecContext
+    ) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         yield self.net.transfer(p, machine, payload.wire_bytes)
-        if shard.push(p, t, payload, self.ctx(t, self.job.controller.ratio(t))):
+        if shard.push(p, t, payload, ctx):
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
 

@@ -5,7 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from psml_core.codecs import CodecContext
 from psml_core.config import BlockSpec, HeterogeneitySpec
+from psml_core.errors import ConfigError
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.worker import BatchSampler
@@ -197,3 +199,32 @@ def test_heterogeneity_draws_are_seeded_and_redrawn():
     s = Heterogeneity(HeterogeneitySpec(straggler_prob=0.5, straggler_slowdown=3.0), 1)
     factors = [s.factor(0, t) for t in range(400)]
     assert set(factors) == {1.0, 3.0} and 0.4 < factors.count(3.0) / 400 < 0.6
+
+
+def with_method(spec, **changes):
+    return dataclasses.replace(spec, method=dataclasses.replace(spec.method, **changes))
+
+
+def test_aggregate_mode_with_dense_codec_equals_params_mode(smoke, prepared):
+    spec = spec_for(smoke, iterations=8)
+    job_p, _ = simulate(spec, prepared)
+    job_a, recs = simulate(with_method(spec, pull="aggregate"), prepared)
+    np.testing.assert_array_equal(job_a.global_params(), job_p.global_params())
+    # Replicas lag the server by the last round; deliver it and they are bit-identical.
+    ctx = CodecContext(step=spec.workload.iterations)
+    for w in job_a.workers:
+        for s, shard in enumerate(job_a.shards):
+            w.apply_aggregate(s, shard.decode_pull(shard.pull(w.rank, 8, ctx), ctx))
+        np.testing.assert_array_equal(w.params, job_a.global_params())
+    first = [r for r in recs if r.iteration == 0]
+    assert all(r.bytes_down == 0 for r in first)  # replicas start from the seeded init
+    # Later broadcasts are the averaged gradient in its cheapest lossless format: digits has
+    # always-blank pixels, whose weights get exact-zero gradients, so a little under dense.
+    n = job_a.model.n_params
+    assert all(0.5 * 4 * n < r.bytes_down <= 4 * n for r in recs if r.iteration > 0)
+
+
+def test_aggregate_mode_needs_a_barrier(smoke, prepared):
+    spec = with_method(spec_for(smoke), pull="aggregate", sync=BlockSpec("ssp"))
+    with pytest.raises(ConfigError, match="pull: aggregate needs a barrier sync policy"):
+        simulate(spec, prepared)
