@@ -96,8 +96,9 @@ class ServerShard:
     def push(self, worker: int, clock: int, payload: Payload, ctx: CodecContext) -> bool:
         """Receive a push of iteration ``clock``; return True if an update was applied."""
         if not self.policy.barrier:
-            self.optimizer.step(self.values, self.codec_up.decode(payload, ctx) / np.float32(
-                self.workers))
+            self.optimizer.step(
+                self.values, self.codec_up.decode(payload, ctx) / np.float32(self.workers)
+            )
             self.clocks[worker] += 1
             return True
         pending = self._pending.setdefault(clock, {})

@@ -128,9 +128,7 @@ class _RunState:
             # Both ends know the context (step, ratio, seed, the shard's published state).
             ctxs = [self.ctx(t, ratio, e) for e in self.extra[p]]
             payloads = w.encode_push(grad, ctxs)
-            pushes = [
-                env.process(self.push(p, s, t, pl, ctxs[s])) for s, pl in enumerate(payloads)
-            ]
+            pushes = [env.process(self.push(p, s, t, pl, ctxs[s])) for s, pl in enumerate(payloads)]
             yield env.all_of(pushes)
             # Each shard got a header-only pull request and a push from this worker.
             sent = [self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes) for pl in payloads]

@@ -7,10 +7,10 @@ import pytest
 
 from psml_core.codecs import CodecContext
 from psml_core.config import BlockSpec, HeterogeneitySpec
-from psml_core.errors import ConfigError
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.worker import BatchSampler
+from psml_core.errors import ConfigError
 
 
 def spec_for(smoke, workload="digits_mlp", scenario="dc_10g", **changes):
