@@ -7,10 +7,11 @@ data split and batch order whichever backend runs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from psml_core.codecs import make_codec
+from psml_core.codecs import CodecContext, make_codec
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
@@ -68,6 +69,20 @@ class Job:
         for shard in self.shards:
             out[shard.keys] = shard.values
         return out
+
+    def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
+        """The codec context of ``step``: what both ends of every message of the step know.
+
+        The shared seed is derived from the run seed and the step, so random-k indices and QSGD
+        draws agree between a worker and the server without being sent.
+        """
+        return CodecContext(
+            step=step,
+            ratio=ratio,
+            seed=self.spec.seed * 1_000_003 + step,
+            lr=self.spec.workload.lr,
+            extra=extra or {},
+        )
 
     def should_evaluate(self, iteration: int) -> bool:
         """Evaluate every ``eval_every`` iterations and after the last one."""

@@ -96,13 +96,7 @@ class _RunState:
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
 
     def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
-        return CodecContext(
-            step=step,
-            ratio=ratio,
-            seed=self.job.spec.seed * 1_000_003 + step,
-            lr=self.job.spec.workload.lr,
-            extra=extra or {},
-        )
+        return self.job.ctx(step, ratio, extra)
 
     def worker(self, p: int) -> Generator[Any, Any, None]:
         job, env = self.job, self.env
