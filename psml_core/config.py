@@ -26,6 +26,7 @@ import yaml
 from psml_core.errors import ConfigError
 
 __all__ = [
+    "BandwidthStep",
     "BlockSpec",
     "ComputeSpec",
     "DatasetSpec",
@@ -198,6 +199,14 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
+class BandwidthStep:
+    """From ``at_s`` simulated seconds on, every NIC runs at ``gbps``."""
+
+    at_s: float
+    gbps: float
+
+
+@dataclass(frozen=True)
 class ScenarioSpec:
     """A network scenario (``scenarios.<name>``)."""
 
@@ -207,6 +216,8 @@ class ScenarioSpec:
     message_overhead_us: float = 10.0
     header_bytes: int = 0
     description: str = ""
+    delay: dict[str, Any] | None = None
+    bandwidth_steps: tuple[BandwidthStep, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ class FairShareNetwork:
         latency_s: One-way latency per message, seconds.
         overhead_s: Per-message software overhead, seconds.
         header_bytes: Bytes added to every message on the wire.
+        bandwidth_steps: ``(at_s, bytes_per_s)`` pairs: the NIC bandwidth from that simulated
+            time on. Flows in progress continue at the new fair-share rates.
     """
 
     env: simpy.Environment
@@ -84,20 +86,42 @@ class FairShareNetwork:
     latency_s: float
     overhead_s: float
     header_bytes: int = 0
+    bandwidth_steps: tuple[tuple[float, float], ...] = ()
     _flows: dict[int, _Flow] = field(default_factory=dict)
     _next_id: int = 0
     _last: float = 0.0
     _generation: int = 0
 
-    def transfer(self, src: int, dst: int, nbytes: int) -> simpy.Process:
-        """Send ``nbytes`` from machine ``src`` to ``dst``; the process ends on arrival."""
-        return self.env.process(self._transfer(src, dst, nbytes))
+    def __post_init__(self) -> None:
+        for at, bps in sorted(self.bandwidth_steps):
+            self.env.process(self._change_bandwidth(at, bps))
+
+    def _change_bandwidth(self, at: float, bps: float) -> Generator[Any, Any, None]:
+        yield self.env.timeout(at)
+        self._advance()
+        self.bandwidth_Bps = bps
+        self._reschedule()
+
+    def transfer(
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
+    ) -> simpy.Process:
+        """Send ``nbytes`` from machine ``src`` to ``dst``; the process ends on arrival.
+
+        Args:
+            src: Sending machine.
+            dst: Receiving machine.
+            nbytes: Payload bytes (the header is added).
+            extra_delay_s: Delay on top of the latency (from a delay process).
+        """
+        return self.env.process(self._transfer(src, dst, nbytes, extra_delay_s))
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a message of ``nbytes`` payload occupies on the wire (header included)."""
         return nbytes + self.header_bytes
 
-    def _transfer(self, src: int, dst: int, nbytes: int) -> Generator[Any, Any, None]:
+    def _transfer(
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float
+    ) -> Generator[Any, Any, None]:
         if src == dst:
             return
         if self.overhead_s:
@@ -113,8 +137,8 @@ class FairShareNetwork:
             self._next_id += 1
             self._reschedule()
             yield done
-        if self.latency_s:
-            yield self.env.timeout(self.latency_s)
+        if self.latency_s + extra_delay_s:
+            yield self.env.timeout(self.latency_s + extra_delay_s)
 
     def _advance(self) -> None:
         dt = self.env.now - self._last

@@ -26,6 +26,7 @@ from psml_core.codecs.base import CodecContext, Payload
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.metrics.records import IterationRecord
+from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
 
 __all__ = ["SimBackend"]
@@ -75,6 +76,7 @@ class SimBackend(Backend):
             latency_s=sc.latency_us * 1e-6,
             overhead_s=sc.message_overhead_us * 1e-6,
             header_bytes=sc.header_bytes,
+            bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
         )
         state = _RunState(job, env, net)
         for p in range(spec.workers):
@@ -88,6 +90,7 @@ class _RunState:
 
     def __init__(self, job: Job, env: simpy.Environment, net: FairShareNetwork) -> None:
         self.job, self.env, self.net = job, env, net
+        self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
         self.gates = [_Gate(env) for _ in job.shards]
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
@@ -147,7 +150,8 @@ class _RunState:
 
     def pull(self, p: int, s: int, t: int, ratio: float) -> Generator[Any, Any, tuple]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
-        yield self.net.transfer(p, machine, 0)  # the request: header only
+        d = self.delay.delay_s(t)
+        yield self.net.transfer(p, machine, 0, d)  # the request: header only
         arrived = self.env.now
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived
@@ -155,7 +159,7 @@ class _RunState:
         ctx = self.ctx(t, ratio)
         answer = shard.pull(p, t, ctx)
         nbytes = self.net.wire_bytes(answer.wire_bytes)
-        yield self.net.transfer(machine, p, answer.wire_bytes)
+        yield self.net.transfer(machine, p, answer.wire_bytes, d)
         vector = shard.decode_pull(answer, ctx)
         if vector is not None:
             worker = self.job.workers[p]
@@ -170,7 +174,7 @@ class _RunState:
         self, p: int, s: int, t: int, payload: Payload, ctx: CodecContext
     ) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
-        yield self.net.transfer(p, machine, payload.wire_bytes)
+        yield self.net.transfer(p, machine, payload.wire_bytes, self.delay.delay_s(t))
         if shard.push(p, t, payload, ctx):
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)

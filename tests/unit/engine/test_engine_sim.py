@@ -228,3 +228,14 @@ def test_aggregate_mode_needs_a_barrier(smoke, prepared):
     spec = with_method(spec_for(smoke), pull="aggregate", sync=BlockSpec("ssp"))
     with pytest.raises(ConfigError, match="pull: aggregate needs a barrier sync policy"):
         simulate(spec, prepared)
+
+
+def test_delay_process_slows_every_message(smoke, prepared):
+    base = spec_for(smoke, iterations=5)
+    sc = dataclasses.replace(base.scenario, delay={"kind": "constant", "ms": 10})
+    _, plain = simulate(base, prepared)
+    _, slowed = simulate(dataclasses.replace(base, scenario=sc), prepared)
+    # Three sequential messages per iteration (request, answer, push) each get 10 ms more.
+    per_it_plain = max(r.time_s for r in plain) / 5
+    per_it_slow = max(r.time_s for r in slowed) / 5
+    assert per_it_slow - per_it_plain == pytest.approx(0.030, rel=1e-6)

@@ -88,3 +88,32 @@ def test_max_min_is_feasible_and_saturates_a_link_per_flow(pairs):
 def test_deterministic():
     trs = [(0.01 * i, i % 3, 3, 100 + 37 * i) for i in range(20)]
     assert run_transfers(trs) == run_transfers(trs)
+
+
+def test_bandwidth_step_mid_flow():
+    env = simpy.Environment()
+    net = FairShareNetwork(env, 2, 1000.0, 0.0, 0.0, 0, bandwidth_steps=((0.5, 100.0),))
+    done = {}
+
+    def one():
+        yield net.transfer(0, 1, 600)
+        done["t"] = env.now
+
+    env.process(one())
+    env.run()
+    # 500 B in the first 0.5 s at 1000 B/s, the last 100 B at 100 B/s.
+    assert done["t"] == pytest.approx(1.5)
+
+
+def test_extra_delay_adds_to_latency():
+    env = simpy.Environment()
+    net = FairShareNetwork(env, 2, 1000.0, 0.01, 0.0)
+    done = {}
+
+    def one():
+        yield net.transfer(0, 1, 100, extra_delay_s=0.2)
+        done["t"] = env.now
+
+    env.process(one())
+    env.run()
+    assert done["t"] == pytest.approx(0.1 + 0.01 + 0.2)
