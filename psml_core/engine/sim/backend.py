@@ -23,6 +23,7 @@ from typing import Any
 import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
+from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.metrics.records import IterationRecord
@@ -95,6 +96,11 @@ class _RunState:
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
         self.rows: list[dict[str, Any]] = []
+        # Controller feed: per step, each worker's (comm, compute) once all its pushes landed.
+        self._open: dict[tuple[int, int], list[float]] = {}
+        self._observed: dict[int, dict[int, tuple[float, float]]] = {}
+        self._fed = 0
+        self._ratios: dict[int, float] = {}
         # Codec state each shard published to each worker for its next push (DFS masks, ...).
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
 
@@ -105,10 +111,9 @@ class _RunState:
         job, env = self.job, self.env
         w = job.workers[p]
         for t in range(job.spec.workload.iterations):
-            ratio = job.controller.ratio(t)
             # 1. pull
             start = env.now
-            pulls = [env.process(self.pull(p, s, t, ratio)) for s in range(len(job.shards))]
+            pulls = [env.process(self.pull(p, s, t)) for s in range(len(job.shards))]
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
             pull_end = env.now
@@ -120,8 +125,10 @@ class _RunState:
             loss, grad = w.compute()
             compute = job.compute.seconds(job.model, w.last_batch) * job.speed.factor(p, t)
             yield env.timeout(compute)
-            # 3. push
+            # 3. push, at the ratio the controller set for this step (shared by all workers)
+            ratio = self.ratio(t)
             push_start = env.now
+            self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
             # Both ends know the context (step, ratio, seed, the shard's published state).
             ctxs = [self.ctx(t, ratio, e) for e in self.extra[p]]
             payloads = w.encode_push(grad, ctxs)
@@ -148,7 +155,37 @@ class _RunState:
                 }
             )
 
-    def pull(self, p: int, s: int, t: int, ratio: float) -> Generator[Any, Any, tuple]:
+    def ratio(self, t: int) -> float:
+        """The ratio of step ``t``: the controller sees every step whose workers all reported.
+
+        Under BSP that is every step before ``t``; under ASP/SSP the latest complete ones. The
+        value is fixed the first time it is asked, so all workers share it.
+        """
+        if t not in self._ratios:
+            ctl, workers = self.job.controller, self.job.spec.workers
+            while self._fed < t and len(self._observed.get(self._fed, {})) == workers:
+                figures = self._observed.pop(self._fed).values()
+                ctl.observe(
+                    Observation(
+                        step=self._fed,
+                        comm_s=max(c for c, _ in figures),
+                        compute_s=max(k for _, k in figures),
+                    )
+                )
+                self._fed += 1
+            self._ratios[t] = ctl.ratio(t)
+        return self._ratios[t]
+
+    def _observe_push(self, p: int, t: int) -> None:
+        """A push of (p, t) landed; when the last one has, record the step's figures."""
+        state = self._open[(p, t)]
+        state[0] -= 1
+        if state[0] == 0:
+            _, pull_comm, compute, push_start = self._open.pop((p, t))
+            comm = pull_comm + self.env.now - push_start
+            self._observed.setdefault(t, {})[p] = (comm, compute)
+
+    def pull(self, p: int, s: int, t: int) -> Generator[Any, Any, tuple]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         d = self.delay.delay_s(t)
         yield self.net.transfer(p, machine, 0, d)  # the request: header only
@@ -156,7 +193,7 @@ class _RunState:
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
-        ctx = self.ctx(t, ratio)
+        ctx = self.ctx(t, self.ratio(t))
         answer = shard.pull(p, t, ctx)
         nbytes = self.net.wire_bytes(answer.wire_bytes)
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
@@ -175,6 +212,7 @@ class _RunState:
     ) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         yield self.net.transfer(p, machine, payload.wire_bytes, self.delay.delay_s(t))
+        self._observe_push(p, t)  # before the shard applies it: a released pull sees it
         if shard.push(p, t, payload, ctx):
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)

@@ -7,6 +7,7 @@ import pytest
 
 from psml_core.codecs import CodecContext
 from psml_core.config import BlockSpec, HeterogeneitySpec
+from psml_core.control import Controller, Observation
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.worker import BatchSampler
@@ -239,3 +240,32 @@ def test_delay_process_slows_every_message(smoke, prepared):
     per_it_plain = max(r.time_s for r in plain) / 5
     per_it_slow = max(r.time_s for r in slowed) / 5
     assert per_it_slow - per_it_plain == pytest.approx(0.030, rel=1e-6)
+
+
+class _Recorder(Controller):
+    """A controller that halves the ratio after every step it observes, and logs what it saw."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[Observation] = []
+
+    def observe(self, obs: Observation) -> None:
+        self.seen.append(obs)
+
+    def ratio(self, step: int) -> float:
+        return 0.5 ** len(self.seen)
+
+
+def test_controller_sees_every_step_in_order_before_the_next(smoke, prepared):
+    spec = hetero_spec(smoke, "bsp", [1, 1, 1, 3], iterations=6)
+    ds = load_prepared(prepared["digits"])
+    job = build_job(spec, ds)
+    job.controller = _Recorder()
+    recs = SimBackend().run(job)
+    assert [o.step for o in job.controller.seen] == [0, 1, 2, 3, 4]
+    for t in range(6):
+        assert {r.ratio for r in recs if r.iteration == t} == {0.5**t}  # shared by all workers
+    # The observation is the slowest worker's figures: worker 3 computes 3x longer.
+    slow = {r.iteration: r.compute_s for r in recs if r.worker == 3}
+    assert [o.compute_s for o in job.controller.seen] == [slow[t] for t in range(5)]
