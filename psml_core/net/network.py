@@ -16,9 +16,10 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import simpy
 
-__all__ = ["FairShareNetwork", "max_min_rates"]
+__all__ = ["FairShareNetwork", "max_min_rates", "two_link_rates"]
 
 _EPS = 1e-9
 
@@ -56,13 +57,72 @@ def max_min_rates(
     return rates
 
 
-@dataclass
-class _Flow:
-    links: tuple[int, int]
-    size: float
-    remaining: float
-    done: simpy.Event
-    rate: float = 0.0
+def two_link_rates(src: np.ndarray, dst: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates of flows that each cross exactly two links, vectorised.
+
+    The same progressive filling as :func:`max_min_rates`, one NumPy pass per bottleneck level
+    instead of per flow: the simulator's hot path with hundreds of concurrent flows.
+
+    Args:
+        src: First link of each flow (its sender's egress).
+        dst: Second link of each flow (its receiver's ingress).
+        capacity: Capacity of every link.
+    """
+    rates = np.zeros(src.size)
+    cap = capacity.astype(np.float64).copy()
+    active = np.ones(src.size, dtype=bool)
+    nlinks = cap.size
+    while active.any():
+        a_src, a_dst = src[active], dst[active]
+        counts = np.bincount(a_src, minlength=nlinks) + np.bincount(a_dst, minlength=nlinks)
+        used = counts > 0
+        share = np.full(nlinks, np.inf)
+        share[used] = cap[used] / counts[used]
+        level = share.min()
+        tight = share <= level * (1 + 1e-12)
+        freeze = active & (tight[src] | tight[dst])
+        rates[freeze] = level
+        cap -= level * (
+            np.bincount(src[freeze], minlength=nlinks) + np.bincount(dst[freeze], minlength=nlinks)
+        )
+        active &= ~freeze
+    return rates
+
+
+class _FlowTable:
+    """Active flows as parallel arrays (struct of arrays): the hot loops stay in NumPy.
+
+    Slots are reused; ``active`` marks the live ones, in order of arrival.
+    """
+
+    def __init__(self) -> None:
+        self.src = np.zeros(0, dtype=np.int64)
+        self.dst = np.zeros(0, dtype=np.int64)
+        self.size = np.zeros(0)
+        self.remaining = np.zeros(0)
+        self.rate = np.zeros(0)
+        self.active = np.zeros(0, dtype=bool)
+        self.done: list[simpy.Event | None] = []
+
+    def add(self, src: int, dst: int, size: float, done: simpy.Event) -> None:
+        free = np.flatnonzero(~self.active)
+        if free.size:
+            i = int(free[0])
+        else:
+            i = self.active.size
+            grow = max(16, i)
+            self.src = np.concatenate([self.src, np.zeros(grow, dtype=np.int64)])
+            self.dst = np.concatenate([self.dst, np.zeros(grow, dtype=np.int64)])
+            self.size = np.concatenate([self.size, np.zeros(grow)])
+            self.remaining = np.concatenate([self.remaining, np.zeros(grow)])
+            self.rate = np.concatenate([self.rate, np.zeros(grow)])
+            self.active = np.concatenate([self.active, np.zeros(grow, dtype=bool)])
+            self.done.extend([None] * grow)
+        self.src[i], self.dst[i] = src, dst
+        self.size[i] = self.remaining[i] = size
+        self.rate[i] = 0.0
+        self.active[i] = True
+        self.done[i] = done
 
 
 @dataclass
@@ -87,10 +147,10 @@ class FairShareNetwork:
     overhead_s: float
     header_bytes: int = 0
     bandwidth_steps: tuple[tuple[float, float], ...] = ()
-    _flows: dict[int, _Flow] = field(default_factory=dict)
-    _next_id: int = 0
+    _flows: _FlowTable = field(default_factory=_FlowTable)
     _last: float = 0.0
     _generation: int = 0
+    _pending: bool = False
 
     def __post_init__(self) -> None:
         for at, bps in sorted(self.bandwidth_steps):
@@ -100,7 +160,7 @@ class FairShareNetwork:
         yield self.env.timeout(at)
         self._advance()
         self.bandwidth_Bps = bps
-        self._reschedule()
+        self._reschedule_soon()
 
     def transfer(
         self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
@@ -131,11 +191,8 @@ class FairShareNetwork:
             done = self.env.event()
             self._advance()
             # Egress links are 0..M-1, ingress links M..2M-1.
-            self._flows[self._next_id] = _Flow(
-                (src, self.machines + dst), float(size), float(size), done
-            )
-            self._next_id += 1
-            self._reschedule()
+            self._flows.add(src, self.machines + dst, float(size), done)
+            self._reschedule_soon()
             yield done
         if self.latency_s + extra_delay_s:
             yield self.env.timeout(self.latency_s + extra_delay_s)
@@ -143,21 +200,31 @@ class FairShareNetwork:
     def _advance(self) -> None:
         dt = self.env.now - self._last
         if dt > 0:
-            for f in self._flows.values():
-                f.remaining -= f.rate * dt
+            f = self._flows
+            f.remaining[f.active] -= f.rate[f.active] * dt
         self._last = self.env.now
 
+    def _reschedule_soon(self) -> None:
+        # Many flows start or end at the same instant (a BSP round): recompute the fair shares
+        # once, after every event already queued for this instant, instead of once per flow.
+        if not self._pending:
+            self._pending = True
+            self.env.process(self._deferred())
+
+    def _deferred(self) -> Generator[Any, Any, None]:
+        yield self.env.timeout(0)
+        self._pending = False
+        self._advance()
+        self._reschedule()
+
     def _reschedule(self) -> None:
-        if not self._flows:
+        f = self._flows
+        live = np.flatnonzero(f.active)
+        if not live.size:
             return
-        cap = float(self.bandwidth_Bps)
-        links = {link for f in self._flows.values() for link in f.links}
-        rates = max_min_rates(
-            {fid: f.links for fid, f in self._flows.items()}, dict.fromkeys(links, cap)
-        )
-        for fid, f in self._flows.items():
-            f.rate = rates[fid]
-        nxt = min(max(f.remaining, 0.0) / f.rate for f in self._flows.values())
+        capacity = np.full(2 * self.machines, float(self.bandwidth_Bps))
+        f.rate[live] = two_link_rates(f.src[live], f.dst[live], capacity)
+        nxt = float(np.min(np.maximum(f.remaining[live], 0.0) / f.rate[live]))
         self._generation += 1
         self.env.process(self._wake(self._generation, nxt))
 
@@ -166,8 +233,12 @@ class FairShareNetwork:
         if generation != self._generation:
             return  # superseded by a later change of the flow set
         self._advance()
+        f = self._flows
         # Relative tolerance: the flow that set this wake-up has only rounding error left.
-        finished = [fid for fid, f in self._flows.items() if f.remaining <= _EPS * f.size]
-        for fid in finished:
-            self._flows.pop(fid).done.succeed()
-        self._reschedule()
+        finished = np.flatnonzero(f.active & (f.remaining <= _EPS * f.size))
+        for i in finished.tolist():  # ascending slot order: deterministic
+            f.active[i] = False
+            event, f.done[i] = f.done[i], None
+            assert event is not None
+            event.succeed()
+        self._reschedule_soon()

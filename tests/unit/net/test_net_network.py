@@ -117,3 +117,21 @@ def test_extra_delay_adds_to_latency():
     env.process(one())
     env.run()
     assert done["t"] == pytest.approx(0.1 + 0.01 + 0.2)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=40),
+    st.lists(st.floats(1.0, 100.0), min_size=12, max_size=12),
+)
+def test_vectorised_rates_equal_the_reference(pairs, caps):
+    import numpy as np
+
+    from psml_core.net.network import two_link_rates
+
+    src = np.array([s for s, _ in pairs])
+    dst = np.array([6 + d for _, d in pairs])
+    ref = max_min_rates(
+        {i: (int(a), int(b)) for i, (a, b) in enumerate(zip(src, dst))}, dict(enumerate(caps))
+    )
+    fast = two_link_rates(src, dst, np.array(caps))
+    assert fast == pytest.approx([ref[i] for i in range(len(pairs))], rel=1e-9)
