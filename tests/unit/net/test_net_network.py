@@ -131,7 +131,8 @@ def test_vectorised_rates_equal_the_reference(pairs, caps):
     src = np.array([s for s, _ in pairs])
     dst = np.array([6 + d for _, d in pairs])
     ref = max_min_rates(
-        {i: (int(a), int(b)) for i, (a, b) in enumerate(zip(src, dst))}, dict(enumerate(caps))
+        {i: (int(a), int(b)) for i, (a, b) in enumerate(zip(src, dst, strict=True))},
+        dict(enumerate(caps)),
     )
     fast = two_link_rates(src, dst, np.array(caps))
     assert fast == pytest.approx([ref[i] for i in range(len(pairs))], rel=1e-9)
