@@ -44,9 +44,22 @@ class ErrorFeedback(Codec):
         self.residual = v - self.inner.decode(payload, ctx).astype(np.float64)
         return payload
 
+    def compensated(self, x: np.ndarray) -> np.ndarray:
+        """``x`` plus the residual, as float32: what the next ``encode`` will compress."""
+        x = check_vector(x)
+        if self.residual is None or self.residual.size != x.size:
+            return x
+        return (x.astype(np.float64) + self.residual).astype(np.float32)
+
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decoding is the inner codec's."""
         return self.inner.decode(payload, ctx)
+
+    def __getattr__(self, attr: str) -> object:
+        # Codec-specific methods (DFS's predicted_costs, ...) stay reachable through the wrapper.
+        if attr == "inner":  # not yet set (copy/pickle): no recursion
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
 
     def server(self) -> ServerCodec:
         """The inner codec's server side."""

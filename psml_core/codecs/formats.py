@@ -66,10 +66,10 @@ def pack_bits(mask: np.ndarray) -> bytes:
 
 def unpack_bits(buf: bytes | memoryview, n: int) -> np.ndarray:
     """Inverse of :func:`pack_bits`; padding bits past ``n`` must be zero."""
-    bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8), bitorder="little")
-    if bits[n:].any():
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if n % 8 and raw.size and raw[-1] >> (n % 8):
         raise ValueError("bitmap has bits set past the vector's end")
-    return bits[:n].astype(bool)
+    return np.unpackbits(raw, count=n, bitorder="little").view(bool)
 
 
 def encode_sparse(n: int, idx: np.ndarray, vals: np.ndarray) -> bytes:
@@ -84,10 +84,14 @@ def encode_sparse(n: int, idx: np.ndarray, vals: np.ndarray) -> bytes:
     vals32 = np.asarray(vals, dtype=_F32)
     if k <= coo_max_k(n):
         return np.asarray(idx, dtype=_I32).tobytes() + vals32.tobytes()
-    if bitmap_bytes(n) + 4 * k < 4 * n:
+    nb = bitmap_bytes(n)
+    if nb + 4 * k < 4 * n:
         mask = np.zeros(n, dtype=bool)
         mask[idx] = True
-        return pack_bits(mask) + vals32.tobytes()
+        out = bytearray(nb + 4 * k)  # one allocation, filled in place
+        out[:nb] = np.packbits(mask, bitorder="little").tobytes()
+        np.frombuffer(out, dtype=_F32, offset=nb)[:] = vals32
+        return bytes(out)
     dense = np.zeros(n, dtype=_F32)
     dense[idx] = vals32
     return dense.tobytes()
@@ -130,8 +134,21 @@ def encode_auto(x: np.ndarray) -> bytes:
 
 def decode_auto(buf: bytes | memoryview, n: int) -> np.ndarray:
     """Inverse of :func:`encode_auto`: a dense float32 vector."""
-    if len(buf) == 4 * n:
+    length = len(buf)
+    if length == 4 * n:
         return np.frombuffer(buf, dtype=_F32).astype(np.float32)
+    nb = bitmap_bytes(n)
+    if length > 8 * coo_max_k(n) and length >= nb and (length - nb) % 4 == 0:
+        # Bitmap: a boolean scatter, without materialising the index list.
+        mask = unpack_bits(memoryview(buf)[:nb], n)
+        vals = np.frombuffer(buf, dtype=_F32, offset=nb)
+        out = np.zeros(n, dtype=np.float32)
+        if np.count_nonzero(mask) != vals.size:
+            raise ValueError(
+                f"bitmap marks {np.count_nonzero(mask)} entries but {vals.size} values follow"
+            )
+        out[mask] = vals
+        return out
     idx, vals = decode_sparse(buf, n)
     out = np.zeros(n, dtype=np.float32)
     out[idx] = vals
