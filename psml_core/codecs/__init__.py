@@ -1,6 +1,26 @@
 """Codecs: what goes on the wire, with exact wire formats. See :mod:`.base` and :mod:`.formats`.
 
-Importing this package registers every codec in :data:`CODECS`.
+Importing this package registers every codec in :data:`CODECS`:
+
+==============  =====================================================  =========================
+name            what                                                   up bytes (n elements)
+==============  =====================================================  =========================
+none            dense fp32                                             4n
+fp16            IEEE half precision                                    2n
+topk            exact top-k by magnitude                               sparse(n, k)
+randomk         k shared-seed random indices (values only)             4k
+threshold       |x| > threshold                                        sparse(n, m)
+dgc             DGC sampled threshold with refinement                  sparse(n, m)
+qsgd            QSGD stochastic rounding to s levels                   4 + ceil(n b / 8)
+signsgd         sign, majority vote at the server                      ceil(n / 8)
+efsignsgd       scaled sign (EF-signSGD)                               4 + ceil(n / 8)
+omnireduce      skip all-small blocks of B                             blocks x (4B + 4)
+dfs             DFS block sparsification, dynamic B                    blocks x (4B + 4)
+value_bounded   Ratatouille value-bounded filter                       sparse(n, m) or 12 m
+==============  =====================================================  =========================
+
+``sparse(n, k)`` is the cheapest of COO (8k), bitmap (ceil(n/8) + 4k) and dense (4n); see
+:mod:`.formats`. Any codec can be wrapped in :class:`ErrorFeedback` (``error_feedback: true``).
 """
 
 from psml_core.codecs.base import (
@@ -13,16 +33,37 @@ from psml_core.codecs.base import (
     make_codec,
 )
 from psml_core.codecs.dense import DenseCodec
+from psml_core.codecs.dfs import CostReport, DFSCodec, DFSServer
 from psml_core.codecs.error_feedback import ErrorFeedback
+from psml_core.codecs.fp16 import FP16Codec
+from psml_core.codecs.omnireduce import OmniReduceCodec, OmniReduceServer
+from psml_core.codecs.qsgd import QSGDCodec
+from psml_core.codecs.sign import ScaledSignCodec, SignSGDCodec
+from psml_core.codecs.sparsifiers import DGCCodec, RandomKCodec, ThresholdCodec, TopKCodec
+from psml_core.codecs.value_bounded import ValueBoundedCodec
 
 __all__ = [
     "CODECS",
     "Codec",
     "CodecContext",
+    "CostReport",
+    "DFSCodec",
+    "DFSServer",
+    "DGCCodec",
     "DenseCodec",
     "ErrorFeedback",
+    "FP16Codec",
+    "OmniReduceCodec",
+    "OmniReduceServer",
     "Payload",
+    "QSGDCodec",
+    "RandomKCodec",
+    "ScaledSignCodec",
     "ServerCodec",
+    "SignSGDCodec",
+    "ThresholdCodec",
+    "TopKCodec",
+    "ValueBoundedCodec",
     "check_vector",
     "make_codec",
 ]

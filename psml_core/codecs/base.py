@@ -123,6 +123,9 @@ class Codec(ABC):
         """A fresh server-side companion (one per server shard)."""
         return ServerCodec(self)
 
+    def for_worker(self, rank: int) -> None:  # noqa: B027 - optional hook, default no-op
+        """Tell a worker-side instance its rank (QSGD gives each worker its own random stream)."""
+
 
 class ServerCodec:
     """The server side of a codec: sum the pushes, encode the broadcast, keep server state.
@@ -187,4 +190,9 @@ def make_codec(spec: BlockSpec) -> Codec:
         raise ConfigError(f"codec {spec.name!r}: bad params {spec.params!r} ({exc})") from None
     except ValueError as exc:
         raise ConfigError(f"codec {spec.name!r}: {exc}") from None
+    if ef and getattr(codec, "carries_residual", False):
+        raise ConfigError(
+            f"codec {spec.name!r} keeps its own residual; error_feedback: true would carry "
+            "the unsent part twice — remove it"
+        )
     return ErrorFeedback(codec) if ef else codec

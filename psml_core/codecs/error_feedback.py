@@ -64,3 +64,7 @@ class ErrorFeedback(Codec):
     def server(self) -> ServerCodec:
         """The inner codec's server side."""
         return self.inner.server()
+
+    def for_worker(self, rank: int) -> None:
+        """Pass the rank to the inner codec."""
+        self.inner.for_worker(rank)

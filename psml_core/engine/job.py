@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.codecs import CodecContext, make_codec
+from psml_core.codecs import Codec, CodecContext, make_codec
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
@@ -108,6 +108,12 @@ def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec)
             )
 
 
+def _worker_codec(spec: RunSpec, rank: int) -> Codec:
+    codec = make_codec(spec.method.codec)
+    codec.for_worker(rank)
+    return codec
+
+
 def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
     """Build the run's objects from its settings and its (prepared) data set.
 
@@ -148,7 +154,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 y=dataset.y_train[rows],
                 batch_size=spec.workload.batch_size,
                 seed=spec.seed,
-                codecs=[make_codec(spec.method.codec) for _ in shard_keys],
+                codecs=[_worker_codec(spec, p) for _ in shard_keys],
                 shard_keys=shard_keys,
                 init_params=init,
                 optimizers=[make_optimizer(spec.workload, len(k)) for k in shard_keys]

@@ -24,11 +24,14 @@ class Pull:
         payload: The encoded message (None: nothing to send, e.g. before the first round).
         extra: Codec state published for the next step (``ServerCodec.shared``).
         extra_bytes: Wire size of ``extra`` (counted as down traffic).
+        ctx: The context the payload was encoded with (known to both ends, never sent): a
+            broadcast of round t decodes with round t's context, not the puller's next step.
     """
 
     payload: Payload | None
     extra: dict[str, Any] = field(default_factory=dict)
     extra_bytes: int = 0
+    ctx: CodecContext | None = None
 
     @property
     def wire_bytes(self) -> int:
@@ -112,7 +115,7 @@ class ServerShard:
             down = self.server_codec.encode_down(avg, ctx)
             avg = self.server_codec.decode_down(down, ctx)
             extra, extra_bytes = self.server_codec.shared()
-            self._rounds[clock] = (Pull(down, extra, extra_bytes), [self.workers])
+            self._rounds[clock] = (Pull(down, extra, extra_bytes, ctx), [self.workers])
         self.optimizer.step(self.values, avg)
         self.clocks = [c + 1 for c in self.clocks]
         return True
@@ -128,7 +131,7 @@ class ServerShard:
     def pull(self, worker: int, clock: int, ctx: CodecContext) -> Pull:
         """The answer to ``worker``'s pull for its iteration ``clock`` (once ``may_serve``)."""
         if self.pull_mode == "params":
-            return Pull(self.codec_down.encode(self.values, ctx))
+            return Pull(self.codec_down.encode(self.values, ctx), ctx=ctx)
         if clock == 0:
             return Pull(None)  # every replica starts from the same seeded initial values
         answer, left = self._rounds[clock - 1]
@@ -141,6 +144,7 @@ class ServerShard:
         """The vector a worker applies: parameter values (params) or the broadcast (aggregate)."""
         if answer.payload is None:
             return None
+        ctx = answer.ctx or ctx
         if self.pull_mode == "params":
             return self.codec_down.decode(answer.payload, ctx)
         return self.server_codec.decode_down(answer.payload, ctx)
