@@ -17,11 +17,19 @@ _SAMPLE = 65_536
 
 
 def _exact_among(a: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
-    """The k largest of ``a[cand]`` (ties to the lower index), as ascending indices."""
+    """The k largest of ``a[cand]`` (ties to the lower index), as ascending indices.
+
+    ``cand`` is ascending, so the survivors of a filter over it are too: only ties at the k-th
+    value (rare for real-valued data) need a merge.
+    """
     vals = a[cand]
-    kth = np.partition(vals, vals.size - k)[vals.size - k]
-    above = cand[vals > kth]
-    ties = cand[vals == kth][: k - above.size]  # cand is ascending: lowest indices first
+    kth = vals[np.argpartition(vals, vals.size - k)[vals.size - k]]
+    keep = vals > kth
+    above = cand[keep]
+    need = k - above.size
+    if need == 0:
+        return above
+    ties = cand[vals == kth][:need]  # lowest indices first
     return np.sort(np.concatenate([above, ties]))
 
 
