@@ -231,6 +231,7 @@ class TopKCodec(Codec):
     def __init__(self, ratio: float | None = None, down_ratio: float | None = None) -> None:
         self.ratio = None if ratio is None else _check_ratio(ratio, "ratio")
         self.down_ratio = None if down_ratio is None else _check_ratio(down_ratio, "down_ratio")
+        self._scratch: np.ndarray | None = None  # |x| buffer, reused across steps
 
     def keep_count(self, n: int, ctx: CodecContext) -> int:
         """How many elements an ``n``-vector keeps under ``ctx``."""
@@ -240,7 +241,9 @@ class TopKCodec(Codec):
         """Keep the ``k`` largest-magnitude elements of ``x``."""
         x = check_vector(x)
         n = int(x.size)
-        idx = topk_indices(x, self.keep_count(n, ctx))
+        if self._scratch is None or self._scratch.size != n:
+            self._scratch = np.empty(n, dtype=np.float32)
+        idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
         return Payload(self.name, n, encode_sparse(n, idx, x[idx]))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
