@@ -37,6 +37,8 @@ class IterationRecord:
         test_loss: Test loss of the global model after this iteration; NaN if not evaluated.
         test_accuracy: Test accuracy of the global model; NaN if not evaluated.
         clock: "simulated" or "wall-clock".
+        shard_bytes_up: ``bytes_up`` split by server shard (shard order).
+        shard_bytes_down: ``bytes_down`` split by server shard.
     """
 
     iteration: int
@@ -55,6 +57,8 @@ class IterationRecord:
     test_loss: float
     test_accuracy: float
     clock: str
+    shard_bytes_up: tuple[int, ...] = ()
+    shard_bytes_down: tuple[int, ...] = ()
 
 
 METRIC_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(IterationRecord))
@@ -77,6 +81,8 @@ METRICS_SCHEMA = pa.schema(
         ("test_loss", pa.float64()),
         ("test_accuracy", pa.float64()),
         ("clock", pa.string()),
+        ("shard_bytes_up", pa.list_(pa.int64())),
+        ("shard_bytes_down", pa.list_(pa.int64())),
     ]
 )
 assert tuple(METRICS_SCHEMA.names) == METRIC_COLUMNS

@@ -118,7 +118,8 @@ class _RunState:
             served = [results[proc] for proc in pulls]
             pull_end = env.now
             wait = max(blocked for blocked, _, _, _ in served)
-            down = sum(nb for _, nb, _, _ in served)
+            down_by_shard = tuple(nb for _, nb, _, _ in served)
+            down = sum(down_by_shard)
             remote_down = sum(rb for _, _, rb, _ in served)
             staleness = max(st for _, _, _, st in served)
             # 2. compute
@@ -146,6 +147,8 @@ class _RunState:
                     "comm_s": (pull_end - start - wait) + (env.now - push_start),
                     "wait_s": wait,
                     "bytes_up": sum(sent),
+                    "shard_bytes_up": tuple(sent),
+                    "shard_bytes_down": down_by_shard,
                     "bytes_down": down,
                     "remote_bytes_up": sum(b for b, r in zip(sent, remote, strict=True) if r),
                     "remote_bytes_down": remote_down,

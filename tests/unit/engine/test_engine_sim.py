@@ -304,3 +304,11 @@ def test_compressed_codecs_run_in_aggregate_mode(smoke, prepared, codec, params)
         assert up < dense_up
     final = [r.test_accuracy for r in recs if r.iteration == 29][0]
     assert final > 0.6, final  # dense reaches ~0.93 in 30 steps; 10 classes: chance is 0.1
+
+
+def test_bytes_per_shard_add_up(smoke, prepared):
+    job, recs = simulate(spec_for(smoke, iterations=3), prepared)
+    for r in recs:
+        assert len(r.shard_bytes_up) == len(r.shard_bytes_down) == len(job.shards)
+        assert sum(r.shard_bytes_up) == r.bytes_up and sum(r.shard_bytes_down) == r.bytes_down
+        assert list(r.shard_bytes_down) == [4 * len(s.keys) for s in job.shards]
