@@ -12,8 +12,10 @@ from psml_core.errors import ConfigError
 
 def test_smoke_tier_loads(smoke):
     assert smoke.tier == "smoke"
-    assert smoke.methods == ("dense_bsp",)
-    assert len(smoke.runs()) == len(smoke.workloads) * len(smoke.scenarios) * len(smoke.seeds)
+    assert smoke.methods == ("dense_bsp", "topk_ef")
+    assert len(smoke.runs()) == (
+        len(smoke.workloads) * len(smoke.methods) * len(smoke.scenarios) * len(smoke.seeds)
+    )
     # Schema defaults are filled in.
     assert smoke.workloads["rcv1_logreg"].l2 == 0.0
 
