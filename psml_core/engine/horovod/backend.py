@@ -1,0 +1,376 @@
+"""The horovod backend: data-parallel allreduce training of a Job over Horovod's Gloo controller.
+
+What it runs. Each Horovod rank is one worker ``p = hvd.rank()`` of the same
+:class:`~psml_core.engine.job.Job` (every rank builds it from the same RunSpec, data and seed,
+so the data split, batch order and initial parameters are the sim backend's). There are no
+server shards: ``spec.shards`` and the key placement are ignored (an allreduce has no key
+ranges; the placement still decides which samples each worker trains on). Every rank holds a
+full replica of the parameters and one optimizer (the workload's, over all keys) and applies
+the same averaged gradient each step, so the replicas stay bit-identical (checked at the end).
+Only bulk-synchronous recipes (``sync: bsp``) fit; ASP/SSP have no allreduce counterpart.
+
+Two exchanges (``HorovodOptions.collective``; ``auto`` picks by codec):
+
+* **dense allreduce** (codec ``none``): ``hvd.allreduce(grad, op=Sum)`` then a division by
+  ``float32(P)``, the PS shard's "sum, then average" (``ServerShard.push``). The sum runs in
+  Gloo's ring order, not the sim server's worker order: equal for P = 2, float32 rounding apart
+  for P > 2.
+* **compressed allgather** (any other codec; GRACE's ``Allgather`` communicator): each rank
+  encodes its gradient with its own codec instance (one per rank, so error feedback keeps a
+  per-rank residual over the whole vector), the payload bytes travel as a ``uint8`` tensor
+  through ``hvd.allgather`` (ranks may send different sizes; an ``int64`` allgather of the
+  sizes goes first to split the result), and every rank decodes all P payloads in rank order,
+  sums them with the codec's server side (``ServerCodec.aggregate``) and divides by P. With
+  ``pull: aggregate`` every rank then also runs the server's ``encode_down``/``decode_down``
+  and publishes ``shared()`` state into the next step's context, exactly as a PS shard would
+  (a replicated server: no bytes move for it). Top-k etc. are whole-model here, not per shard.
+
+Byte accounting (per rank and step; payload bytes only, never Gloo/TCP framing):
+
+* dense: ``bytes_up = 4n`` (the gradient a rank contributes) and ``bytes_down = 4n`` (the
+  average it receives), the PS convention for a dense push and pull. A ring allreduce really
+  sends and receives ``2 (P-1)/P * 4n`` bytes per rank: the same 4n for P = 2, up to 2x that
+  for large P.
+* allgather: ``bytes_up`` = the rank's payload (``Payload.wire_bytes``), ``bytes_down`` = the
+  payloads of the other P - 1 ranks (what the allgather delivers). A ring allgather also
+  forwards the others' payloads: the real bytes sent per rank are ``sum(sizes) - own`` too.
+  The 8-byte size word and Horovod's own negotiation messages are control traffic, not counted.
+* every byte goes to another rank (one rank per machine): ``remote_bytes_* = bytes_*``;
+  ``shard_bytes_*`` are empty (there are no shards).
+
+Time (wall clock, seconds since every rank had built its job). Per step ``compute_s`` is the
+gradient (stretched by the heterogeneity factor when emulating); ``comm_s`` the exchange:
+injected delay, encode, collectives, decode and the optimizer update; ``wait_s`` the step's
+control allreduce, a barrier that absorbs the skew between ranks. The three add up to the step.
+
+Controller (the DC2 hook). The ratio of step t is ``job.controller.ratio(t)`` on every rank;
+after the exchange one ``allreduce(op=Max)`` of ``(comm_s, compute_s, ratio, -ratio)`` gives the
+slowest rank's figures, which every rank's controller observes (so all controllers stay
+identical); a rank whose ratio differed from the others' is a RunError.
+
+Evaluation: rank 0 evaluates its replica (= the global model) after the steps that
+``Job.should_evaluate`` selects, in a background thread so that the next step is not held up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from psml_core.codecs.base import Codec, Payload, ServerCodec, make_codec
+from psml_core.config import BlockSpec
+from psml_core.control.base import Controller, Observation
+from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
+from psml_core.engine.job import Job
+from psml_core.engine.optim import make_optimizer
+from psml_core.errors import ConfigError, RunError
+from psml_core.metrics.records import IterationRecord
+from psml_core.net.delay import make_delay
+
+__all__ = ["HorovodBackend", "HorovodResult", "check_job", "collective_for", "run_rank"]
+
+
+@dataclass
+class HorovodResult:
+    """What a rank holds at the end of a run (records only on rank 0).
+
+    Attributes:
+        records: Every worker's records with test metrics, sorted by (iteration, worker); empty
+            on ranks other than 0.
+        params: The final parameters (identical on every rank).
+        collective: ``allreduce`` or ``allgather``.
+        observations: Per rank, the observations its controller was given, one per step.
+        controller: Rank 0's controller after the run (the spawner installs it into the job).
+    """
+
+    records: list[IterationRecord]
+    params: np.ndarray
+    collective: str
+    observations: dict[int, list[Observation]] = field(default_factory=dict)
+    controller: Controller | None = None
+
+
+def _dense_codec(codec: BlockSpec) -> bool:
+    return codec.name == "none" and not codec.params.get("error_feedback", False)
+
+
+def collective_for(job: Job, options: HorovodOptions) -> str:
+    """The exchange this job uses: ``allreduce`` or ``allgather``.
+
+    Raises:
+        ConfigError: ``allreduce`` was asked for a compressing codec.
+    """
+    dense = _dense_codec(job.spec.method.codec)
+    if options.collective == "auto":
+        return "allreduce" if dense else "allgather"
+    if options.collective == "allreduce" and not dense:
+        raise ConfigError(
+            f"PSML_HOROVOD_COLLECTIVE=allreduce needs the dense codec 'none'; method "
+            f"{job.spec.method.name!r} uses {job.spec.method.codec.name!r} — use allgather or auto"
+        )
+    return options.collective
+
+
+def check_job(job: Job) -> None:
+    """Reject recipes that an allreduce cannot run.
+
+    Raises:
+        ConfigError: an asynchronous sync policy, or a down-direction codec on pulls.
+    """
+    method = job.spec.method
+    if not job.shards[0].policy.barrier:
+        raise ConfigError(
+            f"backend 'horovod' runs bulk-synchronous allreduce; method {method.name!r} uses "
+            f"sync {method.sync.name!r} — use sync: bsp, or the sim or dist backend"
+        )
+    if method.codec_down is not None and method.codec_down.name != "none":
+        raise ConfigError(
+            f"backend 'horovod' has no parameter pulls to encode; method {method.name!r} sets "
+            f"codec_down {method.codec_down.name!r} — use the sim or dist backend"
+        )
+
+
+@BACKENDS.register("horovod")
+class HorovodBackend(Backend):
+    """Allreduce data-parallel training over Horovod (Gloo); see the module docstring.
+
+    ``run(job)`` has two modes:
+
+    * inside a rank started by ``horovodrun`` (:mod:`psml_core.engine.horovod.launch`), it runs
+      this rank's part; rank 0 returns every worker's records, the other ranks ``[]``;
+    * in a plain process (``psml train``, tests), it starts ``horovodrun -np P`` on this host
+      (:mod:`.spawn`), ships the job to every rank and returns rank 0's records.
+
+    Either way the job ends holding the final model: ``job.global_params()`` and every
+    worker's ``params`` are the trained replica, as after a sim run.
+
+    Args:
+        options: Backend options (default: from the ``PSML_HOROVOD_*`` environment).
+    """
+
+    name = "horovod"
+    clock = "wall-clock"
+
+    def __init__(self, options: HorovodOptions | None = None) -> None:
+        self.options = options or HorovodOptions.from_env()
+        self.result: HorovodResult | None = None
+
+    def run(self, job: Job) -> list[IterationRecord]:
+        """Train the job with P Horovod ranks; records on rank 0 (or in the spawning process)."""
+        check_job(job)
+        collective_for(job, self.options)  # fail before starting any process
+        if in_horovod_rank():
+            result = run_rank(job, self.options)
+        else:
+            from psml_core.engine.horovod.spawn import spawn_local
+
+            result = spawn_local(job, self.options)
+        install(job, result)
+        self.result = result
+        return result.records
+
+
+def install(job: Job, result: HorovodResult) -> None:
+    """Put the final model (and rank 0's controller, if sent back) into ``job``."""
+    for shard in job.shards:
+        shard.values[:] = result.params[shard.keys]
+    for worker in job.workers:
+        worker.params[:] = result.params
+    if result.controller is not None:
+        job.controller = result.controller
+
+
+class _Exchange:
+    """One rank's gradient exchange: dense allreduce or codec payloads through allgather."""
+
+    def __init__(self, hvd: Any, job: Job, rank: int, collective: str) -> None:
+        self.hvd, self.job, self.rank, self.collective = hvd, job, rank, collective
+        self.size = hvd.size()
+        self.n = job.model.n_params
+        spec = job.spec
+        self.aggregate_mode = spec.method.pull == "aggregate"
+        self.codec: Codec = make_codec(spec.method.codec)
+        self.codec.for_worker(rank)
+        self.server: ServerCodec = self.codec.server()
+        self.extra: dict[str, Any] = {}  # what the replicated server published for the next step
+
+    def __call__(self, grad: np.ndarray, step: int, ratio: float) -> tuple[np.ndarray, int, int]:
+        """The averaged gradient of the step, and this rank's bytes up and down."""
+        if self.collective == "allreduce":
+            return self._allreduce(grad)
+        return self._allgather(grad, step, ratio)
+
+    def _allreduce(self, grad: np.ndarray) -> tuple[np.ndarray, int, int]:
+        g = torch.from_numpy(np.ascontiguousarray(grad, dtype=np.float32))
+        total = self.hvd.allreduce(g, op=self.hvd.Sum, name="psml.grad").numpy()
+        avg = total / np.float32(self.size)
+        return avg.astype(np.float32, copy=False), 4 * self.n, 4 * self.n
+
+    def _allgather(self, grad: np.ndarray, step: int, ratio: float) -> tuple[np.ndarray, int, int]:
+        hvd = self.hvd
+        ctx = self.job.ctx(step, ratio, self.extra)
+        mine = self.codec.encode(grad, ctx)
+        sizes = hvd.allgather(
+            torch.tensor([mine.wire_bytes], dtype=torch.int64), name="psml.sizes"
+        ).tolist()
+        if sizes[self.rank] != mine.wire_bytes:
+            raise RunError(f"rank {self.rank}: the size allgather returned {sizes}")
+        buf = torch.frombuffer(bytearray(mine.buffer), dtype=torch.uint8) if mine.buffer else None
+        if sum(sizes) == 0:
+            gathered = b""
+        else:
+            if buf is None:
+                buf = torch.empty(0, dtype=torch.uint8)
+            gathered = hvd.allgather(buf, name="psml.payload").numpy().tobytes()
+        if len(gathered) != sum(sizes):
+            raise RunError(
+                f"rank {self.rank}: allgather delivered {len(gathered)} bytes, sizes say {sizes}"
+            )
+        payloads: list[Payload] = []
+        offset = 0
+        for r, nbytes in enumerate(sizes):
+            if r == self.rank:
+                payloads.append(mine)
+            else:
+                payloads.append(Payload(mine.codec, self.n, gathered[offset : offset + nbytes]))
+            offset += nbytes
+        avg = self.server.aggregate(payloads, ctx) / np.float32(self.size)
+        if self.aggregate_mode:  # what a PS shard would broadcast, computed on every rank
+            down = self.server.encode_down(avg, ctx)
+            avg = self.server.decode_down(down, ctx)
+            self.extra = self.server.shared()[0]
+        return avg.astype(np.float32, copy=False), mine.wire_bytes, sum(sizes) - mine.wire_bytes
+
+
+class _Evaluator:
+    """Rank 0: evaluate snapshots of the replica in a background thread."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.pending: dict[int, Future[tuple[float, float]]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psml-hvd-eval")
+
+    def add(self, step: int, params: np.ndarray) -> None:
+        ds = self.job.dataset
+        self.pending[step] = self._pool.submit(
+            self.job.model.evaluate, params.copy(), ds.X_test, ds.y_test
+        )
+
+    def results(self) -> dict[int, tuple[float, float]]:
+        out = {t: f.result() for t, f in self.pending.items()}
+        self._pool.shutdown()
+        return out
+
+
+def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
+    """This Horovod rank's part of the run (initialises Horovod if needed).
+
+    Raises:
+        ConfigError: the number of ranks is not the run's number of workers.
+        RunError: the ranks' ratios or final replicas disagree.
+    """
+    hvd = import_horovod()
+    if not hvd.is_initialized():
+        hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    spec = job.spec
+    if size != spec.workers:
+        raise ConfigError(
+            f"run {spec.run_id!r} has {spec.workers} workers but horovodrun started {size} "
+            f"ranks; use horovodrun -np {spec.workers}"
+        )
+    collective = collective_for(job, options)
+    worker = job.workers[rank]
+    exchange = _Exchange(hvd, job, rank, collective)
+    optimizer = make_optimizer(spec.workload, job.model.n_params)
+    emulate_delay = options.emulate and bool(spec.scenario.delay)
+    delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None
+    evaluator = _Evaluator(job) if rank == 0 else None
+    rows: list[dict[str, Any]] = []
+    observed: list[Observation] = []
+
+    hvd.barrier()  # every rank has built its job: start the clock together
+    t0 = start = time.perf_counter()
+    for t in range(spec.workload.iterations):
+        ratio = float(job.controller.ratio(t))
+        # 1. compute
+        loss, grad = worker.compute()
+        if options.emulate:
+            factor = job.speed.factor(rank, t)
+            if factor > 1.0:
+                time.sleep((factor - 1.0) * (time.perf_counter() - start))
+        compute_end = time.perf_counter()
+        # 2. exchange and update
+        if delay is not None:
+            time.sleep(delay.delay_s(t))
+        avg, up, down = exchange(grad, t, ratio)
+        optimizer.step(worker.params, avg)
+        comm_end = time.perf_counter()
+        compute, comm = compute_end - start, comm_end - compute_end
+        # 3. control: the slowest rank's figures, and a check that all ranks used one ratio
+        stats = torch.tensor([comm, compute, ratio, -ratio], dtype=torch.float64)
+        mx = hvd.allreduce(stats, op=hvd.Max, name="psml.control").tolist()
+        end = time.perf_counter()
+        if mx[2] != -mx[3]:
+            raise RunError(
+                f"rank {rank}: the ranks' controllers disagree on the ratio of step {t} "
+                f"(from {-mx[3]} to {mx[2]}); a controller must be deterministic"
+            )
+        obs = Observation(step=t, comm_s=mx[0], compute_s=mx[1])
+        job.controller.observe(obs)
+        observed.append(obs)
+        if evaluator is not None and job.should_evaluate(t):
+            evaluator.add(t, worker.params)
+        rows.append(
+            {
+                "iteration": t,
+                "worker": rank,
+                "time_s": end - t0,
+                "compute_s": compute,
+                "comm_s": comm,
+                "wait_s": end - comm_end,
+                "bytes_up": up,
+                "bytes_down": down,
+                "remote_bytes_up": up,
+                "remote_bytes_down": down,
+                "ratio": ratio,
+                "staleness": 0,
+                "loss": float(loss),
+            }
+        )
+        start = end
+
+    digest = hashlib.sha256(worker.params.tobytes()).hexdigest()
+    parts = hvd.allgather_object(
+        {"rows": rows, "observed": observed, "digest": digest}, name="psml.result"
+    )
+    digests = [p["digest"] for p in parts]
+    if len(set(digests)) != 1:
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        raise RunError(f"the replicas of ranks {differ} differ from rank 0's after the run")
+    observations = {r: p["observed"] for r, p in enumerate(parts)}
+    records: list[IterationRecord] = []
+    if evaluator is not None:
+        evals = evaluator.results()
+        for part in parts:
+            for row in part["rows"]:
+                loss, acc = evals.get(row["iteration"], (math.nan, math.nan))
+                records.append(
+                    IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="wall-clock")
+                )
+        records.sort(key=lambda r: (r.iteration, r.worker))
+    return HorovodResult(
+        records=records,
+        params=worker.params.copy(),
+        collective=collective,
+        observations=observations,
+        controller=job.controller if rank == 0 else None,
+    )

@@ -1,0 +1,138 @@
+r"""Entry point of every horovod rank.
+
+One host (P = the run's ``workers``; ``shards`` is ignored by an allreduce)::
+
+    horovodrun -np P -H localhost:P --gloo \\
+        python -m psml_core.engine.horovod.launch \\
+        --run "$(cat run.json)" --data data/digits --out results/run1 [--partition a.npz]
+
+Several hosts: ``-H host1:4,host2:4`` (horovodrun reaches them over ssh; every host needs the
+same environment, data directory and psml checkout).
+
+``--run`` takes the run's JSON (as ``psml train --run``; its ``backend`` must be ``horovod``)
+or a path to a file holding it. Rank 0 runs :func:`psml_core.engine.run.train`, which writes
+``metrics.parquet`` and ``summary.json`` atomically after a clean finish; the other ranks load
+the same data, build the same Job and run their part. ``--spawned DIR`` is internal: a rank of
+the local spawner (:mod:`.spawn`), which ships the Job itself.
+
+Exit status: 0 on success; 2 for a configuration error (e.g. a number of ranks other than the
+run's workers, or Horovod missing), 3 for bad data, 4 for a failed run. When any rank fails,
+horovodrun stops the others and exits non-zero itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from psml_core.config import RunSpec
+from psml_core.engine.horovod.runtime import import_horovod
+from psml_core.errors import ConfigError, PsmlError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m psml_core.engine.horovod.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--run", help="the run's settings: JSON text or a path to a JSON file")
+    ap.add_argument("--data", help="prepared data directory")
+    ap.add_argument("--out", help="output directory (written by rank 0 only)")
+    ap.add_argument("--partition", help="assignment from `psml partition` (else computed)")
+    ap.add_argument("--spawned", help=argparse.SUPPRESS)
+    return ap
+
+
+def _run_spec(text: str) -> RunSpec:
+    if not text.lstrip().startswith("{"):
+        text = Path(text).read_text(encoding="utf-8")
+    return RunSpec.from_json(text)
+
+
+def _determinism(spec: RunSpec) -> None:
+    """What :func:`psml_core.engine.run.train` sets on rank 0, for the other ranks."""
+    torch.set_num_threads(spec.compute.threads)
+    torch.use_deterministic_algorithms(True)
+
+
+def _init(workers: int, run_id: str) -> int:
+    """Initialise Horovod; check the world size; return this rank."""
+    hvd = import_horovod()
+    hvd.init()
+    if hvd.size() != workers:
+        raise ConfigError(
+            f"run {run_id!r} has {workers} workers but horovodrun started {hvd.size()} ranks; "
+            f"use horovodrun -np {workers}"
+        )
+    return int(hvd.rank())
+
+
+def _launched(args: argparse.Namespace) -> None:
+    """A rank started by horovodrun with the run's JSON and data."""
+    from psml_core.data.store import load_prepared
+    from psml_core.engine.horovod.backend import HorovodBackend
+    from psml_core.engine.job import build_job
+    from psml_core.engine.run import load_assignment, train
+
+    if not (args.run and args.data and args.out):
+        raise ConfigError("--run, --data and --out are required")
+    spec = _run_spec(args.run)
+    if spec.backend != "horovod":
+        raise ConfigError(
+            f"run {spec.run_id!r} has backend {spec.backend!r}; this launcher runs 'horovod'"
+        )
+    rank = _init(spec.workers, spec.run_id)
+    if rank == 0:
+        summary = train(spec, args.data, args.out, assignment_path=args.partition)
+        print(
+            f"{spec.run_id}: accuracy {summary['final_test_accuracy']:.4f}, "
+            f"{summary['total_time_s']:.4g} s ({summary['clock']})",
+            flush=True,
+        )
+    else:
+        _determinism(spec)
+        dataset = load_prepared(args.data)
+        assignment = load_assignment(args.partition) if args.partition else None
+        HorovodBackend().run(build_job(spec, dataset, assignment))
+
+
+def _spawned(directory: Path) -> None:
+    """A rank of the local spawner: the job and the result go through ``directory``."""
+    from psml_core.engine.horovod.backend import HorovodBackend
+    from psml_core.engine.horovod.spawn import INPUTS, write_result
+
+    inputs = pickle.loads((directory / INPUTS).read_bytes())
+    job = inputs["job"]
+    rank = _init(job.spec.workers, job.spec.run_id)
+    _determinism(job.spec)
+    backend = HorovodBackend(inputs["options"])
+    backend.run(job)
+    if rank == 0:
+        assert backend.result is not None
+        write_result(directory, backend.result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run this rank; see the module docstring for the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.spawned:
+            _spawned(Path(args.spawned))
+        else:
+            _launched(args)
+    except PsmlError as exc:
+        print(f"psml horovod launch: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
