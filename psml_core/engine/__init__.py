@@ -1,8 +1,19 @@
 """One engine, interchangeable backends: workers, server shards, and the run loop."""
 
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.dist import DistBackend
+from psml_core.engine.horovod import HorovodBackend
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.run import train
 from psml_core.engine.sim import SimBackend
 
-__all__ = ["BACKENDS", "Backend", "Job", "SimBackend", "build_job", "train"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "DistBackend",
+    "HorovodBackend",
+    "Job",
+    "SimBackend",
+    "build_job",
+    "train",
+]

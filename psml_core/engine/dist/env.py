@@ -78,7 +78,9 @@ def first_host(nodelist: str) -> str:
         if ch == "," and depth == 0:
             end = i
             break
-    first = re.sub(r"\[([^\]]*)\]", lambda m: m.group(1).split(",")[0].split("-")[0], nodelist[:end])
+    first = re.sub(
+        r"\[([^\]]*)\]", lambda m: m.group(1).split(",")[0].split("-")[0], nodelist[:end]
+    )
     if not first:
         raise ConfigError(f"cannot read a host from the SLURM node list {nodelist!r}")
     return first
@@ -136,6 +138,8 @@ def rank_env(
         )
     if "SLURM_PROCID" in env:
         world = "SLURM_NTASKS" if "SLURM_NTASKS" in env else "SLURM_NPROCS"
+        if world not in env:
+            raise ConfigError("srun set SLURM_PROCID but not SLURM_NTASKS (nor SLURM_NPROCS)")
         if "MASTER_ADDR" in env:
             addr = env["MASTER_ADDR"]
         else:

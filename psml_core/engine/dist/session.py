@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from psml_core.engine.dist.env import RankEnv
 from psml_core.engine.dist.settings import DistOptions, Layout
+from psml_core.engine.dist.wire import PeerLost
 from psml_core.errors import RunError
 
 __all__ = ["Session", "current_session"]
@@ -45,6 +46,12 @@ def current_session() -> Session | None:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    # c10 errors append a C++ backtrace; one line is what a person needs.
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class Session:
@@ -93,7 +100,7 @@ class Session:
     # ------------------------------------------------------------------ lifecycle
 
     def open(self) -> None:
-        """Join: connect, wait for every rank (naming the missing ones), start gloo and the watchdog."""
+        """Join: connect, wait for every rank (naming missing ones), start gloo and the watchdog."""
         global _CURRENT
         opts, world = self.options, self.layout.world_size
         try:
@@ -101,7 +108,7 @@ class Session:
         except (RuntimeError, OSError) as exc:
             raise RunError(
                 f"{self.me}: cannot reach the rendezvous store at {self.env.master_addr}:"
-                f"{self.env.master_port} ({exc})"
+                f"{self.env.master_port} ({_first_line(exc)})"
             ) from None
         self.store.add(f"hb/{self.rank}", 1)
         self.store.set(f"arrived/{self.rank}", socket.gethostname())
@@ -116,18 +123,28 @@ class Session:
                 names = ", ".join(self.layout.describe(r) for r in missing)
                 raise RunError(f"{self.me}: {names} did not join within {opts.start_timeout_s:g} s")
             time.sleep(0.05)
-        dist.init_process_group(
-            "gloo",
-            store=dist.PrefixStore("pg", self.store),
-            rank=self.rank,
-            world_size=world,
-            timeout=timedelta(seconds=opts.op_timeout_s),
-        )
+        try:
+            dist.init_process_group(
+                "gloo",
+                store=dist.PrefixStore("pg", self.store),
+                rank=self.rank,
+                world_size=world,
+                timeout=timedelta(seconds=opts.op_timeout_s),
+            )
+        except RuntimeError as exc:  # a rank died while the mesh was being connected
+            raise PeerLost(f"gloo: {exc}", None) from None
         self._watchdog = threading.Thread(target=self._watch, name="psml-watchdog", daemon=True)
         self._watchdog.start()
-        dist.barrier()  # a common start for the wall clock
-        self.t0 = time.perf_counter()
         _CURRENT = self
+
+    def start_clock(self) -> float:
+        """A barrier, then this rank's clock origin: every rank's ``time_s`` starts together."""
+        try:
+            dist.barrier()
+        except RuntimeError as exc:
+            raise PeerLost(f"gloo: {exc}", None) from None
+        self.t0 = time.perf_counter()
+        return self.t0
 
     def close(self) -> None:
         """Clean finish, after rank 0 has every result.
@@ -162,12 +179,20 @@ class Session:
         """This rank failed: tell everybody (first failure wins), say it, exit 1."""
         self._post_abort(f"{self.me} failed: {reason}")
         _say(f"psml dist: {self.me} failed: {reason}")
+        self._exit()
+
+    def _exit(self) -> NoReturn:
+        """Leave now; a store host first gives the others time to read the ``abort`` key."""
+        if self.env.hosts_store:
+            time.sleep(2 * self.options.heartbeat_s + 0.5)
         os._exit(1)
 
     def fail(self, exc: BaseException) -> NoReturn:
-        """Abort for an exception, with its traceback on stderr."""
+        """Abort for an exception, with its traceback on stderr (a broken pipe: peer_lost)."""
+        if isinstance(exc, PeerLost):
+            self.peer_lost(exc, exc.peer)
         traceback.print_exception(exc, file=sys.stderr)
-        self.abort(f"{type(exc).__name__}: {exc}")
+        self.abort(f"{type(exc).__name__}: {_first_line(exc)}")
 
     def peer_lost(self, exc: BaseException, peer: int | None) -> NoReturn:
         """Gloo saw a broken connection: let the watchdog name the root cause, else name ``peer``.
@@ -177,7 +202,7 @@ class Session:
         """
         time.sleep(self.options.dead_after_s + 3 * self.options.heartbeat_s)
         who = self.layout.describe(peer) if peer is not None else "a peer"
-        self.abort(f"lost the connection to {who} ({exc})")
+        self.abort(f"lost the connection to {who} ({_first_line(exc)})")
 
     def _post_abort(self, message: str) -> None:
         try:
@@ -190,7 +215,7 @@ class Session:
         if store.check(["abort"]):
             cause = store.get("abort").decode()
             _say(f"psml dist: {self.me} stops: {cause}")
-            os._exit(1)
+            self._exit()
 
     def _watch(self) -> None:
         """The watchdog loop (see the module docstring)."""
@@ -198,7 +223,7 @@ class Session:
         try:
             store = self._connect(False)
         except Exception as exc:  # noqa: BLE001
-            _say(f"psml dist: {self.me}: watchdog cannot reach the store: {exc}")
+            _say(f"psml dist: {self.me}: watchdog cannot reach the store: {_first_line(exc)}")
             os._exit(1)
         others = [r for r in range(world) if r != self.rank]
         seen = {r: (-1, time.monotonic()) for r in others}
@@ -229,6 +254,6 @@ class Session:
                     return
                 _say(
                     f"psml dist: {self.me} stops: lost the rendezvous store hosted by "
-                    f"{self._store_host()} ({exc}); it has exited or crashed"
+                    f"{self._store_host()} ({_first_line(exc)}); it has exited or crashed"
                 )
                 os._exit(1)

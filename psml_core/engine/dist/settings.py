@@ -158,7 +158,11 @@ class Faults:
     def maybe_kill(self, rank: int, step: int) -> None:
         """Crash here if this is the injected fault's rank and step."""
         if self.kill_rank == rank and step >= self.kill_step:
-            print(f"psml dist: fault injection: rank {rank} crashes at step {step}", flush=True)
+            print(
+                f"psml dist: fault injection: rank {rank} crashes at step {step} "
+                f"(unix time {time.time():.3f})",
+                flush=True,
+            )
             sys.stderr.flush()
             os._exit(1)
 

@@ -12,11 +12,20 @@ word  field                meaning
 1     ``worker``           the worker the message is from or for (SNAPSHOT: the shard)
 2     ``clock``            the worker's iteration
 3     ``payload_len``      bytes of the payload part; -1 = no payload (nothing to apply)
-4     ``state_len``        bytes of the codec-state part (:func:`encode_state`)
+4     ``state_len``        bytes of the codec-state part (:mod:`.state`)
 5     ``state_codec``      of those, the bytes the codec declares (``Pull.extra_bytes``)
 6     ``ratio`` / ``stl``  PULL, PUSH: compression ratio (float64 bits); ANSWER: staleness
-7     ``blocked_ns``       ANSWER: how long the pull sat at the shard's sync gate
+7     ``blocked_ns``       ANSWER: how long the pull sat at the shard's sync gate;
+      / ``prepost``        PULL: capacity of the worker's pre-posted payload receive (0: none)
 ====  ===================  ================================================================
+
+Pre-posted answers. A part can only be received once its header has arrived (its size is
+unknown before), and gloo starts a transfer only once the receive is posted: one more
+one-way latency per message. A worker avoids it on its hot path, the pull answer: it posts a
+receive for the answer's payload *before* sending the request, sized like the largest payload
+that shard sent it so far, and names that capacity in the request (``prepost``). The shard
+then sends exactly one message on the pre-post tag (``c + 2``): the payload if it fits, else
+an empty message followed by the payload on the body tag as usual.
 
 Byte accounting. Every tensor handed to gloo goes through :meth:`Wire._isend`, which counts
 its ``nbytes`` in :class:`WireStats`: that is the ground truth. Of a message's bytes,
@@ -31,8 +40,6 @@ Receive buffers of large parts come from a :class:`BufferPool` and are handed to
 
 from __future__ import annotations
 
-import json
-import struct
 import threading
 import warnings
 import weakref
@@ -55,11 +62,10 @@ __all__ = [
     "Kind",
     "Outgoing",
     "PeerLost",
+    "Prepost",
     "ProtocolError",
     "Wire",
     "WireStats",
-    "decode_state",
-    "encode_state",
 ]
 
 HEADER_WORDS = 8
@@ -82,10 +88,10 @@ DATA_KINDS = frozenset({Kind.PULL, Kind.ANSWER, Kind.PUSH})
 
 
 class Channel(IntEnum):
-    """Gloo tags: a channel's headers travel on tag ``c``, its parts on tag ``c + 1``."""
+    """Gloo tags: headers on tag ``c``, parts on ``c + 1``, pre-posted payloads on ``c + 2``."""
 
     DATA = 1
-    RESULT = 3
+    RESULT = 4
 
 
 class ProtocolError(RuntimeError):
@@ -113,6 +119,7 @@ class Header:
     ratio: float = 0.0
     staleness: int = 0
     blocked_ns: int = 0
+    prepost: int = 0
 
     @property
     def part_lengths(self) -> tuple[int, int]:
@@ -144,7 +151,7 @@ class Header:
             self.state_len,
             self.state_codec,
             w6,
-            self.blocked_ns,
+            self.prepost if self.kind == Kind.PULL else self.blocked_ns,
         ]
         return torch.tensor(words, dtype=torch.int64)
 
@@ -158,12 +165,14 @@ class Header:
             raise ProtocolError(f"unknown message kind {w[0]} in header {w}") from None
         if w[3] < -1 or w[4] < 0 or not 0 <= w[5] <= w[4]:
             raise ProtocolError(f"bad part lengths in header {w}")
-        ratio, staleness = 0.0, 0
+        ratio, staleness, blocked, prepost = 0.0, 0, w[7], 0
         if kind in (Kind.PULL, Kind.PUSH):
             ratio = float(np.int64(w[6]).view(np.float64))
         else:
             staleness = w[6]
-        return cls(kind, w[1], w[2], w[3], w[4], w[5], ratio, staleness, w[7])
+        if kind == Kind.PULL:
+            blocked, prepost = 0, w[7]
+        return cls(kind, w[1], w[2], w[3], w[4], w[5], ratio, staleness, blocked, prepost)
 
 
 @dataclass
@@ -178,9 +187,9 @@ class WireStats:
     sent: dict[str, list[int]] = field(default_factory=dict)
     received: dict[str, list[int]] = field(default_factory=dict)
 
-    @staticmethod
-    def _add(table: dict[str, list[int]], kind: Kind, nbytes: int, protocol: int, msg: int) -> None:
-        row = table.setdefault(kind.name, [0, 0, 0])
+    def count(self, table: str, kind: Kind, nbytes: int, protocol: int = 0, msg: int = 0) -> None:
+        """Add to ``table`` ("sent" or "received"): bytes, protocol bytes, messages."""
+        row = getattr(self, table).setdefault(kind.name, [0, 0, 0])
         row[0] += msg
         row[1] += nbytes
         row[2] += protocol
@@ -197,7 +206,8 @@ class WireStats:
 class BufferPool:
     """Receive buffers for large parts, reused once nothing refers to them any more.
 
-    Fresh 100 MB allocations cost page faults that halve loopback goodput; a buffer handed out
+    Fresh 64-100 MB allocations cost page faults that cut loopback goodput to 0.5-0.75x of
+    gloo's (measured on a 2-vCPU VM); a buffer handed out
     returns to the pool when its last view dies (``weakref.finalize`` on the view), so a codec
     that keeps a payload (a BSP round waiting for its last push) simply keeps its buffer.
 
@@ -239,6 +249,9 @@ def _as_tensor(buf: Any) -> torch.Tensor:
         return torch.frombuffer(buf, dtype=torch.uint8)
 
 
+_EMPTY = torch.empty(0, dtype=torch.uint8)
+
+
 def _transport(exc: RuntimeError, peer: int | None) -> PeerLost:
     return PeerLost(f"gloo: {exc}", peer)
 
@@ -251,12 +264,15 @@ class Outgoing:
     keep: list[Any]
     peer: int
 
-    def done(self) -> bool:
-        """Whether every send has completed (raises PeerLost on a broken connection)."""
+    def reap(self) -> bool:
+        """If every send has completed, release them and return True (PeerLost if one failed)."""
         try:
-            return all(w.is_completed() for w in self.works)
+            if not all(w.is_completed() for w in self.works):
+                return False
         except RuntimeError as exc:
             raise _transport(exc, self.peer) from None
+        self.wait()  # surfaces a failed send
+        return True
 
     def wait(self) -> None:
         """Block until every send has completed."""
@@ -267,6 +283,15 @@ class Outgoing:
             raise _transport(exc, self.peer) from None
         self.works.clear()
         self.keep.clear()
+
+
+@dataclass
+class Prepost:
+    """A payload receive posted before its header (see the module docstring)."""
+
+    work: Any
+    buf: np.ndarray
+    capacity: int
 
 
 @dataclass
@@ -303,13 +328,14 @@ class Wire:
         self.pool = pool or BufferPool()
         self.stats = WireStats()
 
-    def _isend(self, t: torch.Tensor, dst: int, tag: int, kind: Kind, protocol: int) -> Any:
+    def _isend(
+        self, t: torch.Tensor, dst: int, tag: int, kind: Kind, protocol: int = 0, msg: int = 0
+    ) -> Any:
         """The one place a tensor goes to gloo: count exactly what is passed, then send.
 
-        ``protocol`` is the protocol-overhead share of the message, counted with its header.
+        A header passes ``msg=1`` and its message's protocol bytes (header plus state framing).
         """
-        is_header = t.dtype == torch.int64
-        WireStats._add(self.stats.sent, kind, t.nbytes, protocol, int(is_header))
+        self.stats.count("sent", kind, t.nbytes, protocol, msg)
         try:
             return dist.isend(t, dst, tag=tag)
         except RuntimeError as exc:
@@ -321,22 +347,48 @@ class Wire:
         header: Header,
         parts: Sequence[Any] = (),
         channel: Channel = Channel.DATA,
+        prepost: int = 0,
     ) -> Outgoing:
-        """Start sending ``header`` and its parts (payload, state) to ``dst``."""
+        """Start sending ``header`` and its parts (payload, state) to ``dst``.
+
+        Args:
+            dst: Destination rank.
+            header: The header; its lengths must match ``parts``.
+            parts: Up to two bytes-like parts: payload, state.
+            channel: The tag family.
+            prepost: The capacity of the receiver's pre-posted payload receive (answers to a
+                PULL that named one): exactly one message goes to it (see the module docstring).
+        """
         lengths = header.part_lengths
-        if len(parts) > 2 or any(
-            len(p) != n for p, n in zip(parts, lengths, strict=False)
-        ) or sum(lengths) != sum(len(p) for p in parts):
+        if (
+            len(parts) > 2
+            or any(len(p) != n for p, n in zip(parts, lengths, strict=False))
+            or sum(lengths) != sum(len(p) for p in parts)
+        ):
             raise ProtocolError(f"parts of {[len(p) for p in parts]} bytes for header {header}")
         h = header.tensor()
-        works = [self._isend(h, dst, int(channel), header.kind, header.protocol_bytes)]
+        works = [self._isend(h, dst, int(channel), header.kind, header.protocol_bytes, msg=1)]
         keep: list[Any] = [h]
-        for part in parts:
-            if len(part):
+        fits = prepost > 0 and 0 <= header.payload_len <= prepost
+        if prepost > 0:
+            t = _as_tensor(parts[0]) if fits and header.payload_len else _EMPTY
+            works.append(self._isend(t, dst, int(channel) + 2, header.kind))
+            keep += [t, parts[0] if parts else None]
+        for i, part in enumerate(parts):
+            if len(part) and not (i == 0 and fits):
                 t = _as_tensor(part)
-                works.append(self._isend(t, dst, int(channel) + 1, header.kind, 0))
+                works.append(self._isend(t, dst, int(channel) + 1, header.kind))
                 keep += [t, part]
         return Outgoing(works, keep, dst)
+
+    def prepost(self, src: int, capacity: int, channel: Channel = Channel.DATA) -> Prepost:
+        """Post the receive of ``src``'s next pre-posted payload, of up to ``capacity`` bytes."""
+        buf = self.pool.take(capacity)
+        try:
+            work = dist.irecv(torch.from_numpy(buf), src=src, tag=int(channel) + 2)
+        except RuntimeError as exc:
+            raise _transport(exc, src) from None
+        return Prepost(work, buf, capacity)
 
     def send(
         self,
@@ -344,12 +396,13 @@ class Wire:
         header: Header,
         parts: Sequence[Any] = (),
         channel: Channel = Channel.DATA,
+        prepost: int = 0,
     ) -> None:
-        """Send and wait."""
-        self.isend(dst, header, parts, channel).wait()
+        """Send and wait (see :meth:`isend`)."""
+        self.isend(dst, header, parts, channel, prepost).wait()
 
     def _count_header_in(self, hdr: Header) -> None:
-        WireStats._add(self.stats.received, hdr.kind, HEADER_BYTES, hdr.protocol_bytes, 1)
+        self.stats.count("received", hdr.kind, HEADER_BYTES, hdr.protocol_bytes, 1)
 
     def recv_header(
         self, src: int | None = None, channel: Channel = Channel.DATA
@@ -378,11 +431,25 @@ class Wire:
         return Incoming(work, buf, src, self, channel)
 
     def recv_parts(
-        self, src: int, header: Header, channel: Channel = Channel.DATA
+        self,
+        src: int,
+        header: Header,
+        channel: Channel = Channel.DATA,
+        pre: Prepost | None = None,
     ) -> tuple[memoryview | None, memoryview]:
-        """Receive the parts announced by ``header``: (payload or None, state)."""
-        bufs, works = [], []
-        for n in header.part_lengths:
+        """Receive the parts announced by ``header``: (payload or None, state).
+
+        ``pre`` is the pre-posted payload receive of this message, if one was posted: it holds
+        the payload when that fits its capacity, else an empty message.
+        """
+        fits = pre is not None and 0 <= header.payload_len <= pre.capacity
+        bufs: list[np.ndarray] = []
+        works = []
+        for i, n in enumerate(header.part_lengths):
+            if i == 0 and fits:
+                assert pre is not None
+                bufs.append(pre.buf[:n])
+                continue
             arr = self.pool.take(n)
             bufs.append(arr)
             if n:
@@ -391,81 +458,12 @@ class Wire:
                 except RuntimeError as exc:
                     raise _transport(exc, src) from None
         try:
+            if pre is not None:
+                pre.work.wait()
             for w in works:
                 w.wait()
         except RuntimeError as exc:
             raise _transport(exc, src) from None
-        row = self.stats.received.setdefault(header.kind.name, [0, 0, 0])
-        row[1] += sum(header.part_lengths)
+        self.stats.count("received", header.kind, sum(header.part_lengths))
         payload = memoryview(bufs[0]) if header.payload_len >= 0 else None
         return payload, memoryview(bufs[1])
-
-
-# ----------------------------------------------------------------------------- codec state
-
-_LEN = struct.Struct("<I")
-
-
-def encode_state(extra: dict[str, Any]) -> bytes:
-    """Serialize a pull's published codec state (``Pull.extra``) compactly and exactly.
-
-    Layout: a uint32 manifest length, a JSON manifest (scalars, and for each array its key,
-    dtype, shape, byte count), then the arrays' bytes in manifest order. Boolean arrays (block
-    masks) are bit-packed, so a mask costs ``ceil(n / 8)`` bytes — what codecs declare as
-    ``extra_bytes``. The length word and manifest are framing (protocol bytes).
-
-    Raises:
-        TypeError: for a value that is neither an array nor JSON-serializable, naming its key.
-    """
-    if not extra:
-        return b""
-    scalars: dict[str, Any] = {}
-    arrays: list[list[Any]] = []
-    data: list[bytes] = []
-    for key in sorted(extra):
-        value = extra[key]
-        if isinstance(value, np.ndarray):
-            a = np.ascontiguousarray(value)
-            if a.dtype == np.bool_:
-                raw = np.packbits(a.ravel(), bitorder="little").tobytes()
-            else:
-                a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-                raw = a.tobytes()
-            arrays.append([key, a.dtype.str, list(a.shape), len(raw)])
-            data.append(raw)
-            continue
-        if isinstance(value, np.generic):
-            value = value.item()
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"codec state {key!r} ({type(value).__name__}) cannot be sent: "
-                "publish arrays or JSON-serializable values"
-            ) from None
-        scalars[key] = value
-    manifest = json.dumps({"a": arrays, "s": scalars}, separators=(",", ":")).encode()
-    return _LEN.pack(len(manifest)) + manifest + b"".join(data)
-
-
-def decode_state(buf: bytes | memoryview) -> dict[str, Any]:
-    """Inverse of :func:`encode_state` (JSON lists stay lists)."""
-    if len(buf) == 0:
-        return {}
-    (mlen,) = _LEN.unpack_from(buf, 0)
-    manifest = json.loads(bytes(buf[_LEN.size : _LEN.size + mlen]))
-    out: dict[str, Any] = dict(manifest["s"])
-    pos = _LEN.size + mlen
-    for key, dtype, shape, nbytes in manifest["a"]:
-        raw = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=pos)
-        pos += nbytes
-        dt = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
-        if dt == np.bool_:
-            arr = np.unpackbits(raw, count=count, bitorder="little").astype(np.bool_)
-        else:
-            arr = raw.view(dt).astype(dt.newbyteorder("="))
-        out[key] = arr.reshape(shape)
-    if pos != len(buf):
-        raise ProtocolError(f"codec state of {len(buf)} bytes, manifest accounts for {pos}")
-    return out

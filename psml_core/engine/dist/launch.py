@@ -1,0 +1,148 @@
+r"""Entry point of every dist rank.
+
+One host, torchrun::
+
+    torchrun --standalone --nproc-per-node=$((P+S)) -m psml_core.engine.dist.launch -- \
+        --run "$(cat run.json)" --data data/digits --out results/run1 [--partition a.npz]
+
+(the ``--`` keeps torchrun's parser from reading ``--run`` as an abbreviation of its own
+``--run-path``; torchrun passes what follows to the launcher unchanged).
+
+SLURM (one task per rank; the allocation's first host runs rank 0 and the store)::
+
+    srun -n $((P+S)) python -m psml_core.engine.dist.launch --run "$RUN_JSON" --data ... --out ...
+
+``--run`` takes the run's JSON (as ``psml train --run``) or a path to a file holding it. Rank 0
+runs :func:`psml_core.engine.run.train`, which writes ``metrics.parquet`` and ``summary.json``
+atomically after a clean finish; the other ranks load the same data, build the same Job and
+run their role. ``--spawned DIR`` is internal: a child of the local spawner (:mod:`.spawn`).
+
+Exit status: 0 on success; 1 when this or another rank failed after the ranks started to join
+(one line on stderr names the failed rank); before that, the error's own status: 2 for a
+configuration error (e.g. a world size other than P + S), 3 for bad data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from psml_core.atomic import write_bytes
+from psml_core.config import RunSpec
+from psml_core.engine.dist.env import rank_env
+from psml_core.engine.dist.session import Session
+from psml_core.engine.dist.settings import DistOptions, Layout
+from psml_core.errors import ConfigError, PsmlError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m psml_core.engine.dist.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--run", help="the run's settings: JSON text or a path to a JSON file")
+    ap.add_argument("--data", help="prepared data directory")
+    ap.add_argument("--out", help="output directory (written by rank 0 only)")
+    ap.add_argument("--partition", help="assignment from `psml partition` (else computed)")
+    ap.add_argument("--spawned", help=argparse.SUPPRESS)
+    return ap
+
+
+def _run_spec(text: str) -> RunSpec:
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
+    return RunSpec.from_json(text)
+
+
+def _determinism(spec: RunSpec) -> None:
+    torch.set_num_threads(spec.compute.threads)
+    torch.use_deterministic_algorithms(True)
+
+
+def _launched(args: argparse.Namespace) -> None:
+    """A rank started by torchrun or srun."""
+    from psml_core.data.store import load_prepared
+    from psml_core.engine.dist.backend import DistBackend
+    from psml_core.engine.job import build_job
+    from psml_core.engine.run import load_assignment, train
+
+    if not (args.run and args.data and args.out):
+        raise ConfigError("--run, --data and --out are required")
+    spec = _run_spec(args.run)
+    if spec.backend != "dist":
+        raise ConfigError(
+            f"run {spec.run_id!r} has backend {spec.backend!r}; the launcher runs 'dist'"
+        )
+    env = rank_env(os.environ)
+    layout = Layout(spec.shards, spec.workers)
+    layout.check_world(env.world_size, spec.run_id)
+    session = Session(env, layout, DistOptions.from_env())
+    try:
+        session.open()
+        if env.rank == 0:
+            summary = train(spec, args.data, args.out, assignment_path=args.partition)
+            print(
+                f"{spec.run_id}: accuracy {summary['final_test_accuracy']:.4f}, "
+                f"{summary['total_time_s']:.4g} s ({summary['clock']})",
+                flush=True,
+            )
+        else:
+            _determinism(spec)
+            dataset = load_prepared(args.data)
+            assignment = load_assignment(args.partition) if args.partition else None
+            DistBackend().run(build_job(spec, dataset, assignment))
+    except BaseException as exc:  # noqa: BLE001 - any failure of a joined rank stops them all
+        session.fail(exc)
+
+
+def _spawned(directory: Path) -> None:
+    """A child of the local spawner: inputs and result go through ``directory``."""
+    from psml_core.engine.dist.backend import DistBackend
+    from psml_core.engine.dist.spawn import INPUTS, RESULT
+    from psml_core.engine.job import build_job
+
+    inputs = pickle.loads((directory / INPUTS).read_bytes())
+    spec: RunSpec = inputs["spec"]
+    env = rank_env(os.environ)
+    layout = Layout(spec.shards, spec.workers)
+    layout.check_world(env.world_size, spec.run_id)
+    session = Session(env, layout, inputs["options"])
+    try:
+        session.open()
+        _determinism(spec)
+        backend = DistBackend(inputs["options"])
+        backend.run(build_job(spec, inputs["dataset"], inputs["assignment"]))
+        if env.rank == 0:
+            write_bytes(directory / RESULT, pickle.dumps(backend.result))
+    except BaseException as exc:  # noqa: BLE001
+        session.fail(exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run this rank; see the module docstring for the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.spawned:
+            _spawned(Path(args.spawned))
+        else:
+            _launched(args)
+    except PsmlError as exc:
+        print(f"psml dist launch: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

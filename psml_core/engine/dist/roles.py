@@ -1,0 +1,307 @@
+"""What each rank does: the shard's serving loop and the worker's iteration loop.
+
+The protocol per iteration is the sim backend's (:mod:`psml_core.engine.sim.backend`): a pull
+request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
+shard. :class:`~psml_core.engine.server.ServerShard` and
+:class:`~psml_core.engine.worker.Worker` do all the math; this module only moves their
+messages and measures wall-clock time.
+
+Evaluation. When a shard has applied every worker's push of an iteration that
+``Job.should_evaluate`` selects, it snapshots its values and sends them to rank 0 (shard 0),
+which assembles the global model and evaluates it in a background thread, so serving is not
+held up. Under BSP the snapshots are exactly the model after that round (as in sim); under
+ASP/SSP each shard's part is taken when *that* shard completes the iteration — every part
+contains every push of the iteration, possibly a few later ones (sim takes all parts at the
+one instant the last shard completes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from psml_core.codecs.base import CodecContext, Payload
+from psml_core.engine.dist.settings import DistOptions, Faults, Layout
+from psml_core.engine.dist.state import decode_state, encode_state
+from psml_core.engine.dist.wire import (
+    Header,
+    Kind,
+    Outgoing,
+    ProtocolError,
+    Wire,
+)
+from psml_core.engine.job import Job
+from psml_core.engine.server import Pull
+
+__all__ = ["Evaluator", "ShardLoop", "eval_points", "run_worker"]
+
+
+def eval_points(job: Job) -> list[int]:
+    """The iterations after which the global model is evaluated."""
+    return [t for t in range(job.spec.workload.iterations) if job.should_evaluate(t)]
+
+
+def _codec_name(codec: Any) -> str:
+    return str(getattr(codec, "name", type(codec).__name__))
+
+
+class Evaluator:
+    """Rank 0: assemble shard snapshots per iteration and evaluate them off the serving thread."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.parts: dict[int, dict[int, np.ndarray]] = {}
+        self.pending: dict[int, Future[tuple[float, float]]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psml-eval")
+
+    def add(self, shard: int, clock: int, values: np.ndarray) -> None:
+        """One shard's values after iteration ``clock``; evaluate once all shards are in."""
+        parts = self.parts.setdefault(clock, {})
+        parts[shard] = values
+        if len(parts) == len(self.job.shards):
+            del self.parts[clock]
+            params = np.empty(self.job.model.n_params, dtype=np.float32)
+            for s, vals in parts.items():
+                params[self.job.shards[s].keys] = vals
+            ds = self.job.dataset
+            self.pending[clock] = self._pool.submit(
+                self.job.model.evaluate, params, ds.X_test, ds.y_test
+            )
+
+    def results(self) -> dict[int, tuple[float, float]]:
+        """Wait for every evaluation: iteration -> (test loss, test accuracy)."""
+        out = {t: f.result() for t, f in self.pending.items()}
+        self._pool.shutdown()
+        return out
+
+
+@dataclass
+class _Request:
+    worker: int
+    clock: int
+    ratio: float
+    arrived: float
+    prepost: int
+
+
+class ShardLoop:
+    """Serve one shard until every worker is done (and, on rank 0, every snapshot is in).
+
+    Args:
+        job: The job (this rank uses ``job.shards[s]``).
+        s: Shard index (= rank).
+        wire: This rank's wire.
+        layout: The rank layout.
+        faults: Fault injection.
+    """
+
+    def __init__(self, job: Job, s: int, wire: Wire, layout: Layout, faults: Faults) -> None:
+        self.job, self.s, self.wire, self.layout, self.faults = job, s, wire, layout, faults
+        self.shard = job.shards[s]
+        self.workers = job.spec.workers
+        self.parked: list[_Request] = []
+        self.last_extra: list[dict[str, Any]] = [{} for _ in range(self.workers)]
+        self.applied: Counter[int] = Counter()
+        self.evaluate = set(eval_points(job))
+        self.outgoing: list[Outgoing] = []
+        self.evaluator = Evaluator(job) if s == 0 else None
+
+    def run(self) -> None:
+        """The serving loop."""
+        done = 0
+        snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
+        while done < self.workers or snapshots:
+            hdr, src = self.wire.recv_header()
+            if hdr.kind == Kind.PULL:
+                req = _Request(hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost)
+                if self.shard.may_serve(req.worker, req.clock):
+                    self._answer(req, blocked=0.0)
+                else:
+                    self.parked.append(req)
+            elif hdr.kind == Kind.PUSH:
+                self.faults.maybe_kill(self.s, hdr.clock)
+                self._push(hdr, src)
+            elif hdr.kind == Kind.DONE:
+                done += 1
+            elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
+                part, _ = self.wire.recv_parts(src, hdr)
+                assert part is not None
+                self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
+                snapshots -= 1
+            else:
+                raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
+            self.outgoing = [o for o in self.outgoing if not o.reap()]
+        for o in self.outgoing:
+            o.wait()
+        if self.parked:
+            raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
+
+    def _push(self, hdr: Header, src: int) -> None:
+        payload, _ = self.wire.recv_parts(src, hdr)
+        if payload is None:
+            raise ProtocolError(f"a push without a payload from rank {src}")
+        w, t = hdr.worker, hdr.clock
+        pl = Payload(_codec_name(self.shard.codec_up), len(self.shard.keys), payload)  # type: ignore[arg-type]
+        # Both ends build the same context: the step, the ratio, the state last sent to w.
+        ctx = self.job.ctx(t, hdr.ratio, self.last_extra[w])
+        if not self.shard.push(w, t, pl, ctx):
+            return
+        self.applied[t] += self.workers if self.shard.policy.barrier else 1
+        if self.applied[t] == self.workers:
+            del self.applied[t]
+            if t in self.evaluate:
+                self._snapshot(t)
+        now = time.perf_counter()
+        still = []
+        for req in self.parked:
+            if self.shard.may_serve(req.worker, req.clock):
+                self._answer(req, blocked=now - req.arrived)
+            else:
+                still.append(req)
+        self.parked = still
+
+    def _answer(self, req: _Request, blocked: float) -> None:
+        w, t = req.worker, req.clock
+        ctx = self.job.ctx(t, req.ratio)
+        staleness = self.shard.policy.staleness(w, self.shard.clocks)
+        pull = self.shard.pull(w, t, ctx)
+        state = encode_state(pull.extra)
+        self.last_extra[w] = pull.extra
+        parts: list[Any] = [pull.payload.buffer if pull.payload else b"", state]
+        hdr = Header(
+            Kind.ANSWER,
+            worker=w,
+            clock=t,
+            payload_len=pull.payload.wire_bytes if pull.payload else -1,
+            state_len=len(state),
+            state_codec=min(pull.extra_bytes, len(state)),
+            staleness=staleness,
+            blocked_ns=int(blocked * 1e9),
+        )
+        dst = self.layout.worker_rank(w)
+        self.outgoing.append(self.wire.isend(dst, hdr, parts, prepost=req.prepost))
+
+    def _snapshot(self, t: int) -> None:
+        values = self.shard.values.copy()
+        if self.evaluator is not None:
+            self.evaluator.add(self.s, t, values)
+            return
+        hdr = Header(Kind.SNAPSHOT, worker=self.s, clock=t, payload_len=values.nbytes)
+        self.outgoing.append(self.wire.isend(0, hdr, [memoryview(values).cast("B")]))
+
+
+def run_worker(
+    job: Job, p: int, wire: Wire, layout: Layout, options: DistOptions, faults: Faults, t0: float
+) -> list[dict[str, Any]]:
+    """Worker ``p``'s iterations; returns its record rows (without test metrics).
+
+    Time split, as in sim: ``compute_s`` is the gradient (plus any injected delay);
+    ``wait_s`` the longest time a pull sat at a shard's sync gate (measured by the shard);
+    ``comm_s`` the rest of the iteration — encoding, transfers, decoding.
+
+    Bytes per iteration: the codec bytes of the S pull requests (none) and S pushes (up) and
+    of the S answers (down), plus their protocol bytes when ``options.count_header``.
+    """
+    rank = layout.worker_rank(p)
+    worker = job.workers[p]
+    shards = job.shards
+    extra: list[dict[str, Any]] = [{} for _ in shards]
+    remote = [int(m) != p for m in job.shard_machine]
+    # The context of this worker's last push to each shard: a broadcast (aggregate mode) of
+    # round t - 1 decodes with that round's context, which every pusher of the round shared.
+    round_ctx: list[CodecContext | None] = [None] * len(shards)
+    # Capacity of the pre-posted answer receive per shard: the largest payload seen so far.
+    capacity = [0] * len(shards)
+    proto = options.count_header
+    rows: list[dict[str, Any]] = []
+
+    def counted(hdr: Header) -> int:
+        return hdr.codec_bytes + (hdr.protocol_bytes if proto else 0)
+
+    start = t0  # an iteration starts where the previous one ended: the split is exact
+    for t in range(job.spec.workload.iterations):
+        faults.maybe_kill(rank, t)
+        ratio = job.controller.ratio(t)
+        # 1. pull: post the answers' receives first, so that no shard ever waits for us.
+        answers = [wire.irecv_header(s) for s in range(len(shards))]
+        pre = [wire.prepost(s, c) if c else None for s, c in enumerate(capacity)]
+        requests = [
+            wire.isend(s, Header(Kind.PULL, p, t, ratio=ratio, prepost=c))
+            for s, c in enumerate(capacity)
+        ]
+        up = [counted(Header(Kind.PULL, p, t)) for _ in shards]
+        down = [0] * len(shards)
+        wait = 0.0
+        staleness = 0
+        for s, inc in enumerate(answers):
+            hdr = inc.wait()
+            if hdr.kind != Kind.ANSWER or hdr.clock != t or hdr.worker != p:
+                raise ProtocolError(f"worker {p} expected its answer {t} from shard {s}, got {hdr}")
+            payload, state = wire.recv_parts(s, hdr, pre=pre[s])
+            capacity[s] = max(capacity[s], hdr.payload_len)
+            shard = shards[s]
+            name = _codec_name(shard.codec_down if shard.pull_mode == "params" else shard.codec_up)
+            answer = Pull(
+                Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
+                decode_state(state),
+                hdr.state_codec,
+            )
+            ctx = round_ctx[s] if shard.pull_mode == "aggregate" else None
+            # Decoding uses no shard state, so this rank's copy of the shard decodes it.
+            vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
+            if vector is not None:
+                if shard.pull_mode == "params":
+                    worker.apply_pull(s, vector)
+                else:
+                    worker.apply_aggregate(s, vector)
+            extra[s] = answer.extra
+            down[s] = counted(hdr)
+            wait = max(wait, hdr.blocked_ns * 1e-9)
+            staleness = max(staleness, hdr.staleness)
+        for r in requests:
+            r.wait()
+        pull_end = time.perf_counter()
+        # 2. compute
+        loss, grad = worker.compute()
+        faults.delay(rank)
+        compute_end = time.perf_counter()
+        # 3. push
+        ctxs = [job.ctx(t, ratio, e) for e in extra]
+        round_ctx = list(ctxs)
+        pushes = []
+        for s, pl in enumerate(worker.encode_push(grad, ctxs)):
+            hdr = Header(Kind.PUSH, p, t, payload_len=pl.wire_bytes, ratio=ratio)
+            up[s] += counted(hdr)
+            pushes.append(wire.isend(s, hdr, [pl.buffer]))
+        for o in pushes:
+            o.wait()
+        end = time.perf_counter()
+        compute = compute_end - pull_end
+        rows.append(
+            {
+                "iteration": t,
+                "worker": p,
+                "time_s": end - t0,
+                "compute_s": compute,
+                "comm_s": (pull_end - start - wait) + (end - compute_end),
+                "wait_s": wait,
+                "bytes_up": sum(up),
+                "bytes_down": sum(down),
+                "shard_bytes_up": tuple(up),
+                "shard_bytes_down": tuple(down),
+                "remote_bytes_up": sum(b for b, r in zip(up, remote, strict=True) if r),
+                "remote_bytes_down": sum(b for b, r in zip(down, remote, strict=True) if r),
+                "ratio": ratio,
+                "staleness": staleness,
+                "loss": loss,
+            }
+        )
+        start = end
+    for s in range(len(shards)):
+        wire.send(s, Header(Kind.DONE, p))
+    return rows
