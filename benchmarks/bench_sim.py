@@ -49,8 +49,10 @@ def main() -> None:
         return out
 
     Worker.compute = timed_compute  # type: ignore[method-assign]
-    print("| workers | shards | worker-iterations | wall s | iterations/s | gradient s | "
-          "overhead / gradient |")
+    print(
+        "| workers | shards | worker-iterations | wall s | iterations/s | gradient s | "
+        "overhead / gradient |"
+    )
     print("|---|---|---|---|---|---|---|")
     for p in (int(w) for w in args.workers.split(",")):
         wl = dataclasses.replace(base.workload, iterations=args.iterations, batch_size=args.batch)
@@ -60,8 +62,11 @@ def main() -> None:
         t0 = time.perf_counter()
         recs = SimBackend().run(job)
         wall = time.perf_counter() - t0
-        print(f"| {p} | {spec.shards} | {len(recs)} | {wall:.2f} | {len(recs) / wall:.1f} | "
-              f"{spent[0]:.3f} | {(wall - spent[0]) / spent[0]:.1f}x |", flush=True)
+        print(
+            f"| {p} | {spec.shards} | {len(recs)} | {wall:.2f} | {len(recs) / wall:.1f} | "
+            f"{spent[0]:.3f} | {(wall - spent[0]) / spent[0]:.1f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

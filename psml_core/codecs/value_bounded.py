@@ -260,11 +260,11 @@ class ValueBoundedCodec(Codec):
         x = check_vector(x)
         return Payload(self.name, int(x.size), self._filter(self._state, x, ctx))
 
-
     def reset(self) -> None:
         """Forget the carried-over residual (a new run; benchmarks of one vector)."""
         if self._state.residual is not None:
             self._state.residual[:] = 0
+
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode to a dense float32 vector (zeros where nothing was sent)."""
         return self._decode_buffer(payload.buffer, payload.n, ctx)
