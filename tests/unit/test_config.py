@@ -38,7 +38,7 @@ def test_every_tier_is_valid(repo, tier):
         ({"workers": "two"}, "key 'workers': expected integer"),
         ({"workers": 0}, "key 'workers': 0 is out of range; must be >= 1"),
         ({"bogus": 1}, "unknown key 'bogus'"),
-        ({"backend": "mpi"}, "allowed values: sim"),
+        ({"backend": "mpi"}, "allowed values: sim, dist, horovod"),
         ({"scenarios": {"x": {"bandwidth_gbps": -1}}}, "scenarios.x.bandwidth_gbps"),
         (
             {

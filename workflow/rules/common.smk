@@ -95,6 +95,15 @@ def run_dir(run):
     return f"results/{TIER}/runs/{run.run_id}"
 
 
+def train_threads(wildcards):
+    """Cores a training job occupies: one, or one per process of a multi-process backend."""
+    if EXP.backend == "dist":
+        return EXP.workers + EXP.shards
+    if EXP.backend == "horovod":
+        return EXP.workers
+    return 1
+
+
 def all_summaries(wildcards):
     """Every run's summary.json."""
     return [f"{run_dir(run)}/summary.json" for run in RUNS.values()]

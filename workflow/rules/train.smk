@@ -14,7 +14,7 @@ rule train:
         f"logs/{TIER}/bench/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.tsv"
     conda:
         "../envs/psml.yaml"
-    threads: 1
+    threads: train_threads
     resources:
         mem_mb=4000,
         runtime=60,
