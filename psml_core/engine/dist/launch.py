@@ -38,32 +38,10 @@ from psml_core.config import RunSpec
 from psml_core.engine.dist.env import rank_env
 from psml_core.engine.dist.session import Session
 from psml_core.engine.dist.settings import DistOptions, Layout
+from psml_core.engine.launching import launcher_parser, read_run_spec
 from psml_core.errors import ConfigError, PsmlError
 
 __all__ = ["main"]
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m psml_core.engine.dist.launch",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--run", help="the run's settings: JSON text or a path to a JSON file")
-    ap.add_argument("--data", help="prepared data directory")
-    ap.add_argument("--out", help="output directory (written by rank 0 only)")
-    ap.add_argument("--partition", help="assignment from `psml partition` (else computed)")
-    ap.add_argument("--spawned", help=argparse.SUPPRESS)
-    return ap
-
-
-def _run_spec(text: str) -> RunSpec:
-    if not text.lstrip().startswith("{"):
-        try:
-            text = Path(text).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
-    return RunSpec.from_json(text)
 
 
 def _determinism(spec: RunSpec) -> None:
@@ -80,7 +58,7 @@ def _launched(args: argparse.Namespace) -> None:
 
     if not (args.run and args.data and args.out):
         raise ConfigError("--run, --data and --out are required")
-    spec = _run_spec(args.run)
+    spec = read_run_spec(args.run)
     if spec.backend != "dist":
         raise ConfigError(
             f"run {spec.run_id!r} has backend {spec.backend!r}; the launcher runs 'dist'"
@@ -132,7 +110,7 @@ def _spawned(directory: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this rank; see the module docstring for the exit status."""
-    args = _parser().parse_args(argv)
+    args = launcher_parser("python -m psml_core.engine.dist.launch", __doc__).parse_args(argv)
     try:
         if args.spawned:
             _spawned(Path(args.spawned))

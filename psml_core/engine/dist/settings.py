@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from psml_core.engine.launching import env_flag
 from psml_core.errors import ConfigError
 
 __all__ = ["DistOptions", "Faults", "Layout"]
@@ -60,17 +61,6 @@ class Layout:
             )
 
 
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={raw!r}: expected 1/0, true/false, yes/no or on/off")
-
-
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -114,7 +104,7 @@ class DistOptions:
         env = os.environ if env is None else env
         d = cls()
         return cls(
-            count_header=_flag(env, "PSML_DIST_COUNT_HEADER", d.count_header),
+            count_header=env_flag(env, "PSML_DIST_COUNT_HEADER", d.count_header),
             heartbeat_s=_seconds(env, "PSML_DIST_HEARTBEAT_S", d.heartbeat_s),
             dead_after_s=_seconds(env, "PSML_DIST_DEAD_AFTER_S", d.dead_after_s),
             start_timeout_s=_seconds(env, "PSML_DIST_START_TIMEOUT_S", d.start_timeout_s),

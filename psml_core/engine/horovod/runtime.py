@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from psml_core.engine.launching import env_flag
 from psml_core.errors import ConfigError
 
 __all__ = [
@@ -77,17 +78,6 @@ def horovodrun_path() -> str:
     return found
 
 
-def _env_bool(env: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = env.get(key)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"environment variable {key}={raw!r}: expected 0 or 1")
-
-
 @dataclass(frozen=True)
 class HorovodOptions:
     """Settings of the horovod backend that are not part of a run's recipe.
@@ -134,7 +124,7 @@ class HorovodOptions:
         try:
             return cls(
                 collective=env.get("PSML_HOROVOD_COLLECTIVE") or d.collective,
-                emulate=_env_bool(env, "PSML_HOROVOD_EMULATE", d.emulate),
+                emulate=env_flag(env, "PSML_HOROVOD_EMULATE", d.emulate),
                 timeout_s=float(env.get("PSML_HOROVOD_TIMEOUT") or d.timeout_s),
                 start_timeout_s=int(env.get("PSML_HOROVOD_START_TIMEOUT") or d.start_timeout_s),
             )

@@ -1,0 +1,47 @@
+"""What every multi-process launcher shares: its command line, the run spec, env flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from psml_core.config import RunSpec
+from psml_core.errors import ConfigError
+
+__all__ = ["env_flag", "launcher_parser", "read_run_spec"]
+
+
+def launcher_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options every rank's entry point takes (``--run --data --out --partition``)."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--run", help="the run's settings: JSON text or a path to a JSON file")
+    ap.add_argument("--data", help="prepared data directory")
+    ap.add_argument("--out", help="output directory (written by rank 0 only)")
+    ap.add_argument("--partition", help="assignment from `psml partition` (else computed)")
+    ap.add_argument("--spawned", help=argparse.SUPPRESS)
+    return ap
+
+
+def read_run_spec(text: str) -> RunSpec:
+    """A run spec given as JSON text or as the path of a JSON file."""
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
+    return RunSpec.from_json(text)
+
+
+def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean environment variable (1/0, true/false, yes/no, on/off; unset = default)."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r}: expected 1/0, true/false, yes/no or on/off")
