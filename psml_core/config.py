@@ -33,6 +33,7 @@ __all__ = [
     "Experiment",
     "HeterogeneitySpec",
     "MethodRecipe",
+    "NicOverride",
     "RunSpec",
     "ScenarioSpec",
     "WorkloadSpec",
@@ -207,6 +208,15 @@ class BandwidthStep:
 
 
 @dataclass(frozen=True)
+class NicOverride:
+    """NIC settings of some machines (``scenarios.<name>.nics``); None keeps the default."""
+
+    machines: Any
+    bandwidth_gbps: float | None = None
+    latency_us: float | None = None
+
+
+@dataclass(frozen=True)
 class ScenarioSpec:
     """A network scenario (``scenarios.<name>``)."""
 
@@ -218,6 +228,7 @@ class ScenarioSpec:
     description: str = ""
     delay: dict[str, Any] | None = None
     bandwidth_steps: tuple[BandwidthStep, ...] = ()
+    nics: tuple[NicOverride, ...] = ()
 
 
 @dataclass(frozen=True)

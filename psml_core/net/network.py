@@ -138,6 +138,10 @@ class FairShareNetwork:
         header_bytes: Bytes added to every message on the wire.
         bandwidth_steps: ``(at_s, bytes_per_s)`` pairs: the NIC bandwidth from that simulated
             time on. Flows in progress continue at the new fair-share rates.
+        nic_bandwidth: Machine -> its own NIC bandwidth (bytes/s, both directions), fixed
+            whatever the bandwidth steps say.
+        nic_latency: Machine -> its own latency (s); a message takes the larger of its two
+            endpoints' latencies.
     """
 
     env: simpy.Environment
@@ -147,6 +151,8 @@ class FairShareNetwork:
     overhead_s: float
     header_bytes: int = 0
     bandwidth_steps: tuple[tuple[float, float], ...] = ()
+    nic_bandwidth: dict[int, float] = field(default_factory=dict)
+    nic_latency: dict[int, float] = field(default_factory=dict)
     _flows: _FlowTable = field(default_factory=_FlowTable)
     _last: float = 0.0
     _generation: int = 0
@@ -194,8 +200,11 @@ class FairShareNetwork:
             self._flows.add(src, self.machines + dst, float(size), done)
             self._reschedule_soon()
             yield done
-        if self.latency_s + extra_delay_s:
-            yield self.env.timeout(self.latency_s + extra_delay_s)
+        latency = max(
+            self.nic_latency.get(src, self.latency_s), self.nic_latency.get(dst, self.latency_s)
+        )
+        if latency + extra_delay_s:
+            yield self.env.timeout(latency + extra_delay_s)
 
     def _advance(self) -> None:
         dt = self.env.now - self._last
@@ -223,6 +232,8 @@ class FairShareNetwork:
         if not live.size:
             return
         capacity = np.full(2 * self.machines, float(self.bandwidth_Bps))
+        for m, bps in self.nic_bandwidth.items():
+            capacity[m] = capacity[self.machines + m] = bps
         f.rate[live] = two_link_rates(f.src[live], f.dst[live], capacity)
         nxt = float(np.min(np.maximum(f.remaining[live], 0.0) / f.rate[live]))
         self._generation += 1

@@ -26,6 +26,7 @@ from psml_core.codecs.base import CodecContext, Payload
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
@@ -58,6 +59,33 @@ class _Gate:
         self.waiting = still
 
 
+def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
+    """Per-machine bandwidth (bytes/s) and latency (s) from the scenario's ``nics`` entries."""
+    spec = job.spec
+    servers = [int(m) for m in job.shard_machine]
+    bandwidth: dict[int, float] = {}
+    latency: dict[int, float] = {}
+    for nic in spec.scenario.nics:
+        if nic.machines == "workers":
+            machines = list(range(spec.workers))
+        elif nic.machines == "servers":
+            machines = servers
+        else:
+            machines = [int(m) for m in nic.machines]
+        bad = [m for m in machines if not 0 <= m < job.machines]
+        if bad:
+            raise ConfigError(
+                f"scenarios.{spec.scenario.name}.nics: machines {bad} do not exist; this run "
+                f"has machines 0..{job.machines - 1}"
+            )
+        for m in machines:
+            if nic.bandwidth_gbps is not None:
+                bandwidth[m] = nic.bandwidth_gbps * 1e9 / 8
+            if nic.latency_us is not None:
+                latency[m] = nic.latency_us * 1e-6
+    return {"nic_bandwidth": bandwidth, "nic_latency": latency}
+
+
 @BACKENDS.register("sim")
 class SimBackend(Backend):
     """Deterministic discrete-event simulation; see the module docstring."""
@@ -78,6 +106,7 @@ class SimBackend(Backend):
             overhead_s=sc.message_overhead_us * 1e-6,
             header_bytes=sc.header_bytes,
             bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
+            **nic_overrides(job),
         )
         state = _RunState(job, env, net)
         for p in range(spec.workers):

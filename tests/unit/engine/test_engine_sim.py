@@ -312,3 +312,16 @@ def test_bytes_per_shard_add_up(smoke, prepared):
         assert len(r.shard_bytes_up) == len(r.shard_bytes_down) == len(job.shards)
         assert sum(r.shard_bytes_up) == r.bytes_up and sum(r.shard_bytes_down) == r.bytes_down
         assert list(r.shard_bytes_down) == [4 * len(s.keys) for s in job.shards]
+
+
+def test_nic_overrides_slow_the_servers(smoke, prepared):
+    from psml_core.config import NicOverride
+
+    base = spec_for(smoke, iterations=4, colocated=False)
+    slow = dataclasses.replace(base.scenario, nics=(NicOverride("servers", bandwidth_gbps=0.01),))
+    _, fast = simulate(base, prepared)
+    _, slowed = simulate(dataclasses.replace(base, scenario=slow), prepared)
+    assert max(r.time_s for r in slowed) > 50 * max(r.time_s for r in fast)
+    bad = dataclasses.replace(base.scenario, nics=(NicOverride([99], latency_us=1.0),))
+    with pytest.raises(ConfigError, match=r"machines \[99\] do not exist"):
+        simulate(dataclasses.replace(base, scenario=bad), prepared)

@@ -136,3 +136,23 @@ def test_vectorised_rates_equal_the_reference(pairs, caps):
     )
     fast = two_link_rates(src, dst, np.array(caps))
     assert fast == pytest.approx([ref[i] for i in range(len(pairs))], rel=1e-9)
+
+
+def test_per_machine_bandwidth_and_latency():
+    env = simpy.Environment()
+    net = FairShareNetwork(
+        env, 3, 1000.0, 0.01, 0.0, nic_bandwidth={2: 100.0}, nic_latency={1: 0.5}
+    )
+    done = {}
+
+    def one(name, src, dst, nbytes):
+        yield net.transfer(src, dst, nbytes)
+        done[name] = env.now
+
+    env.process(one("slow-nic", 0, 2, 100))  # machine 2's ingress: 100 B/s
+    env.process(one("far", 0, 1, 100))  # machine 1's latency: 0.5 s
+    env.run()
+    # Max-min: the flow into machine 2 is held at 100 B/s by its NIC, the other gets the rest
+    # of machine 0's egress (900 B/s) and then the larger endpoint latency (0.5 s).
+    assert done["slow-nic"] == pytest.approx(100 / 100 + 0.01)
+    assert done["far"] == pytest.approx(100 / 900 + 0.5)
