@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from psml_core import __version__
+from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError
 
 __all__ = ["main"]
@@ -106,10 +107,11 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
-    from psml_core.config import RunSpec
     from psml_core.engine.run import train
 
     spec = RunSpec.from_json(args.run)
+    if spec.backend == "dist" and args.launcher != "local":
+        return _launch_dist(spec, args)
     summary = train(spec, args.data, args.out, assignment_path=args.partition)
     acc = summary["final_test_accuracy"]
     print(
@@ -117,6 +119,25 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"({summary['clock']}), {summary['bytes_up']} B up, {summary['bytes_down']} B down"
     )
     return 0
+
+
+def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
+    """Start the P + S ranks of a dist run with srun (inside a SLURM allocation) or torchrun."""
+    import shutil
+    import subprocess
+
+    n = spec.workers + spec.shards
+    rank_args = ["--run", args.run, "--data", args.data, "--out", args.out]
+    if args.partition:
+        rank_args += ["--partition", args.partition]
+    module = ["-m", "psml_core.engine.dist.launch"]
+    if args.launcher == "srun":
+        cmd = ["srun", "-n", str(n), sys.executable, *module, *rank_args]
+    else:  # torchrun: "--" keeps it from reading --run as its own --run-path
+        cmd = ["torchrun", "--standalone", f"--nproc-per-node={n}", *module, "--", *rank_args]
+    if shutil.which(cmd[0]) is None:
+        raise ConfigError(f"--launcher {args.launcher}: {cmd[0]!r} is not on PATH")
+    return subprocess.run(cmd, check=False).returncode
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -212,6 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--partition", help="assignment from `psml partition` (else computed)")
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--launcher",
+        choices=["local", "srun", "torchrun"],
+        default="local",
+        help="how a dist run starts its P+S ranks: spawn locally, srun (SLURM), torchrun",
+    )
 
     p = add("compare", cmd_compare, "collect run summaries into tables")
     p.add_argument("--summaries", nargs="+", required=True)

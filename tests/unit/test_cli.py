@@ -98,3 +98,26 @@ def test_every_subcommand_has_help(cmd):
     with pytest.raises(SystemExit) as info:
         main([cmd, "--help"])
     assert info.value.code == 0
+
+
+def test_dist_launcher_must_exist(smoke, prepared, tmp_path: Path, capsys, monkeypatch):
+    import dataclasses
+
+    spec = dataclasses.replace(smoke.runs()[0], backend="dist")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun here
+    rc = main(
+        [
+            "train",
+            "--run",
+            spec.to_json(),
+            "--data",
+            str(prepared[spec.dataset.name]),
+            "--out",
+            str(tmp_path / "out"),
+            "--launcher",
+            "srun",
+        ]
+    )
+    assert rc == 2
+    assert "--launcher srun: 'srun' is not on PATH" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

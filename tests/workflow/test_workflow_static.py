@@ -29,6 +29,7 @@ def test_snakefmt_check():
         ([], "psml train --run"),
         (["--profile", "profiles/local"], "psml train --run"),
         (["--profile", "profiles/slurm"], "slurm_partition=gpu"),
+        (["--profile", "profiles/slurm", "--config", "backend=dist"], "tasks=6, mpi=srun"),
     ],
 )
 def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):

@@ -104,6 +104,11 @@ def train_threads(wildcards):
     return 1
 
 
+def train_tasks(wildcards):
+    """Processes of a training job (SLURM tasks): P + S for dist, else one."""
+    return EXP.workers + EXP.shards if EXP.backend == "dist" else 1
+
+
 def all_summaries(wildcards):
     """Every run's summary.json."""
     return [f"{run_dir(run)}/summary.json" for run in RUNS.values()]

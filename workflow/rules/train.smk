@@ -18,11 +18,15 @@ rule train:
     resources:
         mem_mb=4000,
         runtime=60,
-        tasks=1,
+        tasks=train_tasks,
+        # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".
+        # Declaring it also tells the SLURM jobstep plugin to run the command as is.
+        mpi="local",
     params:
         run=run_json,
         data_dir=parent_dir,
         out_dir=out_dir,
     shell:
         "psml train --run {params.run:q} --data {params.data_dir} "
-        "--partition {input.partition} --out {params.out_dir} > {log} 2>&1"
+        "--partition {input.partition} --out {params.out_dir} --launcher {resources.mpi} "
+        "> {log} 2>&1"
