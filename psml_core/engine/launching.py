@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from psml_core.config import RunSpec
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, PsmlError
 
-__all__ = ["env_flag", "launcher_parser", "read_run_spec"]
+__all__ = ["env_flag", "launcher_parser", "read_run_spec", "run_launcher"]
 
 
 def launcher_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -45,3 +46,27 @@ def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw.lower() in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"{name}={raw!r}: expected 1/0, true/false, yes/no or on/off")
+
+
+def run_launcher(
+    backend: str,
+    doc: str | None,
+    argv: Sequence[str] | None,
+    spawned: Callable[[Path], None],
+    launched: Callable[[argparse.Namespace], None],
+) -> int:
+    """A rank's entry point: parse, run as a spawned child or a launched rank, report errors.
+
+    Returns:
+        0, or the :class:`PsmlError`'s exit status after one line on stderr.
+    """
+    args = launcher_parser(f"python -m psml_core.engine.{backend}.launch", doc).parse_args(argv)
+    try:
+        if args.spawned:
+            spawned(Path(args.spawned))
+        else:
+            launched(args)
+    except PsmlError as exc:
+        print(f"psml {backend} launch: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    return 0

@@ -18,7 +18,13 @@ from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.placement import Assignment
 
-__all__ = ["train"]
+__all__ = ["configure_torch", "load_assignment", "train"]
+
+
+def configure_torch(spec: RunSpec) -> None:
+    """Torch settings every process of a run uses: the configured threads, deterministic ops."""
+    torch.set_num_threads(spec.compute.threads)
+    torch.use_deterministic_algorithms(True)
 
 
 def load_assignment(path: str | Path) -> Assignment:
@@ -55,8 +61,7 @@ def train(
     """
     out = Path(out_dir)
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
-    torch.set_num_threads(spec.compute.threads)
-    torch.use_deterministic_algorithms(True)
+    configure_torch(spec)
     backend = BACKENDS.get(spec.backend, where="backend")()
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None

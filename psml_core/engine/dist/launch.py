@@ -38,15 +38,11 @@ from psml_core.config import RunSpec
 from psml_core.engine.dist.env import rank_env
 from psml_core.engine.dist.session import Session
 from psml_core.engine.dist.settings import DistOptions, Layout
-from psml_core.engine.launching import launcher_parser, read_run_spec
+from psml_core.engine.launching import read_run_spec, run_launcher
+from psml_core.engine.run import configure_torch
 from psml_core.errors import ConfigError, PsmlError
 
 __all__ = ["main"]
-
-
-def _determinism(spec: RunSpec) -> None:
-    torch.set_num_threads(spec.compute.threads)
-    torch.use_deterministic_algorithms(True)
 
 
 def _launched(args: argparse.Namespace) -> None:
@@ -77,7 +73,7 @@ def _launched(args: argparse.Namespace) -> None:
                 flush=True,
             )
         else:
-            _determinism(spec)
+            configure_torch(spec)
             dataset = load_prepared(args.data)
             assignment = load_assignment(args.partition) if args.partition else None
             DistBackend().run(build_job(spec, dataset, assignment))
@@ -99,7 +95,7 @@ def _spawned(directory: Path) -> None:
     session = Session(env, layout, inputs["options"])
     try:
         session.open()
-        _determinism(spec)
+        configure_torch(spec)
         backend = DistBackend(inputs["options"])
         backend.run(build_job(spec, inputs["dataset"], inputs["assignment"]))
         if env.rank == 0:
@@ -110,16 +106,7 @@ def _spawned(directory: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this rank; see the module docstring for the exit status."""
-    args = launcher_parser("python -m psml_core.engine.dist.launch", __doc__).parse_args(argv)
-    try:
-        if args.spawned:
-            _spawned(Path(args.spawned))
-        else:
-            _launched(args)
-    except PsmlError as exc:
-        print(f"psml dist launch: error: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
-    return 0
+    return run_launcher("dist", __doc__, argv, _spawned, _launched)
 
 
 if __name__ == "__main__":

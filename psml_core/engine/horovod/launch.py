@@ -28,20 +28,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from psml_core.config import RunSpec
 from psml_core.engine.horovod.runtime import import_horovod
-from psml_core.engine.launching import launcher_parser, read_run_spec
-from psml_core.errors import ConfigError, PsmlError
+from psml_core.engine.launching import read_run_spec, run_launcher
+from psml_core.engine.run import configure_torch
+from psml_core.errors import ConfigError
 
 __all__ = ["main"]
-
-
-def _determinism(spec: RunSpec) -> None:
-    """What :func:`psml_core.engine.run.train` sets on rank 0, for the other ranks."""
-    torch.set_num_threads(spec.compute.threads)
-    torch.use_deterministic_algorithms(True)
 
 
 def _init(workers: int, run_id: str) -> int:
@@ -79,7 +71,7 @@ def _launched(args: argparse.Namespace) -> None:
             flush=True,
         )
     else:
-        _determinism(spec)
+        configure_torch(spec)
         dataset = load_prepared(args.data)
         assignment = load_assignment(args.partition) if args.partition else None
         HorovodBackend().run(build_job(spec, dataset, assignment))
@@ -93,7 +85,7 @@ def _spawned(directory: Path) -> None:
     inputs = pickle.loads((directory / INPUTS).read_bytes())
     job = inputs["job"]
     rank = _init(job.spec.workers, job.spec.run_id)
-    _determinism(job.spec)
+    configure_torch(job.spec)
     backend = HorovodBackend(inputs["options"])
     backend.run(job)
     if rank == 0:
@@ -103,16 +95,7 @@ def _spawned(directory: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this rank; see the module docstring for the exit status."""
-    args = launcher_parser("python -m psml_core.engine.horovod.launch", __doc__).parse_args(argv)
-    try:
-        if args.spawned:
-            _spawned(Path(args.spawned))
-        else:
-            _launched(args)
-    except PsmlError as exc:
-        print(f"psml horovod launch: error: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
-    return 0
+    return run_launcher("horovod", __doc__, argv, _spawned, _launched)
 
 
 if __name__ == "__main__":
