@@ -471,6 +471,16 @@ def _draw_bytes(long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Pa
                 labels = [fmt_bytes(bar.get_width()) for bar in container]
                 ax.bar_label(container, labels=labels, padding=2, fontsize=6.5)
             ax.set_xlim(right=ax.get_xlim()[1] * (4 if log else 1.18))
+            positive = sub["bytes"][sub["bytes"] > 0]
+            if log and len(positive):
+                # A bar from 0 cannot be drawn on a log axis (matplotlib drops it): start every
+                # bar at a left edge below the smallest value instead.
+                left = float(positive.min()) / 3
+                for bar in ax.patches:
+                    end = bar.get_x() + bar.get_width()
+                    bar.set_x(left)
+                    bar.set_width(max(end - left, 0.0))
+                ax.set_xlim(left=left)
             ax.set(title=w, xlabel="wire bytes (all workers, all iterations)", ylabel="")
         names = ("up (worker → server)", "down (server → worker)")
         handles = [Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)]
