@@ -10,7 +10,7 @@ from pathlib import Path
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, PsmlError
 
-__all__ = ["env_flag", "launcher_parser", "read_run_spec", "run_launcher"]
+__all__ = ["env_flag", "launched_spec", "launcher_parser", "read_run_spec", "run_launcher"]
 
 
 def launcher_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -34,6 +34,18 @@ def read_run_spec(text: str) -> RunSpec:
         except OSError as exc:
             raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
     return RunSpec.from_json(text)
+
+
+def launched_spec(args: argparse.Namespace, backend: str) -> RunSpec:
+    """The run of a launched rank: the required options present, and the backend it runs."""
+    if not (args.run and args.data and args.out):
+        raise ConfigError("--run, --data and --out are required")
+    spec = read_run_spec(args.run)
+    if spec.backend != backend:
+        raise ConfigError(
+            f"run {spec.run_id!r} has backend {spec.backend!r}; this launcher runs {backend!r}"
+        )
+    return spec
 
 
 def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -38,7 +38,7 @@ from psml_core.config import RunSpec
 from psml_core.engine.dist.env import rank_env
 from psml_core.engine.dist.session import Session
 from psml_core.engine.dist.settings import DistOptions, Layout
-from psml_core.engine.launching import read_run_spec, run_launcher
+from psml_core.engine.launching import launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
 from psml_core.errors import ConfigError, PsmlError
 
@@ -52,13 +52,7 @@ def _launched(args: argparse.Namespace) -> None:
     from psml_core.engine.job import build_job
     from psml_core.engine.run import load_assignment, train
 
-    if not (args.run and args.data and args.out):
-        raise ConfigError("--run, --data and --out are required")
-    spec = read_run_spec(args.run)
-    if spec.backend != "dist":
-        raise ConfigError(
-            f"run {spec.run_id!r} has backend {spec.backend!r}; the launcher runs 'dist'"
-        )
+    spec = launched_spec(args, "dist")
     env = rank_env(os.environ)
     layout = Layout(spec.shards, spec.workers)
     layout.check_world(env.world_size, spec.run_id)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from psml_core.engine.horovod.runtime import import_horovod
-from psml_core.engine.launching import read_run_spec, run_launcher
+from psml_core.engine.launching import launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
 from psml_core.errors import ConfigError
 
@@ -55,13 +55,7 @@ def _launched(args: argparse.Namespace) -> None:
     from psml_core.engine.job import build_job
     from psml_core.engine.run import load_assignment, train
 
-    if not (args.run and args.data and args.out):
-        raise ConfigError("--run, --data and --out are required")
-    spec = read_run_spec(args.run)
-    if spec.backend != "horovod":
-        raise ConfigError(
-            f"run {spec.run_id!r} has backend {spec.backend!r}; this launcher runs 'horovod'"
-        )
+    spec = launched_spec(args, "horovod")
     rank = _init(spec.workers, spec.run_id)
     if rank == 0:
         summary = train(spec, args.data, args.out, assignment_path=args.partition)
