@@ -272,6 +272,7 @@ class MethodRecipe:
     placement: BlockSpec
     codec_down: BlockSpec | None = None
     pull: str = "params"
+    lossless: str = "none"
     paper: str | None = None
     role: str = "baseline"
     deviations: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from psml_core.codecs import Codec, CodecContext, make_codec
+from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
@@ -138,10 +139,21 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
     policy = make_sync_policy(spec.method.sync)
     aggregate = spec.method.pull == "aggregate"
-    if aggregate and not policy.barrier:
+    if aggregate and (not policy.barrier or policy.rounds):
         raise ConfigError(
             f"method {spec.method.name!r}: pull: aggregate needs a barrier sync policy (bsp); "
-            f"{spec.method.sync.name!r} applies pushes one by one — use pull: params"
+            f"{spec.method.sync.name!r} does not average one gradient per worker per clock — "
+            f"use pull: params"
+        )
+    if spec.method.lossless == "snappy" and snappy_size(b"") is None:
+        raise ConfigError(
+            f"method {spec.method.name!r}: lossless: snappy needs python-snappy; install it "
+            f"(pip install python-snappy) or set lossless: none"
+        )
+    if policy.rounds and spec.method.pull != "params":
+        raise ConfigError(
+            f"method {spec.method.name!r}: sync policy {spec.method.sync.name!r} merges model "
+            f"changes per round and needs pull: params, not {spec.method.pull!r}"
         )
     workers = []
     for p in range(spec.workers):
@@ -159,6 +171,9 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 init_params=init,
                 optimizers=[make_optimizer(spec.workload, len(k)) for k in shard_keys]
                 if aggregate
+                else None,
+                local_optimizer=make_optimizer(spec.workload, model.n_params)
+                if policy.rounds
                 else None,
             )
         )

@@ -10,10 +10,11 @@ import numpy as np
 from psml_core.codecs.base import Codec, CodecContext, Payload
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
+from psml_core.sync.pcp import BUDGET_BYTES, PCP, RoundReport
 
 __all__ = ["PULL_MODES", "Pull", "ServerShard"]
 
-PULL_MODES = ("params", "aggregate")
+PULL_MODES = ("params", "aggregate", "delta")
 
 
 @dataclass
@@ -55,6 +56,15 @@ class ServerShard:
       workers' supports, DFS blocks, a filtered broadcast, ...), applies the *decoded broadcast*
       with its optimizer, and sends the same broadcast to every worker, whose optimizer replica
       applies it too: replicas and server stay bit-identical while only compressed updates move.
+    * ``delta`` — update-centric pull without a barrier (TDF, Ratatouille async): the shard keeps
+      each worker's *view* (what that worker's replica holds of its keys) and answers with
+      ``codec_down`` applied to ``values - view``; the view then advances by exactly what was
+      decoded, so whatever a filter drops is still in the next answer's change.
+
+    Round policies (PCP): a clock is a round; each push carries a worker's accumulated model
+    change and its :class:`~psml_core.sync.pcp.RoundReport`; once all P are in, the shard adds
+    their weighted sum to its values and asks the policy for the next round's budgets, which
+    shard 0 sends with its pull answers (4 bytes each).
 
     Args:
         rank: Shard rank.
@@ -94,10 +104,35 @@ class ServerShard:
         self.pull_mode = pull_mode
         self.clocks = [0] * workers
         self._pending: dict[int, dict[int, Payload]] = {}
+        self._reports: dict[int, dict[int, RoundReport]] = {}
         self._rounds: dict[int, tuple[Pull, list[int]]] = {}
+        self.budgets = [1] * workers
+        self.views = [self.values.copy() for _ in range(workers)] if pull_mode == "delta" else None
+        if policy.rounds and pull_mode != "params":
+            raise ValueError(f"round policy {policy.name!r} needs pull_mode 'params'")
 
-    def push(self, worker: int, clock: int, payload: Payload, ctx: CodecContext) -> bool:
-        """Receive a push of iteration ``clock``; return True if an update was applied."""
+    def push(
+        self,
+        worker: int,
+        clock: int,
+        payload: Payload,
+        ctx: CodecContext,
+        now: float = 0.0,
+        report: RoundReport | None = None,
+    ) -> bool:
+        """Receive a push of iteration ``clock``; return True if an update was applied.
+
+        Args:
+            worker: The pushing worker.
+            clock: Its iteration (round, under a round policy).
+            payload: The encoded gradient (round policies: the encoded model change).
+            ctx: The codec context both ends share.
+            now: Arrival time on the run's clock (for policies that predict from it).
+            report: A round policy's report from the worker (required under one).
+        """
+        self.policy.observe_push(worker, clock, now)
+        if self.policy.rounds:
+            return self._push_round(worker, clock, payload, ctx, report)
         if not self.policy.barrier:
             self.optimizer.step(
                 self.values, self.codec_up.decode(payload, ctx) / np.float32(self.workers)
@@ -120,6 +155,35 @@ class ServerShard:
         self.clocks = [c + 1 for c in self.clocks]
         return True
 
+    def _push_round(
+        self,
+        worker: int,
+        clock: int,
+        payload: Payload,
+        ctx: CodecContext,
+        report: RoundReport | None,
+    ) -> bool:
+        if report is None:
+            raise ValueError(f"a round push from worker {worker} without its round report")
+        pending = self._pending.setdefault(clock, {})
+        pending[worker] = payload
+        self._reports.setdefault(clock, {})[worker] = report
+        if len(pending) < self.workers:
+            return False
+        del self._pending[clock]
+        reports = self._reports.pop(clock)
+        policy = self.policy
+        assert isinstance(policy, PCP)
+        weights = policy.weights([reports[w].steps for w in range(self.workers)])
+        merged = np.zeros_like(self.values)
+        for w in range(self.workers):  # fixed order: deterministic sums
+            merged += weights[w] * self.codec_up.decode(pending[w], ctx)
+            policy.report(w, reports[w])
+        self.values += merged
+        self.budgets = policy.budgets(self.workers)
+        self.clocks = [c + 1 for c in self.clocks]
+        return True
+
     def may_serve(self, worker: int, clock: int) -> bool:
         """Whether ``worker`` may pull for its iteration ``clock`` now.
 
@@ -128,10 +192,23 @@ class ServerShard:
         """
         return self.clocks[worker] >= clock and self.policy.may_proceed(worker, self.clocks)
 
-    def pull(self, worker: int, clock: int, ctx: CodecContext) -> Pull:
-        """The answer to ``worker``'s pull for its iteration ``clock`` (once ``may_serve``)."""
+    def pull(self, worker: int, clock: int, ctx: CodecContext, now: float = 0.0) -> Pull:
+        """The answer to ``worker``'s pull for its iteration ``clock`` (once ``may_serve``).
+
+        ``now`` is the time of the answer on the run's clock (DSSP times iterations from it).
+        """
+        self.policy.observe_serve(worker, clock, now)
         if self.pull_mode == "params":
+            if self.policy.rounds and self.rank == 0:
+                budget = {"budget": self.budgets[worker]}
+                return Pull(self.codec_down.encode(self.values, ctx), budget, BUDGET_BYTES, ctx)
             return Pull(self.codec_down.encode(self.values, ctx), ctx=ctx)
+        if self.pull_mode == "delta":
+            assert self.views is not None
+            view = self.views[worker]
+            payload = self.codec_down.encode(self.values - view, ctx)
+            view += self.codec_down.decode(payload, ctx)
+            return Pull(payload, ctx=ctx)
         if clock == 0:
             return Pull(None)  # every replica starts from the same seeded initial values
         answer, left = self._rounds[clock - 1]
@@ -141,10 +218,14 @@ class ServerShard:
         return answer
 
     def decode_pull(self, answer: Pull, ctx: CodecContext) -> np.ndarray | None:
-        """The vector a worker applies: parameter values (params) or the broadcast (aggregate)."""
+        """The vector a worker applies.
+
+        Parameter values (params), the broadcast (aggregate) or the change since its last
+        pull (delta).
+        """
         if answer.payload is None:
             return None
         ctx = answer.ctx or ctx
-        if self.pull_mode == "params":
+        if self.pull_mode in ("params", "delta"):
             return self.codec_down.decode(answer.payload, ctx)
         return self.server_codec.decode_down(answer.payload, ctx)

@@ -6,6 +6,8 @@ how messages travel and how time is measured differ.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
@@ -59,6 +61,8 @@ class Worker:
         optimizers: In ``aggregate`` pull mode, one optimizer replica per shard: the worker
             applies the server's broadcast to its replica exactly as the shard does. None in
             ``params`` mode, where pulls carry the parameters themselves.
+        local_optimizer: Under a round policy (PCP), the optimizer of the worker's local steps
+            over its whole replica; None otherwise.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class Worker:
         shard_keys: list[np.ndarray],
         init_params: np.ndarray,
         optimizers: list[ServerOptimizer] | None = None,
+        local_optimizer: ServerOptimizer | None = None,
     ) -> None:
         self.rank = rank
         self.model = model
@@ -82,6 +87,7 @@ class Worker:
         self.shard_keys = shard_keys
         self.params = init_params.copy()
         self.optimizers = optimizers
+        self.local_optimizer = local_optimizer
         self.last_batch: Matrix | None = None
 
     def compute(self) -> tuple[float, np.ndarray]:
@@ -101,6 +107,42 @@ class Worker:
     def apply_pull(self, shard: int, values: np.ndarray) -> None:
         """``params`` mode: install a shard's parameter values into the replica."""
         self.params[self.shard_keys[shard]] = values
+
+    def apply_delta(self, shard: int, change: np.ndarray) -> None:
+        """``delta`` mode: add a shard's change since the last pull to the replica."""
+        keys = self.shard_keys[shard]
+        self.params[keys] += change
+
+    def local_round(
+        self,
+        steps: int,
+        step_cost: Callable[[Matrix], float] | None = None,
+    ) -> tuple[float, np.ndarray, float]:
+        """A round policy's local steps: ``steps`` optimizer steps on the replica.
+
+        Args:
+            steps: Local steps granted for the round.
+            step_cost: Modelled compute seconds of one step from its batch (sim); None when
+                time is measured outside.
+
+        Returns:
+            The mean mini-batch loss, the accumulated change ``Delta`` (float32) that the
+            worker pushes once, and the summed ``step_cost`` (0 without one). The replica is
+            left where the local steps took it; the next pull replaces it by the merged model.
+        """
+        optimizer = self.local_optimizer
+        assert optimizer is not None, "local_round needs a local optimizer (round policies)"
+        start = self.params.copy()
+        losses = []
+        cost = 0.0
+        for _ in range(steps):
+            loss, grad = self.compute()
+            optimizer.step(self.params, grad)
+            losses.append(loss)
+            if step_cost is not None:
+                assert self.last_batch is not None
+                cost += step_cost(self.last_batch)
+        return float(np.mean(losses)), self.params - start, cost
 
     def apply_aggregate(self, shard: int, grad: np.ndarray) -> None:
         """``aggregate`` mode: apply a shard's broadcast aggregate with the replica optimizer."""

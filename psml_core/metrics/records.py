@@ -39,6 +39,11 @@ class IterationRecord:
         clock: "simulated" or "wall-clock".
         shard_bytes_up: ``bytes_up`` split by server shard (shard order).
         shard_bytes_down: ``bytes_down`` split by server shard.
+        local_steps: Gradient steps the record covers: 1, or a round policy's (PCP) granted
+            local steps, in which case ``iteration`` is the round.
+        lossless_bytes_up: ``bytes_up`` with every payload Snappy-compressed (``lossless:
+            snappy`` recipes); None where not measured. Never part of ``bytes_up``.
+        lossless_bytes_down: The same for ``bytes_down``.
     """
 
     iteration: int
@@ -59,6 +64,9 @@ class IterationRecord:
     clock: str
     shard_bytes_up: tuple[int, ...] = ()
     shard_bytes_down: tuple[int, ...] = ()
+    local_steps: int = 1
+    lossless_bytes_up: int | None = None
+    lossless_bytes_down: int | None = None
 
 
 METRIC_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(IterationRecord))
@@ -83,6 +91,9 @@ METRICS_SCHEMA = pa.schema(
         ("clock", pa.string()),
         ("shard_bytes_up", pa.list_(pa.int64())),
         ("shard_bytes_down", pa.list_(pa.int64())),
+        ("local_steps", pa.int32()),
+        ("lossless_bytes_up", pa.int64()),
+        ("lossless_bytes_down", pa.int64()),
     ]
 )
 assert tuple(METRICS_SCHEMA.names) == METRIC_COLUMNS

@@ -3,6 +3,18 @@
 from psml_core.sync.asp import ASP
 from psml_core.sync.base import SYNC_POLICIES, SyncPolicy, make_sync_policy
 from psml_core.sync.bsp import BSP
+from psml_core.sync.dssp import DSSP
+from psml_core.sync.pcp import PCP, RoundReport
 from psml_core.sync.ssp import SSP
 
-__all__ = ["ASP", "BSP", "SSP", "SYNC_POLICIES", "SyncPolicy", "make_sync_policy"]
+__all__ = [
+    "ASP",
+    "BSP",
+    "DSSP",
+    "PCP",
+    "RoundReport",
+    "SSP",
+    "SYNC_POLICIES",
+    "SyncPolicy",
+    "make_sync_policy",
+]

@@ -12,6 +12,12 @@ Transfers go through :class:`~psml_core.net.network.FairShareNetwork`. Per itera
 splits the time exactly: ``compute_s + comm_s + wait_s`` is the iteration's duration, where
 ``wait_s`` is the longest time a pull request sat at a shard, blocked by the sync policy.
 Evaluation of the global model is offline: it takes no simulated time.
+
+Under a round policy (PCP) step 2 is the round's local steps (as many as shard 0's pull answer
+granted), step 3 pushes the accumulated change with the worker's 12-byte round report, and a
+record covers one round (``local_steps`` says how many steps it held). With ``lossless: snappy``
+every payload is also Snappy-compressed and its size kept in ``lossless_bytes_up/down``, never
+in the raw byte columns.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.value_bounded import snappy_size
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
@@ -30,6 +37,7 @@ from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
+from psml_core.sync.pcp import REPORT_BYTES, RoundReport
 
 __all__ = ["SimBackend"]
 
@@ -86,6 +94,18 @@ def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
     return {"nic_bandwidth": bandwidth, "nic_latency": latency}
 
 
+def _codec_state(extra: dict[str, Any]) -> dict[str, Any]:
+    """What a shard published for the codec (a round policy's budget is not codec state)."""
+    return {k: v for k, v in extra.items() if k != "budget"} if "budget" in extra else extra
+
+
+def _snappy(payload: Payload) -> int:
+    """Snappy-compressed size of a payload's buffer (checked importable when the job is built)."""
+    size = snappy_size(payload)
+    assert size is not None, "python-snappy disappeared during the run"
+    return size
+
+
 @BACKENDS.register("sim")
 class SimBackend(Backend):
     """Deterministic discrete-event simulation; see the module docstring."""
@@ -132,6 +152,8 @@ class _RunState:
         self._ratios: dict[int, float] = {}
         # Codec state each shard published to each worker for its next push (DFS masks, ...).
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
+        self.rounds = job.shards[0].policy.rounds
+        self.lossless = job.spec.method.lossless == "snappy"
 
     def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
         return self.job.ctx(step, ratio, extra)
@@ -139,6 +161,7 @@ class _RunState:
     def worker(self, p: int) -> Generator[Any, Any, None]:
         job, env = self.job, self.env
         w = job.workers[p]
+        prev_comm = 0.0  # a round report carries the previous round's communication time
         for t in range(job.spec.workload.iterations):
             # 1. pull
             start = env.now
@@ -146,26 +169,53 @@ class _RunState:
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
             pull_end = env.now
-            wait = max(blocked for blocked, _, _, _ in served)
-            down_by_shard = tuple(nb for _, nb, _, _ in served)
+            wait = max(x[0] for x in served)
+            down_by_shard = tuple(x[1] for x in served)
             down = sum(down_by_shard)
-            remote_down = sum(rb for _, _, rb, _ in served)
-            staleness = max(st for _, _, _, st in served)
-            # 2. compute
-            loss, grad = w.compute()
-            compute = job.compute.seconds(job.model, w.last_batch) * job.speed.factor(p, t)
+            remote_down = sum(x[2] for x in served)
+            staleness = max(x[3] for x in served)
+            lossless_down = sum(x[4] for x in served) if self.lossless else None
+            # 2. compute: one gradient, or a round's granted local steps
+            speed = job.speed.factor(p, t)
+            if self.rounds:
+                steps = int(self.extra[p][0].get("budget", 1))
+                loss, vector, cost = w.local_round(
+                    steps, lambda batch: job.compute.seconds(job.model, batch)
+                )
+                compute = cost * speed
+                report: RoundReport | None = RoundReport(steps, compute / steps, prev_comm).wire()
+            else:
+                steps, report = 1, None
+                loss, vector = w.compute()
+                compute = job.compute.seconds(job.model, w.last_batch) * speed
             yield env.timeout(compute)
             # 3. push, at the ratio the controller set for this step (shared by all workers)
             ratio = self.ratio(t)
             push_start = env.now
             self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
             # Both ends know the context (step, ratio, seed, the shard's published state).
-            ctxs = [self.ctx(t, ratio, e) for e in self.extra[p]]
-            payloads = w.encode_push(grad, ctxs)
-            pushes = [env.process(self.push(p, s, t, pl, ctxs[s])) for s, pl in enumerate(payloads)]
+            ctxs = [self.ctx(t, ratio, _codec_state(e)) for e in self.extra[p]]
+            payloads = w.encode_push(vector, ctxs)
+            pushes = [
+                env.process(self.push(p, s, t, pl, ctxs[s], report))
+                for s, pl in enumerate(payloads)
+            ]
             yield env.all_of(pushes)
+            prev_comm = (pull_end - start - wait) + (env.now - push_start)
             # Each shard got a header-only pull request and a push from this worker.
-            sent = [self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes) for pl in payloads]
+            extra_up = REPORT_BYTES if report is not None else 0
+            sent = [
+                self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes + extra_up)
+                for pl in payloads
+            ]
+            lossless_up = (
+                sum(
+                    self.net.wire_bytes(0) + self.net.wire_bytes(_snappy(pl) + extra_up)
+                    for pl in payloads
+                )
+                if self.lossless
+                else None
+            )
             remote = [int(m) != p for m in job.shard_machine]
             self.rows.append(
                 {
@@ -184,6 +234,9 @@ class _RunState:
                     "ratio": ratio,
                     "staleness": staleness,
                     "loss": loss,
+                    "local_steps": steps,
+                    "lossless_bytes_up": lossless_up,
+                    "lossless_bytes_down": lossless_down,
                 }
             )
 
@@ -226,26 +279,39 @@ class _RunState:
         blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
         ctx = self.ctx(t, self.ratio(t))
-        answer = shard.pull(p, t, ctx)
+        answer = shard.pull(p, t, ctx, now=self.env.now)
         nbytes = self.net.wire_bytes(answer.wire_bytes)
+        lossless = 0
+        if self.lossless:
+            packed = _snappy(answer.payload) if answer.payload else 0
+            lossless = self.net.wire_bytes(packed + answer.extra_bytes)
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
         vector = shard.decode_pull(answer, ctx)
         if vector is not None:
             worker = self.job.workers[p]
             if shard.pull_mode == "params":
                 worker.apply_pull(s, vector)
+            elif shard.pull_mode == "delta":
+                worker.apply_delta(s, vector)
             else:
                 worker.apply_aggregate(s, vector)
         self.extra[p][s] = answer.extra
-        return blocked, nbytes, (nbytes if machine != p else 0), staleness
+        return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless
 
     def push(
-        self, p: int, s: int, t: int, payload: Payload, ctx: CodecContext
+        self,
+        p: int,
+        s: int,
+        t: int,
+        payload: Payload,
+        ctx: CodecContext,
+        report: RoundReport | None = None,
     ) -> Generator[Any, Any, None]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
-        yield self.net.transfer(p, machine, payload.wire_bytes, self.delay.delay_s(t))
+        nbytes = payload.wire_bytes + (REPORT_BYTES if report is not None else 0)
+        yield self.net.transfer(p, machine, nbytes, self.delay.delay_s(t))
         self._observe_push(p, t)  # before the shard applies it: a released pull sees it
-        if shard.push(p, t, payload, ctx):
+        if shard.push(p, t, payload, ctx, now=self.env.now, report=report):
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
 
