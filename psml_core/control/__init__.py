@@ -1,6 +1,15 @@
 """Controllers: how much to compress, step by step. See :mod:`.base`."""
 
 from psml_core.control.base import CONTROLLERS, Controller, Observation, make_controller
+from psml_core.control.dc2 import DC2Controller, DelayMonitor
 from psml_core.control.static import StaticController
 
-__all__ = ["CONTROLLERS", "Controller", "Observation", "StaticController", "make_controller"]
+__all__ = [
+    "CONTROLLERS",
+    "Controller",
+    "DC2Controller",
+    "DelayMonitor",
+    "Observation",
+    "StaticController",
+    "make_controller",
+]

@@ -12,9 +12,22 @@ from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
 from psml_core.sync.pcp import BUDGET_BYTES, PCP, RoundReport
 
-__all__ = ["PULL_MODES", "Pull", "ServerShard"]
+__all__ = ["BUDGET_KEY", "PULL_MODES", "RATIO_KEY", "Pull", "ServerShard", "codec_state"]
 
 PULL_MODES = ("params", "aggregate", "delta")
+
+BUDGET_KEY = "sync_budget"
+"""``Pull.extra`` key of a round policy's granted local steps (shard 0's answers)."""
+
+RATIO_KEY = "ctl_ratio"
+"""``Pull.extra`` key of the step's compression ratio, where shard 0 runs the controller (dist)."""
+
+
+def codec_state(extra: dict[str, Any]) -> dict[str, Any]:
+    """The codec's part of a pull's published state (without the engine's control keys)."""
+    if BUDGET_KEY in extra or RATIO_KEY in extra:
+        return {k: v for k, v in extra.items() if k not in (BUDGET_KEY, RATIO_KEY)}
+    return extra
 
 
 @dataclass
@@ -200,7 +213,7 @@ class ServerShard:
         self.policy.observe_serve(worker, clock, now)
         if self.pull_mode == "params":
             if self.policy.rounds and self.rank == 0:
-                budget = {"budget": self.budgets[worker]}
+                budget = {BUDGET_KEY: self.budgets[worker]}
                 return Pull(self.codec_down.encode(self.values, ctx), budget, BUDGET_BYTES, ctx)
             return Pull(self.codec_down.encode(self.values, ctx), ctx=ctx)
         if self.pull_mode == "delta":

@@ -99,16 +99,12 @@ class DistBackend(Backend):
 def check_supported(job: Job) -> None:
     """Refuse what the dist backend cannot run faithfully (a ConfigError naming the fix).
 
-    Controllers that adapt to observed step times (``observe``) need every worker's figures
-    in one place before each step's ratio is fixed; the sim backend feeds them, this backend
-    does not yet, so such a controller would silently stay at its initial ratio.
+    Every recipe the sim backend runs is supported: round policies (PCP), delta pulls and
+    adaptive controllers (run on shard 0, see :mod:`.roles`). Kept as the one place to add a
+    refusal.
     """
-    ctl = job.controller
-    if type(ctl).observe is not Controller.observe:
-        raise ConfigError(
-            f"controller {type(ctl).__name__!r} adapts to observed delays, which the dist backend "
-            "does not feed it yet; run this method on the sim backend"
-        )
+    if job.spec.workers < 1 or job.spec.shards < 1:
+        raise ConfigError("the dist backend needs at least one worker and one shard")
 
 
 def run_rank(job: Job, session: Session) -> DistResult | None:

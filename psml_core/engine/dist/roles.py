@@ -13,10 +13,22 @@ held up. Under BSP the snapshots are exactly the model after that round (as in s
 ASP/SSP each shard's part is taken when *that* shard completes the iteration — every part
 contains every push of the iteration, possibly a few later ones (sim takes all parts at the
 one instant the last shard completes).
+
+Round policies (PCP). A push carries the worker's 12-byte round report as its state part; shard
+0's answer carries the granted local steps (``Pull.extra``), exactly as in sim.
+
+Adaptive controllers (DC2). Shard 0 runs the controller: each PULL of step t carries the
+worker's figures of step t - 1 (communication and compute seconds, two float32 as its state
+part), shard 0 feeds every step whose P figures are in, in step order, and fixes step t's ratio
+the first time it answers a pull of step t, sending it with the answer (4 bytes). All workers
+push step t at that ratio; the shards take it from the PUSH header. Unlike sim, the figures of
+step t - 1 may still be incomplete then (the last pusher's pull request may be in flight), so
+the ratio can lag one more step: wall-clock control, not a replay of sim.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.value_bounded import snappy_size
+from psml_core.control.base import Controller, Observation
 from psml_core.engine.dist.settings import DistOptions, Faults, Layout
 from psml_core.engine.dist.state import decode_state, encode_state
 from psml_core.engine.dist.wire import (
@@ -36,9 +50,53 @@ from psml_core.engine.dist.wire import (
     Wire,
 )
 from psml_core.engine.job import Job
-from psml_core.engine.server import Pull
+from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
+from psml_core.sync.pcp import RoundReport
 
-__all__ = ["Evaluator", "ShardLoop", "eval_points", "run_worker"]
+__all__ = ["ControllerFeed", "Evaluator", "ShardLoop", "adaptive", "eval_points", "run_worker"]
+
+_FIGURES = struct.Struct("<ff")
+RATIO_BYTES = 4  # the ratio in an answer, as float32
+
+
+def adaptive(controller: Controller) -> bool:
+    """Whether the controller adapts to observations (and so must run in one place)."""
+    return type(controller).observe is not Controller.observe
+
+
+class ControllerFeed:
+    """Shard 0's controller: observes complete steps in order and fixes each step's ratio once.
+
+    Args:
+        controller: The job's controller.
+        workers: Number of workers P (a step is complete when all P reported).
+    """
+
+    def __init__(self, controller: Controller, workers: int) -> None:
+        self.controller, self.workers = controller, workers
+        self.figures: dict[int, dict[int, tuple[float, float]]] = {}
+        self.fed = 0
+        self.ratios: dict[int, float] = {}
+
+    def report(self, worker: int, step: int, comm_s: float, compute_s: float) -> None:
+        """Worker ``worker``'s figures of ``step``."""
+        self.figures.setdefault(step, {})[worker] = (comm_s, compute_s)
+
+    def ratio(self, step: int) -> float:
+        """Step ``step``'s ratio, fixed the first time it is asked."""
+        if step not in self.ratios:
+            while self.fed < step and len(self.figures.get(self.fed, {})) == self.workers:
+                figures = self.figures.pop(self.fed).values()
+                self.controller.observe(
+                    Observation(
+                        step=self.fed,
+                        comm_s=max(c for c, _ in figures),
+                        compute_s=max(k for _, k in figures),
+                    )
+                )
+                self.fed += 1
+            self.ratios[step] = self.controller.ratio(step)
+        return self.ratios[step]
 
 
 def eval_points(job: Job) -> list[int]:
@@ -48,6 +106,18 @@ def eval_points(job: Job) -> list[int]:
 
 def _codec_name(codec: Any) -> str:
     return str(getattr(codec, "name", type(codec).__name__))
+
+
+def _snappy(payload: Payload) -> int:
+    size = snappy_size(payload)
+    assert size is not None, "python-snappy is checked when the job is built"
+    return size
+
+
+def _delayed(faults: Faults, rank: int) -> float:
+    """One local step's injected straggler delay (time is measured, so it costs 0 here)."""
+    faults.delay(rank)
+    return 0.0
 
 
 class Evaluator:
@@ -110,6 +180,11 @@ class ShardLoop:
         self.evaluate = set(eval_points(job))
         self.outgoing: list[Outgoing] = []
         self.evaluator = Evaluator(job) if s == 0 else None
+        self.feed = (
+            ControllerFeed(job.controller, self.workers)
+            if s == 0 and adaptive(job.controller)
+            else None
+        )
 
     def run(self) -> None:
         """The serving loop."""
@@ -118,6 +193,12 @@ class ShardLoop:
         while done < self.workers or snapshots:
             hdr, src = self.wire.recv_header()
             if hdr.kind == Kind.PULL:
+                if hdr.state_len:  # the worker's figures of its previous step, for the controller
+                    _, figures = self.wire.recv_parts(src, hdr)
+                    if len(figures) != _FIGURES.size:
+                        raise ProtocolError(f"a pull with {len(figures)} bytes of figures")
+                    if self.feed is not None:
+                        self.feed.report(hdr.worker, hdr.clock - 1, *_FIGURES.unpack(figures))
                 req = _Request(hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost)
                 if self.shard.may_serve(req.worker, req.clock):
                     self._answer(req, blocked=0.0)
@@ -142,14 +223,20 @@ class ShardLoop:
             raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
 
     def _push(self, hdr: Header, src: int) -> None:
-        payload, _ = self.wire.recv_parts(src, hdr)
+        payload, state = self.wire.recv_parts(src, hdr)
         if payload is None:
             raise ProtocolError(f"a push without a payload from rank {src}")
         w, t = hdr.worker, hdr.clock
+        report = None
+        if self.shard.policy.rounds:
+            try:
+                report = RoundReport.unpack(state)
+            except ValueError as exc:
+                raise ProtocolError(f"push {t} from rank {src}: {exc}") from None
         pl = Payload(_codec_name(self.shard.codec_up), len(self.shard.keys), payload)  # type: ignore[arg-type]
         # Both ends build the same context: the step, the ratio, the state last sent to w.
-        ctx = self.job.ctx(t, hdr.ratio, self.last_extra[w])
-        if not self.shard.push(w, t, pl, ctx):
+        ctx = self.job.ctx(t, hdr.ratio, codec_state(self.last_extra[w]))
+        if not self.shard.push(w, t, pl, ctx, now=time.perf_counter(), report=report):
             return
         self.applied[t] += self.workers if self.shard.policy.barrier else 1
         if self.applied[t] == self.workers:
@@ -169,7 +256,10 @@ class ShardLoop:
         w, t = req.worker, req.clock
         ctx = self.job.ctx(t, req.ratio)
         staleness = self.shard.policy.staleness(w, self.shard.clocks)
-        pull = self.shard.pull(w, t, ctx)
+        pull = self.shard.pull(w, t, ctx, now=time.perf_counter())
+        if self.feed is not None:  # the step's ratio travels with shard 0's answer
+            extra = {**pull.extra, RATIO_KEY: self.feed.ratio(t)}
+            pull = Pull(pull.payload, extra, pull.extra_bytes + RATIO_BYTES, pull.ctx)
         state = encode_state(pull.extra)
         self.last_extra[w] = pull.extra
         parts: list[Any] = [pull.payload.buffer if pull.payload else b"", state]
@@ -223,19 +313,31 @@ def run_worker(
     def counted(hdr: Header) -> int:
         return hdr.codec_bytes + (hdr.protocol_bytes if proto else 0)
 
+    rounds = shards[0].policy.rounds
+    feed = adaptive(job.controller)
+    lossless = job.spec.method.lossless == "snappy"
+    figures = b""  # this worker's figures of its previous step, for shard 0's controller
+    prev_comm = 0.0  # a round report carries the previous round's communication time
+    ratio = job.controller.ratio(0) if not feed else 1.0
     start = t0  # an iteration starts where the previous one ended: the split is exact
     for t in range(job.spec.workload.iterations):
         faults.maybe_kill(rank, t)
-        ratio = job.controller.ratio(t)
+        if not feed:
+            ratio = job.controller.ratio(t)
         # 1. pull: post the answers' receives first, so that no shard ever waits for us.
         answers = [wire.irecv_header(s) for s in range(len(shards))]
         pre = [wire.prepost(s, c) if c else None for s, c in enumerate(capacity)]
-        requests = [
-            wire.isend(s, Header(Kind.PULL, p, t, ratio=ratio, prepost=c))
-            for s, c in enumerate(capacity)
-        ]
-        up = [counted(Header(Kind.PULL, p, t)) for _ in shards]
+        requests = []
+        up = []
+        for s, c in enumerate(capacity):
+            part = figures if s == 0 else b""
+            hdr = Header(
+                Kind.PULL, p, t, state_len=len(part), state_codec=len(part), ratio=ratio, prepost=c
+            )
+            requests.append(wire.isend(s, hdr, [b"", part] if part else []))
+            up.append(counted(hdr))
         down = [0] * len(shards)
+        lossless_down = 0
         wait = 0.0
         staleness = 0
         for s, inc in enumerate(answers):
@@ -245,50 +347,81 @@ def run_worker(
             payload, state = wire.recv_parts(s, hdr, pre=pre[s])
             capacity[s] = max(capacity[s], hdr.payload_len)
             shard = shards[s]
-            name = _codec_name(shard.codec_down if shard.pull_mode == "params" else shard.codec_up)
+            name = _codec_name(shard.codec_up if shard.pull_mode == "aggregate" else shard.codec_down)
             answer = Pull(
                 Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
                 decode_state(state),
                 hdr.state_codec,
             )
+            if s == 0 and feed:
+                ratio = float(answer.extra[RATIO_KEY])
             ctx = round_ctx[s] if shard.pull_mode == "aggregate" else None
             # Decoding uses no shard state, so this rank's copy of the shard decodes it.
             vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
             if vector is not None:
                 if shard.pull_mode == "params":
                     worker.apply_pull(s, vector)
+                elif shard.pull_mode == "delta":
+                    worker.apply_delta(s, vector)
                 else:
                     worker.apply_aggregate(s, vector)
             extra[s] = answer.extra
             down[s] = counted(hdr)
+            if lossless:
+                packed = _snappy(answer.payload) if answer.payload is not None else 0
+                lossless_down += down[s] - max(hdr.payload_len, 0) + packed
             wait = max(wait, hdr.blocked_ns * 1e-9)
             staleness = max(staleness, hdr.staleness)
         for r in requests:
             r.wait()
         pull_end = time.perf_counter()
-        # 2. compute
-        loss, grad = worker.compute()
-        faults.delay(rank)
+        # 2. compute: one gradient, or a round's granted local steps
+        report = None
+        if rounds:
+            steps = int(extra[0].get(BUDGET_KEY, 1))
+            loss, vector, _ = worker.local_round(steps, step_cost=lambda _b: _delayed(faults, rank))
+            step_s = (time.perf_counter() - pull_end) / steps
+            report = RoundReport(steps, step_s, prev_comm)
+        else:
+            steps = 1
+            loss, vector = worker.compute()
+            faults.delay(rank)
         compute_end = time.perf_counter()
         # 3. push
-        ctxs = [job.ctx(t, ratio, e) for e in extra]
+        ctxs = [job.ctx(t, ratio, codec_state(e)) for e in extra]
         round_ctx = list(ctxs)
         pushes = []
-        for s, pl in enumerate(worker.encode_push(grad, ctxs)):
-            hdr = Header(Kind.PUSH, p, t, payload_len=pl.wire_bytes, ratio=ratio)
+        lossless_up = 0
+        for s, pl in enumerate(worker.encode_push(vector, ctxs)):
+            part = report.pack() if report is not None else b""
+            hdr = Header(
+                Kind.PUSH,
+                p,
+                t,
+                payload_len=pl.wire_bytes,
+                state_len=len(part),
+                state_codec=len(part),
+                ratio=ratio,
+            )
             up[s] += counted(hdr)
-            pushes.append(wire.isend(s, hdr, [pl.buffer]))
+            if lossless:
+                lossless_up += up[s] - pl.wire_bytes + _snappy(pl)
+            pushes.append(wire.isend(s, hdr, [pl.buffer, part] if part else [pl.buffer]))
         for o in pushes:
             o.wait()
         end = time.perf_counter()
         compute = compute_end - pull_end
+        comm = (pull_end - start - wait) + (end - compute_end)
+        prev_comm = comm
+        if feed:
+            figures = _FIGURES.pack(comm, compute)
         rows.append(
             {
                 "iteration": t,
                 "worker": p,
                 "time_s": end - t0,
                 "compute_s": compute,
-                "comm_s": (pull_end - start - wait) + (end - compute_end),
+                "comm_s": comm,
                 "wait_s": wait,
                 "bytes_up": sum(up),
                 "bytes_down": sum(down),
@@ -299,6 +432,9 @@ def run_worker(
                 "ratio": ratio,
                 "staleness": staleness,
                 "loss": loss,
+                "local_steps": steps,
+                "lossless_bytes_up": lossless_up if lossless else None,
+                "lossless_bytes_down": lossless_down if lossless else None,
             }
         )
         start = end

@@ -33,6 +33,7 @@ from psml_core.codecs.value_bounded import snappy_size
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.engine.server import BUDGET_KEY, codec_state
 from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
@@ -92,11 +93,6 @@ def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
             if nic.latency_us is not None:
                 latency[m] = nic.latency_us * 1e-6
     return {"nic_bandwidth": bandwidth, "nic_latency": latency}
-
-
-def _codec_state(extra: dict[str, Any]) -> dict[str, Any]:
-    """What a shard published for the codec (a round policy's budget is not codec state)."""
-    return {k: v for k, v in extra.items() if k != "budget"} if "budget" in extra else extra
 
 
 def _snappy(payload: Payload) -> int:
@@ -178,7 +174,7 @@ class _RunState:
             # 2. compute: one gradient, or a round's granted local steps
             speed = job.speed.factor(p, t)
             if self.rounds:
-                steps = int(self.extra[p][0].get("budget", 1))
+                steps = int(self.extra[p][0].get(BUDGET_KEY, 1))
                 loss, vector, cost = w.local_round(
                     steps, lambda batch: job.compute.seconds(job.model, batch)
                 )
@@ -194,7 +190,7 @@ class _RunState:
             push_start = env.now
             self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
             # Both ends know the context (step, ratio, seed, the shard's published state).
-            ctxs = [self.ctx(t, ratio, _codec_state(e)) for e in self.extra[p]]
+            ctxs = [self.ctx(t, ratio, codec_state(e)) for e in self.extra[p]]
             payloads = w.encode_push(vector, ctxs)
             pushes = [
                 env.process(self.push(p, s, t, pl, ctxs[s], report))

@@ -231,19 +231,6 @@ def test_codecs_decode_memoryview_buffers(name):
     np.testing.assert_array_equal(srv.decode_down(dmv, ctx), srv.decode_down(d, ctx))
 
 
-def test_adaptive_controllers_are_refused(smoke, prepared):
-    from psml_core.control.static import StaticController
-
-    class Adaptive(StaticController):
-        def observe(self, obs):
-            pass
-
-    job = build_job(dist_spec(smoke), load_prepared(prepared["digits"]))
-    job.controller = Adaptive()
-    with pytest.raises(ConfigError, match="does not feed it yet; run this method on the sim"):
-        DistBackend(DistOptions()).run(job)
-
-
 def test_launcher_rejects_a_wrong_world_size(smoke, monkeypatch, capsys, tmp_path):
     spec = dist_spec(smoke)
     for k in ("SLURM_PROCID", "TORCHELASTIC_USE_AGENT_STORE"):
@@ -450,3 +437,68 @@ def test_torchrun_launch_writes_results_once(smoke, prepared, tmp_path):
 
     df = pd.read_parquet(out / "metrics.parquet")
     assert len(df) == 2 * 12 and set(df["clock"]) == {"wall-clock"}
+
+
+# --------------------------------------------------------------------------- PCP, DSSP, DC2
+
+
+def test_pcp_one_step_rounds_same_parameters_and_bytes_as_sim(smoke, prepared, one_thread):
+    """Rounds of one local step: reports and budgets travel, the merge is bit-identical."""
+    spec = dist_spec(smoke, iterations=6, sync=BlockSpec("pcp", {"s_max": 1}))
+    sim_job, sim, job, recs, backend = run_both(spec, prepared)
+    np.testing.assert_array_equal(job.global_params(), sim_job.global_params())
+
+    def key(r):
+        return (r.iteration, r.worker, r.loss, r.bytes_up, r.bytes_down, r.local_steps)
+
+    assert [key(r) for r in recs] == [key(r) for r in sim]
+    for p in range(spec.workers):
+        wire = backend.result.wire[spec.shards + p]
+        assert sum(r.bytes_up for r in by_worker(recs, p)) == (
+            wire.bytes_sent() - wire.protocol_sent()
+        )
+
+
+def test_pcp_grants_a_fast_worker_local_steps(smoke, prepared, monkeypatch):
+    spec = dist_spec(smoke, iterations=8, shards=1, sync=BlockSpec("pcp", {"s_max": 8}))
+    monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.05")  # worker 1 straggles
+    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    fast, slow = by_worker(recs, 0), by_worker(recs, 1)
+    assert fast[0].local_steps == 1 and all(r.local_steps == 1 for r in slow)
+    # A 50 ms step against a few ms: the fast worker's budget runs up to the cap s_max = 8
+    # (wall-clock noise on a loaded machine may cost a step), so it does several times the
+    # slow worker's work per round instead of idling through it.
+    assert all(4 <= r.local_steps <= 8 for r in fast[2:])
+    assert sum(r.local_steps for r in fast) >= 4 * sum(r.local_steps for r in slow)
+
+
+def test_dssp_staleness_within_its_range(smoke, prepared, monkeypatch):
+    sync = BlockSpec("dssp", {"s_low": 1, "r_max": 2})
+    spec = dist_spec(smoke, iterations=16, shards=1, sync=sync)
+    monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.05")
+    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    assert 1 < max(r.staleness for r in recs) <= 3
+
+
+def test_adaptive_controller_runs_on_shard_zero(smoke, prepared):
+    """DC2 on dist: one ratio per step shared by every worker, fed by the workers' figures."""
+    ctl = BlockSpec("dc2", {"warmup": 2, "r0": 0.01})
+    spec = dist_spec(
+        smoke,
+        iterations=12,
+        codec=BlockSpec("topk", {"ratio": 0.01, "error_feedback": True}),
+        pull="aggregate",
+        controller=ctl,
+    )
+    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    per_step = {}
+    for r in recs:
+        per_step.setdefault(r.iteration, set()).add(r.ratio)
+    assert all(len(v) == 1 for v in per_step.values())  # shared by all workers
+    ratios = [next(iter(per_step[t])) for t in sorted(per_step)]
+    assert ratios[0] == pytest.approx(0.01)
+    # Communication on loopback is far below compute: the controller opens the ratio up.
+    assert ratios[-1] > 0.05, ratios
+    # The figures (8 B per pull) and the ratio (4 B per shard-0 answer) are counted bytes.
+    t1 = [r for r in recs if r.iteration == 1]
+    assert all(r.shard_bytes_up[0] - r.shard_bytes_up[1] >= 8 for r in t1)

@@ -1,0 +1,360 @@
+"""DC2 controller: delay monitor, both laws, parameter checks, closed loop on a toy plant."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from psml_core.config import BlockSpec
+from psml_core.control import CONTROLLERS, DC2Controller, DelayMonitor, Observation, make_controller
+from psml_core.errors import ConfigError
+
+
+def drive(ctl: DC2Controller, comms: Sequence[float], compute: float = 1.0) -> list[float]:
+    """Open loop: ask the ratio of each step, then observe the given comm time for it."""
+    out = []
+    for t, c in enumerate(comms):
+        out.append(ctl.ratio(t))
+        ctl.observe(Observation(step=t, comm_s=c, compute_s=compute))
+    out.append(ctl.ratio(len(comms)))
+    return out
+
+
+# --------------------------------------------------------------------------- monitor
+
+
+def test_monitor_ema_baseline_and_freeze():
+    m = DelayMonitor(alpha=0.5, warmup=3)
+    assert math.isnan(m.delay) and m.baseline == 0.0 and not m.warmed_up
+    assert m.update(4.0, 1.0) == 4.0  # first sample initialises the EMA
+    assert m.update(2.0, 3.0) == 3.0
+    assert m.compute == 2.0
+    assert m.baseline == 3.0 and not m.warmed_up  # running minimum during warm-up
+    m.update(8.0, 2.0)  # D_hat 5.5: warm-up ends, baseline stays the minimum, 3.0
+    assert m.warmed_up and m.baseline == 3.0 and m.count == 3
+    m.update(0.0, 2.0)  # after warm-up a lower D_hat (2.75) does not move the baseline
+    assert m.delay == 2.75 and m.baseline == 3.0
+
+
+def test_monitor_constant_input_is_exact():
+    m = DelayMonitor(alpha=0.2, warmup=5)
+    for _ in range(100):
+        m.update(0.1, 0.3)
+    assert m.delay == 0.1 and m.compute == 0.3 and m.baseline == 0.1
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_monitor_rejects_bad_times(bad):
+    with pytest.raises(ValueError, match="comm_s must be finite and >= 0"):
+        DelayMonitor().update(bad, 1.0)
+    with pytest.raises(ValueError, match="compute_s must be finite and >= 0"):
+        DelayMonitor().update(1.0, bad)
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+times = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    law=st.sampled_from(["proportional", "aimd"]),
+    bounds=st.tuples(
+        st.floats(min_value=1e-6, max_value=1.0), st.floats(min_value=1e-6, max_value=1.0)
+    ).map(sorted),
+    r0_frac=st.floats(min_value=0.0, max_value=1.0),
+    warmup=st.integers(min_value=0, max_value=5),
+    gamma=st.floats(min_value=0.1, max_value=4.0),
+    stream=st.lists(st.tuples(times, times), max_size=60),
+)
+def test_ratio_always_within_bounds(law, bounds, r0_frac, warmup, gamma, stream):
+    r_min, r_max = bounds
+    r0 = min(r_max, max(r_min, r_min + r0_frac * (r_max - r_min)))
+    ctl = DC2Controller(law=law, r_min=r_min, r_max=r_max, r0=r0, warmup=warmup, gamma=gamma)
+    for t, (comm, comp) in enumerate(stream):
+        assert r_min <= ctl.ratio(t) <= r_max
+        ctl.observe(Observation(t, comm, comp))
+    assert r_min <= ctl.ratio(len(stream)) <= r_max
+    assert all(r_min <= r <= r_max for _, r, _, _ in ctl.history)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    stream=st.lists(st.tuples(times, times), min_size=1, max_size=40),
+    law=st.sampled_from(["proportional", "aimd"]),
+)
+def test_warmup_holds_r0(stream, law):
+    w = len(stream)
+    ctl = DC2Controller(law=law, warmup=w, r0=0.3)
+    ratios = drive_pairs(ctl, stream)
+    assert ratios[:w] == [0.3] * w
+
+
+def same_history(a: Sequence[tuple], b: Sequence[tuple]) -> bool:
+    """Equal histories, NaN matching NaN."""
+    return len(a) == len(b) and all(
+        np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def drive_pairs(ctl: DC2Controller, stream: Sequence[tuple[float, float]]) -> list[float]:
+    out = []
+    for t, (comm, comp) in enumerate(stream):
+        out.append(ctl.ratio(t))
+        ctl.observe(Observation(t, comm, comp))
+    return out
+
+
+def test_first_change_comes_right_after_warmup():
+    ctl = DC2Controller(warmup=5, r0=0.3)
+    ratios = drive(ctl, [0.1] * 6, compute=1.0)  # fast network: grow to r_max
+    assert ratios[:5] == [0.3] * 5 and ratios[5] == 1.0
+
+
+def test_determinism_and_stable_per_step_ratio():
+    rng = np.random.default_rng(3)
+    comms = rng.lognormal(0.0, 1.0, 80).tolist()
+    a, b = DC2Controller(warmup=4), DC2Controller(warmup=4)
+    assert drive(a, comms) == drive(b, comms)
+    assert same_history(a.history, b.history)
+    # A step's ratio is fixed when first asked, whatever is observed afterwards.
+    c = DC2Controller(warmup=1, alpha=1.0)
+    first = c.ratio(3)
+    for t, comm in enumerate([1.0, 50.0, 50.0, 50.0, 50.0]):
+        c.observe(Observation(t, comm, 1.0))
+    assert c.ratio(3) == first == 1.0 and c.ratio(4) < 1.0
+
+
+def test_pickle_round_trip_keeps_state():
+    ctl = DC2Controller(warmup=2)
+    drive(ctl, [1.0, 1.0, 3.0, 4.0])
+    clone = pickle.loads(pickle.dumps(ctl))
+    assert same_history(clone.history, ctl.history)
+    clone.observe(Observation(4, 5.0, 1.0))
+    ctl.observe(Observation(4, 5.0, 1.0))
+    assert clone.ratio(5) == ctl.ratio(5)
+
+
+# --------------------------------------------------------------------------- proportional law
+
+
+@pytest.mark.parametrize("hysteresis", [0.1, 0.0])
+def test_delay_at_target_keeps_ratio(hysteresis):
+    ctl = DC2Controller(r0=0.3, warmup=5, hysteresis=hysteresis)
+    assert set(drive(ctl, [0.01] * 100, compute=0.01)) == {0.3}
+    _, r, d_hat, target = ctl.history[-1]
+    assert r == 0.3 and d_hat == target == 0.01
+
+
+def test_rising_delay_lowers_ratio_falling_delay_restores_r_max():
+    ctl = DC2Controller(warmup=10)
+    ratios = drive(ctl, [1.0] * 10 + [5.0] * 30 + [0.1] * 30, compute=1.0)
+    assert ratios[:11] == [1.0] * 11  # D_hat == D* == 1 through warm-up: no change
+    rising = ratios[11:41]
+    assert all(b <= a for a, b in zip(rising, rising[1:], strict=False))
+    assert rising[-1] < 0.01
+    assert ratios[-1] == 1.0  # the fast network brings r back to r_max exactly
+
+
+def test_history_records_ratio_delay_and_target():
+    ctl = DC2Controller(warmup=2, alpha=1.0)
+    drive(ctl, [1.0, 1.0, 4.0], compute=2.0)
+    steps = [h[0] for h in ctl.history]
+    assert steps == [0, 1, 2, 3]
+    assert math.isnan(ctl.history[0][2]) and math.isnan(ctl.history[0][3])
+    assert math.isnan(ctl.history[1][3])  # still in warm-up
+    assert ctl.history[2][1:] == (1.0, 1.0, 2.0)  # D* = max(1.0 * 2.0, D_0 = 1.0)
+    assert ctl.history[3][1:] == (0.5, 4.0, 2.0)  # 1.0 * 2.0 / 4.0
+
+
+def test_hysteresis_suppresses_small_changes():
+    # warmup 0 (no baseline) and alpha 1 (no smoothing) isolate the law.
+    ctl = DC2Controller(r0=0.5, warmup=0, alpha=1.0)
+    ctl.observe(Observation(0, 1.05, 1.0))  # asks for -4.8%: ignored
+    assert ctl.ratio(1) == 0.5
+    ctl.observe(Observation(1, 0.92, 1.0))  # asks for +8.7%: ignored
+    assert ctl.ratio(2) == 0.5
+    ctl.observe(Observation(2, 1.2, 1.0))  # asks for -16.7%: taken
+    assert ctl.ratio(3) == pytest.approx(0.5 / 1.2)
+    free = DC2Controller(r0=0.5, warmup=0, alpha=1.0, hysteresis=0.0)
+    free.observe(Observation(0, 1.05, 1.0))
+    assert free.ratio(1) == pytest.approx(0.5 / 1.05)
+
+
+def test_hysteresis_does_not_block_a_bound():
+    ctl = DC2Controller(r0=0.95, warmup=0, alpha=1.0)
+    ctl.observe(Observation(0, 0.9, 1.0))  # proposes 1.056 > r_max: r_max, though < 10%
+    assert ctl.ratio(1) == 1.0
+    low = DC2Controller(r0=0.00105, warmup=0, alpha=1.0)
+    low.observe(Observation(0, 1.1, 1.0))  # proposes 0.00095 < r_min
+    assert low.ratio(1) == 0.001
+
+
+def test_gamma_scales_the_correction():
+    ctl = DC2Controller(r0=0.5, warmup=0, alpha=1.0, gamma=0.5)
+    ctl.observe(Observation(0, 4.0, 1.0))
+    assert ctl.ratio(1) == pytest.approx(0.25)  # 0.5 * (1/4)^0.5
+
+
+def test_zero_delay_and_zero_target():
+    fast = DC2Controller(r0=0.1, warmup=0)
+    fast.observe(Observation(0, 0.0, 1.0))
+    assert fast.ratio(1) == 1.0
+    free = DC2Controller(r0=0.5, warmup=0)
+    free.observe(Observation(0, 1.0, 0.0))
+    assert free.ratio(1) == 0.001
+
+
+def test_kappa_scales_the_target():
+    ctl = DC2Controller(r0=0.5, warmup=0, alpha=1.0, kappa=2.0)
+    ctl.observe(Observation(0, 1.0, 1.0))  # D* = 2: room to double r
+    assert ctl.ratio(1) == 1.0 and ctl.target == 2.0
+
+
+# --------------------------------------------------------------------------- AIMD
+
+
+def test_aimd_halves_on_congestion_and_adds_otherwise():
+    ctl = DC2Controller(law="aimd", r0=0.5, warmup=0, alpha=1.0)
+    seq = []
+    for t, comm in enumerate([2.0, 2.0, 1.0, 1.1, 1.11, 0.0]):
+        ctl.observe(Observation(t, comm, 1.0))
+        seq.append(ctl.ratio(t + 1))
+    # 1.1 is not above (1 + 0.1) * 1: additive; 1.11 is: halve.
+    assert seq == pytest.approx([0.25, 0.125, 0.135, 0.145, 0.0725, 0.0825])
+
+
+def test_aimd_respects_bounds():
+    top = DC2Controller(law="aimd", r0=0.995, warmup=0)
+    top.observe(Observation(0, 0.5, 1.0))
+    assert top.ratio(1) == 1.0
+    bottom = DC2Controller(law="aimd", r0=0.001, warmup=0)
+    bottom.observe(Observation(0, 9.0, 1.0))
+    assert bottom.ratio(1) == 0.001
+
+
+def test_aimd_ignores_hysteresis():
+    ctl = DC2Controller(law="aimd", r0=0.5, warmup=0, hysteresis=0.5)
+    ctl.observe(Observation(0, 0.5, 1.0))
+    assert ctl.ratio(1) == pytest.approx(0.51)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_registered_and_built_from_config():
+    assert "dc2" in CONTROLLERS
+    ctl = make_controller(BlockSpec("dc2", {"law": "aimd", "warmup": 5}))
+    assert isinstance(ctl, DC2Controller) and ctl.law == "aimd" and ctl.warmup == 5
+    assert ctl.ratio(0) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "allowed"),
+    [
+        ("alpha", 0.0, "(0, 1]"),
+        ("alpha", 1.5, "(0, 1]"),
+        ("alpha", "fast", "(0, 1]"),
+        ("alpha", True, "(0, 1]"),
+        ("warmup", -1, "[0, inf)"),
+        ("warmup", 2.5, "[0, inf)"),
+        ("kappa", 0.0, "(0, inf)"),
+        ("kappa", math.nan, "(0, inf)"),
+        ("gamma", -1.0, "(0, inf)"),
+        ("r_min", 0.0, "(0, 1]"),
+        ("r_max", 1.5, "[0.001, 1]"),
+        ("r_max", 0.0001, "[0.001, 1]"),
+        ("r0", 2.0, "[0.001, 1]"),
+        ("hysteresis", 1.0, "[0, 1)"),
+        ("delta", -0.1, "[0, inf)"),
+        ("additive", 0.0, "(0, 1]"),
+    ],
+)
+def test_bad_params_name_the_param_and_range(param, value, allowed):
+    with pytest.raises(ConfigError) as err:
+        make_controller(BlockSpec("dc2", {param: value}))
+    msg = str(err.value)
+    assert f"controller 'dc2': params.{param} must be" in msg and allowed in msg
+
+
+def test_r0_range_follows_the_bounds():
+    with pytest.raises(ConfigError, match=r"params.r0 must be in \[0.01, 0.5\]"):
+        DC2Controller(r_min=0.01, r_max=0.5, r0=1.0)
+
+
+def test_unknown_law_lists_the_known_ones():
+    with pytest.raises(ConfigError, match="params.law must be one of aimd, proportional"):
+        make_controller(BlockSpec("dc2", {"law": "pid"}))
+
+
+def test_unknown_param_is_a_config_error():
+    with pytest.raises(ConfigError, match="controller 'dc2': bad params"):
+        make_controller(BlockSpec("dc2", {"beta": 1.0}))
+
+
+# --------------------------------------------------------------------------- closed loop
+
+N_PARAMS = 1_000_000
+LATENCY_S = 1e-4
+COMPUTE_S = 0.01
+FAST_BPS = 1.25e9  # 10 Gbit/s: dense push 3.3 ms < compute
+SLOW_BPS = FAST_BPS / 10  # 1 Gbit/s: dense push 32 ms > compute
+SLOW = range(100, 200)  # steps at the slow bandwidth
+
+
+def plant(ratio: float, bandwidth: float) -> float:
+    """Toy network: latency + top-k COO bytes (8 B per kept element, capped at dense) / bw."""
+    k = max(1, math.floor(N_PARAMS * ratio))
+    return LATENCY_S + min(8 * k, 4 * N_PARAMS) / bandwidth
+
+
+def closed_loop(
+    ctl: DC2Controller, jitter: Callable[[int], float] = lambda t: 1.0, steps: int = 300
+) -> tuple[list[float], list[float]]:
+    ratios, comms = [], []
+    for t in range(steps):
+        bw = (SLOW_BPS if t in SLOW else FAST_BPS) * jitter(t)
+        r = ctl.ratio(t)
+        comm = plant(r, bw)
+        ctl.observe(Observation(t, comm, COMPUTE_S))
+        ratios.append(r)
+        comms.append(comm)
+    return ratios, comms
+
+
+def ideal_ratio() -> float:
+    """The ratio whose comm time on the slow link equals the compute time."""
+    return (COMPUTE_S - LATENCY_S) * SLOW_BPS / (8 * N_PARAMS)  # about 0.155
+
+
+@pytest.mark.parametrize("jitter_pct", [0.0, 5.0])
+def test_closed_loop_proportional_tracks_compute_and_recovers(jitter_pct):
+    rng = np.random.default_rng(0)
+    noise = 1.0 + jitter_pct / 100 * rng.uniform(-1.0, 1.0, 300)
+    ratios, comms = closed_loop(DC2Controller(), lambda t: float(noise[t]))
+    assert ratios[:100] == [1.0] * 100  # fast link: comm (3.3 ms) < compute: no compression
+    # Settled (from 40 steps after the drop): comm within 15% of compute, r near the ideal.
+    settled = slice(SLOW.start + 40, SLOW.stop)
+    ratio_err = np.abs(np.asarray(comms[settled]) / COMPUTE_S - 1.0)
+    assert ratio_err.max() <= 0.15, ratio_err.max()
+    assert np.allclose(ratios[settled], ideal_ratio(), rtol=0.2)
+    # Recovery: back to r_max within 10 steps of the link coming back, and stays there.
+    assert all(r == 1.0 for r in ratios[SLOW.stop + 10 :])
+
+
+def test_closed_loop_aimd_saw_tooth_around_compute():
+    ratios, comms = closed_loop(DC2Controller(law="aimd"), steps=400)
+    assert ratios[:100] == [1.0] * 100
+    settled = np.asarray(comms[SLOW.start + 20 : SLOW.stop]) / COMPUTE_S
+    assert 0.75 <= settled.mean() <= 1.15, settled.mean()
+    assert settled.max() <= 1.5  # the EMA lag overshoots (1 + delta) a little, not more
+    # Additive increase: 0.01 per step, so back to r_max within about 85 steps.
+    assert ratios[SLOW.stop + 90] == 1.0 and all(r == 1.0 for r in ratios[SLOW.stop + 90 :])
