@@ -61,12 +61,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    """Sparsity statistics of a prepared data set."""
+    """Sparsity statistics of a prepared data set (and of its hashed versions, jpdc)."""
+    from psml_core.config import HashingSpec, build
     from psml_core.data.store import load_prepared
     from psml_core.placement.sparsity import analyze, write_analysis
 
+    hashing = [
+        build(HashingSpec, _json_arg(text, "--hashing"), "hashing") for text in args.hashing or []
+    ]
     ds = load_prepared(args.data)
-    write_analysis(analyze(ds, workers=args.workers, seed=args.seed), args.out)
+    stats = analyze(ds, workers=args.workers, seed=args.seed, hashing=hashing)
+    write_analysis(stats, args.out)
     return 0
 
 
@@ -74,12 +79,14 @@ def cmd_partition(args: argparse.Namespace) -> int:
     """Compute a run's placement once, with its predicted traffic."""
     from psml_core.atomic import write_bytes, write_json
     from psml_core.config import RunSpec
+    from psml_core.data.hashing import hashed_dataset
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.models import make_model
     from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
 
     spec = RunSpec.from_json(args.run)
-    ds = load_prepared(args.data)
+    # Same data as build_job: hashed first for a recipe with a hashing block (jpdc).
+    ds = hashed_dataset(load_prepared(args.data), spec.method.hashing, spec.seed)
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
     problem = PlacementProblem(
         n_samples=len(ds.y_train),
@@ -97,6 +104,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
         method=spec.method.name,
         partition_wall_clock_s=seconds,
     )
+    if "hashing" in ds.meta:
+        traffic["hashing"] = ds.meta["hashing"]
     write_bytes(
         args.out,
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),
@@ -220,6 +229,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--hashing",
+        action="append",
+        metavar="JSON",
+        help="a recipe's hashing block, e.g. '{\"ratio\": 0.0625}' (repeatable): adds hashed stats",
+    )
     p.add_argument("--out", required=True, help="output JSON")
 
     p = add("partition", cmd_partition, "compute a run's placement and predicted traffic")

@@ -31,6 +31,7 @@ __all__ = [
     "ComputeSpec",
     "DatasetSpec",
     "Experiment",
+    "HashingSpec",
     "HeterogeneitySpec",
     "MethodRecipe",
     "NicOverride",
@@ -120,6 +121,14 @@ def format_error(err: jsonschema.ValidationError) -> str:
         return f"key {key!r}: {inst!r} is out of range; must be {op[v]} {val}"
     if v in ("minItems", "minProperties"):
         return f"key {key!r}: needs at least {val} entr{'y' if val == 1 else 'ies'}"
+    if v == "oneOf" and all(set(b) == {"required"} for b in val):
+        # "exactly one of these keys" (e.g. hashing: buckets | ratio)
+        names = [r for b in val for r in b["required"]]
+        given = [n for n in names if isinstance(inst, dict) and n in inst]
+        return (
+            f"key {key!r}: give exactly one of the keys {', '.join(names)}; "
+            f"got {', '.join(given) if given else 'none'}"
+        )
     if v == "uniqueItems":
         return f"key {key!r}: entries must be unique, got {inst!r}"
     if v == "pattern":
@@ -229,6 +238,7 @@ class ScenarioSpec:
     delay: dict[str, Any] | None = None
     bandwidth_steps: tuple[BandwidthStep, ...] = ()
     nics: tuple[NicOverride, ...] = ()
+    heterogeneity: HeterogeneitySpec | None = None
 
 
 @dataclass(frozen=True)
@@ -261,6 +271,54 @@ class BlockSpec:
 
 
 @dataclass(frozen=True)
+class HashingSpec:
+    """Feature hashing of a sparse data set (``<method>.hashing``; see methods.schema.yaml).
+
+    Exactly one of ``buckets`` (m) and ``ratio`` (m = max(1, round(ratio * d)) for d raw
+    features) is set. The schema says so too; the check is repeated here because a run's JSON
+    (``psml train --run``) is built without the schema.
+
+    Attributes:
+        buckets: Number of hash buckets m >= 1.
+        ratio: Bucket count as a fraction of the raw feature count, in (0, 1].
+        signed: Whether each feature also gets a random sign xi(j) in {+1, -1}.
+    """
+
+    buckets: int | None = None
+    ratio: float | None = None
+    signed: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.buckets is None) == (self.ratio is None):
+            raise ConfigError(
+                "key 'hashing': give exactly one of 'buckets' (an integer >= 1) or 'ratio' "
+                f"(a number in (0, 1]), got buckets={self.buckets!r}, ratio={self.ratio!r}"
+            )
+        if self.buckets is not None and (
+            isinstance(self.buckets, bool) or not isinstance(self.buckets, int) or self.buckets < 1
+        ):
+            raise ConfigError(
+                f"key 'hashing.buckets': must be an integer >= 1, got {self.buckets!r}"
+            )
+        if self.ratio is not None and (
+            isinstance(self.ratio, bool)
+            or not isinstance(self.ratio, int | float)
+            or not 0.0 < self.ratio <= 1.0
+        ):
+            raise ConfigError(
+                f"key 'hashing.ratio': must be a number in (0, 1], got {self.ratio!r}"
+            )
+        if not isinstance(self.signed, bool):
+            raise ConfigError(f"key 'hashing.signed': must be true or false, got {self.signed!r}")
+
+    def buckets_for(self, features: int) -> int:
+        """The bucket count m for a data set of ``features`` raw features."""
+        if self.buckets is not None:
+            return int(self.buckets)
+        return max(1, round(float(self.ratio) * features))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class MethodRecipe:
     """A method or baseline: codec, sync policy, controller and placement (config/methods.yaml)."""
 
@@ -276,6 +334,7 @@ class MethodRecipe:
     paper: str | None = None
     role: str = "baseline"
     deviations: tuple[str, ...] = ()
+    hashing: HashingSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -318,6 +377,19 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class ExperimentSpec:
+    """A grid of its own inside a tier: some methods on some workloads and scenarios."""
+
+    name: str
+    methods: tuple[str, ...]
+    workloads: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+    description: str = ""
+    paper: str | None = None
+
+
+@dataclass(frozen=True)
 class Experiment:
     """The validated effective configuration of one workflow invocation."""
 
@@ -335,6 +407,15 @@ class Experiment:
     recipes: dict[str, MethodRecipe]
     description: str = ""
     report: dict[str, Any] = field(default_factory=dict)
+    experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
+
+    @property
+    def all_methods(self) -> tuple[str, ...]:
+        """Every method of the main grid and of the experiments, main grid first."""
+        out = list(self.methods)
+        for ex in self.experiments.values():
+            out += [m for m in ex.methods if m not in out]
+        return tuple(out)
 
     def run_id(self, workload: str, method: str, scenario: str, seed: int) -> str:
         """The run's id, which is also its directory under ``results/<tier>/runs/``."""
@@ -355,18 +436,39 @@ class Experiment:
             workload=wl,
             method=self.recipes[method],
             scenario=self.scenarios[scenario],
-            compute=self.compute,
+            compute=self.compute_for(scenario),
         )
 
+    def compute_for(self, scenario: str) -> ComputeSpec:
+        """The compute settings under ``scenario``: its heterogeneity replaces the tier's."""
+        het = self.scenarios[scenario].heterogeneity
+        return self.compute if het is None else dataclasses.replace(self.compute, heterogeneity=het)
+
     def grid(self) -> list[tuple[str, str, str, int]]:
-        """All (workload, method, scenario, seed) tuples, in a stable order."""
-        return [
-            (w, m, s, seed)
-            for w in sorted(self.workloads)
-            for m in self.methods
-            for s in sorted(self.scenarios)
-            for seed in self.seeds
-        ]
+        """All (workload, method, scenario, seed) tuples, in a stable order, each once.
+
+        The main grid (``methods`` x every workload x every scenario x ``seeds``), then each
+        experiment's grid in name order.
+        """
+        out: dict[tuple[str, str, str, int], None] = {}
+        grids = [(self.methods, sorted(self.workloads), sorted(self.scenarios), self.seeds)]
+        for name in sorted(self.experiments):
+            ex = self.experiments[name]
+            grids.append(
+                (
+                    ex.methods,
+                    list(ex.workloads or sorted(self.workloads)),
+                    list(ex.scenarios or sorted(self.scenarios)),
+                    ex.seeds or self.seeds,
+                )
+            )
+        for methods, workloads, scenarios, seeds in grids:
+            for w in workloads:
+                for m in methods:
+                    for s in scenarios:
+                        for seed in seeds:
+                            out[(w, m, s, seed)] = None
+        return list(out)
 
     def runs(self) -> list[RunSpec]:
         """The settings of every run of the grid."""
@@ -507,12 +609,15 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     root = Path(root) if root is not None else config_root()
     cfg = effective_config(user, root)
     recipes = load_methods(root / "methods.yaml")
-    for i, m in enumerate(cfg["methods"]):
-        if m not in recipes:
-            raise ConfigError(
-                f"invalid config: key 'methods[{i}]': unknown method {m!r}; known methods "
-                f"(config/methods.yaml): {', '.join(sorted(recipes))}"
-            )
+    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
+    for name, ex in cfg.get("experiments", {}).items():
+        where = f"experiments.{name}"
+        _check_names(
+            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
+        )
+        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
+        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
+        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
     for w, wl in cfg["workloads"].items():
         if wl["dataset"] not in cfg["datasets"]:
             raise ConfigError(
@@ -524,7 +629,7 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
-    return Experiment(
+    exp = Experiment(
         tier=cfg["tier"],
         backend=cfg["backend"],
         seeds=tuple(cfg["seeds"]),
@@ -545,7 +650,45 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             for k, v in cfg["scenarios"].items()
         },
         compute=build(ComputeSpec, cfg["compute"], "compute"),
-        recipes={m: recipes[m] for m in cfg["methods"]},
+        recipes={m: recipes[m] for m in _used_methods(cfg)},
         description=cfg.get("description", "").strip(),
         report=cfg.get("report", {}),
+        experiments={
+            k: build(ExperimentSpec, {"name": k, **v}, f"experiments.{k}")
+            for k, v in cfg.get("experiments", {}).items()
+        },
     )
+    _check_runs(exp)
+    return exp
+
+
+def _used_methods(cfg: dict[str, Any]) -> list[str]:
+    out = list(cfg["methods"])
+    for ex in cfg.get("experiments", {}).values():
+        out += [m for m in ex["methods"] if m not in out]
+    return out
+
+
+def _check_names(where: str, names: list[str], known: Any, kind: str, what: str) -> None:
+    for i, name in enumerate(names):
+        if name not in known:
+            raise ConfigError(
+                f"invalid config: key '{where}[{i}]': unknown {kind} {name!r}; "
+                f"known {what}: {', '.join(sorted(known))}"
+            )
+
+
+SPARSE_SOURCES = ("zipf_sparse", "libsvm")
+"""Data sources whose features are sparse (feature hashing applies to them only)."""
+
+
+def _check_runs(exp: Experiment) -> None:
+    """Combinations a recipe cannot run: feature hashing needs a sparse data set."""
+    for w, m, _s, _seed in exp.grid():
+        recipe, ds = exp.recipes[m], exp.datasets[exp.workloads[w].dataset]
+        if recipe.hashing is not None and ds.source not in SPARSE_SOURCES:
+            raise ConfigError(
+                f"invalid config: method {m!r} hashes sparse features but workload {w!r} uses "
+                f"the dense data set {ds.name!r}; run it on a sparse workload (an experiment's "
+                f"workloads: list)"
+            )

@@ -27,7 +27,12 @@ class OmniReduceCodec(Codec):
     are dropped, the decoder sees zeros — and every other block is sent whole. With
     ``threshold = 0`` the codec is lossless. With ``topk = True`` the vector is first sparsified
     element-wise to its ``k = ceil(rho n)`` largest magnitudes (ties to lower indices), the
-    specs' "Top-k + OmniReduce blocks" baseline.
+    specs' "Top-k + OmniReduce blocks" baseline (DFS spec, section 2): recipe ``topk_omnireduce``
+    = ``{block_size: 256, topk: true, ratio: rho, error_feedback: true}``, the same density as
+    the ``topk`` codec (which keeps ``max(1, floor(rho n))``: at most one element fewer) and the
+    same error feedback, so the two differ only in the wire format (8 B per element vs whole
+    blocks of ``4B + 4`` bytes). A parameter rather than a separate codec: the selection is one
+    line in front of the unchanged block formatting, and the server side is OmniReduce's own.
 
     Wire format (up): one record per sent block, ascending block id: the block id as a
     little-endian uint32, then the block's ``B`` float32 values (:func:`~psml_core.codecs.formats.

@@ -8,25 +8,34 @@ parameters sharded over the workers' machines, every extra copy of a feature in 
 is a remote pull and push per iteration.
 
 Dense data is treated by its non-zeros. Everything is vectorised with ``scipy.sparse``.
+
+jpdc hashes the features before it partitions (:mod:`psml_core.data.hashing`), and hashing
+makes the rows denser and more overlapping. Given the recipes' ``hashing`` blocks,
+:func:`analyze` also reports every statistic on the hashed rows, next to the raw ones
+(:func:`analyze_hashed`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from psml_core.atomic import write_json
+from psml_core.config import HashingSpec
 from psml_core.data.base import Dataset, Matrix
+from psml_core.data.hashing import hash_features
 from psml_core.errors import ConfigError
 
 __all__ = [
     "FIT_MIN_COUNT",
     "FIT_MIN_RANK",
     "analyze",
+    "analyze_hashed",
     "feature_counts",
     "fit_zipf_exponent",
     "worker_overlap",
@@ -165,30 +174,13 @@ def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
     }
 
 
-def analyze(ds: Dataset, workers: int, seed: int) -> dict[str, Any]:
-    """Sparsity statistics of the training rows of ``ds`` (JSON-serialisable).
-
-    Args:
-        ds: The data set; only ``X_train`` is analysed (it is what workers hold).
-        workers: Number of workers for the overlap statistics.
-        seed: Seed of the random row split among workers.
-
-    Returns:
-        ``rows``, ``features``, ``nnz``, ``density``, ``nnz_per_row`` (``mean``, ``median``,
-        ``p90`` (linear interpolation), ``min``, ``max``), ``popularity`` (rows per feature:
-        ``unused_features``, ``used_features``, ``top1pct_nnz_fraction`` = share of the
-        non-zeros held by the ``ceil(d / 100)`` most used features, ``zipf_exponent`` and the
-        fit's details ``zipf_fit``, see :func:`fit_zipf_exponent`) and ``overlap`` (see
-        :func:`worker_overlap`).
-    """
-    M = _binary_csr(ds.X_train)
+def _matrix_stats(M: sp.csr_matrix, workers: int, seed: int) -> dict[str, Any]:
+    """Row, feature and overlap statistics of a canonical 0/1 CSR pattern."""
     n, d = M.shape
     per_row = np.diff(M.indptr)
     counts = np.bincount(M.indices, minlength=d)
     empty = per_row.size == 0
     return {
-        "dataset": ds.name,
-        "split": "train",
         "rows": int(n),
         "features": int(d),
         "nnz": int(M.nnz),
@@ -203,6 +195,101 @@ def analyze(ds: Dataset, workers: int, seed: int) -> dict[str, Any]:
         "popularity": _popularity(counts, M.nnz),
         "overlap": worker_overlap(M, workers, seed),
     }
+
+
+def analyze_hashed(
+    ds: Dataset, workers: int, seed: int, spec: HashingSpec, raw: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Sparsity statistics of the training rows after feature hashing, compared with raw.
+
+    Args:
+        ds: The (raw) data set.
+        workers: Number of workers for the overlap statistics.
+        seed: Seed of the hash functions and of the random row split (the same split as the
+            raw statistics, so the overlaps compare like with like).
+        spec: The recipe's ``hashing`` block.
+        raw: The raw statistics (:func:`analyze` without hashing), to avoid recomputing them.
+
+    Returns:
+        ``hashing`` (the block, the bucket count m, the compression d / m), then for a sparse
+        data set the same statistics as :func:`analyze` on the hashed rows, and ``vs_raw``:
+        the mean non-zeros per row (raw, hashed, ratio: the share of a row's features that
+        survive collisions), the replication factor and the mean pairwise Jaccard overlap of
+        the workers' feature sets (raw and hashed). A dense data set gets ``skipped``
+        instead: hashing applies to sparse data only.
+    """
+    d = ds.n_features
+    m = spec.buckets_for(d)
+    out: dict[str, Any] = {
+        "hashing": {
+            "buckets": m,
+            "ratio": spec.ratio,
+            "signed": bool(spec.signed),
+            "compression": d / m,
+            "seed": seed,
+        }
+    }
+    if not ds.sparse:
+        out["skipped"] = f"dataset {ds.name!r} is dense; feature hashing needs sparse data"
+        return out
+    raw = raw if raw is not None else analyze(ds, workers, seed)
+    hashed = _matrix_stats(
+        _binary_csr(hash_features(ds.X_train, m, seed, spec.signed)), workers, seed
+    )
+    raw_nnz, new_nnz = raw["nnz_per_row"]["mean"], hashed["nnz_per_row"]["mean"]
+    out.update(hashed)
+    out["vs_raw"] = {
+        "nnz_per_row_mean": {
+            "raw": raw_nnz,
+            "hashed": new_nnz,
+            "ratio": new_nnz / raw_nnz if raw_nnz else None,
+        },
+        "replication_factor": {
+            "raw": raw["overlap"]["replication_factor"],
+            "hashed": hashed["overlap"]["replication_factor"],
+        },
+        "mean_pairwise_jaccard": {
+            "raw": raw["overlap"]["mean_pairwise_jaccard"],
+            "hashed": hashed["overlap"]["mean_pairwise_jaccard"],
+        },
+    }
+    return out
+
+
+def analyze(
+    ds: Dataset,
+    workers: int,
+    seed: int,
+    hashing: HashingSpec | Sequence[HashingSpec] | None = None,
+) -> dict[str, Any]:
+    """Sparsity statistics of the training rows of ``ds`` (JSON-serialisable).
+
+    Args:
+        ds: The data set; only ``X_train`` is analysed (it is what workers hold).
+        workers: Number of workers for the overlap statistics.
+        seed: Seed of the random row split among workers (and of the hash functions).
+        hashing: The ``hashing`` block(s) of the recipes in use; each adds an entry to
+            ``hashed`` (see :func:`analyze_hashed`). Duplicates are analysed once.
+
+    Returns:
+        ``rows``, ``features``, ``nnz``, ``density``, ``nnz_per_row`` (``mean``, ``median``,
+        ``p90`` (linear interpolation), ``min``, ``max``), ``popularity`` (rows per feature:
+        ``unused_features``, ``used_features``, ``top1pct_nnz_fraction`` = share of the
+        non-zeros held by the ``ceil(d / 100)`` most used features, ``zipf_exponent`` and the
+        fit's details ``zipf_fit``, see :func:`fit_zipf_exponent`) and ``overlap`` (see
+        :func:`worker_overlap`); with ``hashing``, also ``hashed``: one entry per distinct
+        block, in the order given.
+    """
+    stats: dict[str, Any] = {
+        "dataset": ds.name,
+        "split": "train",
+        **_matrix_stats(_binary_csr(ds.X_train), workers, seed),
+    }
+    specs = [hashing] if isinstance(hashing, HashingSpec) else list(hashing or [])
+    if specs:
+        unique = list(dict.fromkeys(specs))
+        stats["hashed"] = [analyze_hashed(ds, workers, seed, h, raw=stats) for h in unique]
+    return stats
 
 
 def write_analysis(stats: dict[str, Any], path: str | os.PathLike[str]) -> None:

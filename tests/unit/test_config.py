@@ -117,3 +117,43 @@ def test_missing_and_malformed_yaml(tmp_path: Path):
     bad.write_text("a: [1,\n")
     with pytest.raises(ConfigError, match="not valid YAML at line"):
         load_methods(bad)
+
+
+def test_experiments_add_their_own_grids_without_duplicates(repo):
+    exp = load_experiment({"tier": "small"}, repo / "config")
+    grid = exp.grid()
+    assert len(grid) == len(set(grid))
+    # Main grid: dense_bsp everywhere; experiments: their methods where their claims apply.
+    assert ("rcv1_logreg", "dense_bsp", "hetero_dc", 0) in grid
+    assert ("rcv1_logreg", "jpdc", "slow_100m", 2) in grid
+    assert not any(m == "jpdc" and w == "digits_mlp" for w, m, _s, _seed in grid)
+    assert {m for _w, m, s, _seed in grid if s == "hetero_dc"} >= {"pcp", "ssp_8", "dssp"}
+    assert set(exp.all_methods) == set(exp.recipes)
+
+
+def test_scenario_heterogeneity_replaces_the_tiers(repo):
+    exp = load_experiment({"tier": "small"}, repo / "config")
+    het = exp.run("digits_mlp", "pcp", "hetero_dc", 0).compute.heterogeneity
+    assert het is not None and het.draw_from == (1.0, 1.5, 2.0, 4.0)
+    assert exp.run("digits_mlp", "pcp", "dc_10g", 0).compute.heterogeneity is None
+
+
+@pytest.mark.parametrize(
+    ("experiment", "fragment"),
+    [
+        ({"methods": ["nope"]}, "key 'experiments.x.methods[0]': unknown method 'nope'"),
+        (
+            {"methods": ["dense_bsp"], "workloads": ["nope"]},
+            "key 'experiments.x.workloads[0]': unknown workload 'nope'; known workloads: ",
+        ),
+        (
+            {"methods": ["jpdc"], "workloads": ["digits_mlp"]},
+            "method 'jpdc' hashes sparse features but workload 'digits_mlp' uses the dense",
+        ),
+        ({"methods": []}, "experiments"),
+    ],
+)
+def test_bad_experiments_one_clear_message(repo, experiment, fragment):
+    with pytest.raises(ConfigError, match=None) as info:
+        load_experiment({"tier": "smoke", "experiments": {"x": experiment}}, repo / "config")
+    assert fragment in str(info.value) and "\n" not in str(info.value)

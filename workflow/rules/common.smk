@@ -1,6 +1,7 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
 import json
+import shlex
 import shutil
 import sys
 from dataclasses import asdict
@@ -44,7 +45,7 @@ DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 wildcard_constraints:
     dataset="|".join(DATASETS),
     workload="|".join(WORKLOADS),
-    method="|".join(EXP.methods),
+    method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
     seed=r"\d+",
 
@@ -124,9 +125,18 @@ def all_sparsity(wildcards):
     return [f"results/{TIER}/sparsity/{d}.json" for d in DATASETS]
 
 
+def hashing_args(wildcards):
+    """`psml analyze` options: one --hashing per distinct hashing block of the recipes (jpdc)."""
+    blocks = sorted(
+        {json.dumps(asdict(r.hashing), sort_keys=True) for r in EXP.recipes.values() if r.hashing}
+    )
+    return " ".join(f"--hashing {shlex.quote(b)}" for b in blocks)
+
+
 def all_partitions(wildcards):
     """Predicted traffic of every (workload, method) placement."""
-    return [f"results/{TIER}/partition/{w}/{m}.json" for w in WORKLOADS for m in EXP.methods]
+    pairs = sorted({(w, m) for w, m, _s, _seed in EXP.grid()})
+    return [f"results/{TIER}/partition/{w}/{m}.json" for w, m in pairs]
 
 
 def experiment_json(wildcards):

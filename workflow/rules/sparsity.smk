@@ -1,4 +1,5 @@
-# Sparsity analysis of each data set: non-zeros per row, feature popularity, worker overlap.
+# Sparsity analysis of each data set: non-zeros per row, feature popularity, worker overlap;
+# also after feature hashing, for every distinct `hashing` block of the recipes in use (jpdc).
 
 
 rule analyze:
@@ -19,6 +20,7 @@ rule analyze:
     params:
         data_dir=parent_dir,
         workers=EXP.workers,
+        hashing=hashing_args,
     shell:
-        "psml analyze --data {params.data_dir} --workers {params.workers} --out {output} "
-        "> {log} 2>&1"
+        "psml analyze --data {params.data_dir} --workers {params.workers} {params.hashing} "
+        "--out {output} > {log} 2>&1"
