@@ -17,6 +17,8 @@ efsignsgd       scaled sign (EF-signSGD)                               4 + ceil(
 omnireduce      skip all-small blocks of B                             blocks x (4B + 4)
 dfs             DFS block sparsification, dynamic B                    blocks x (4B + 4)
 value_bounded   Ratatouille value-bounded filter                       sparse(n, m) or 12 m
+topk_matched    top-k, k = what a value-bounded filter would send       sparse(n, k)
+kv              PS-lite key/value entries (uint64 key, float32 value)  12 m
 ==============  =====================================================  =========================
 
 ``sparse(n, k)`` is the cheapest of COO (8k), bitmap (ceil(n/8) + 4k) and dense (4n); see
@@ -36,6 +38,8 @@ from psml_core.codecs.dense import DenseCodec
 from psml_core.codecs.dfs import CostReport, DFSCodec, DFSServer
 from psml_core.codecs.error_feedback import ErrorFeedback
 from psml_core.codecs.fp16 import FP16Codec
+from psml_core.codecs.kv import KVCodec
+from psml_core.codecs.matched import MatchedTopKCodec
 from psml_core.codecs.omnireduce import OmniReduceCodec, OmniReduceServer
 from psml_core.codecs.qsgd import QSGDCodec
 from psml_core.codecs.sign import ScaledSignCodec, SignSGDCodec
@@ -53,6 +57,8 @@ __all__ = [
     "DenseCodec",
     "ErrorFeedback",
     "FP16Codec",
+    "KVCodec",
+    "MatchedTopKCodec",
     "OmniReduceCodec",
     "OmniReduceServer",
     "Payload",

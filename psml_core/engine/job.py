@@ -16,6 +16,7 @@ from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
+from psml_core.data.hashing import hashed_dataset
 from psml_core.engine.optim import make_optimizer
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
@@ -109,6 +110,30 @@ def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec)
             )
 
 
+def _hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
+    """The recipe's training data: hashed once, whether ``dataset`` is raw or already hashed.
+
+    A job's data set is already hashed, and the dist spawner ships it to every rank, which
+    builds its job from it again: hashing it twice would shrink m to m/16 (a placement no
+    longer fits). An already hashed data set passes if it is this recipe's hashing.
+    """
+    done = dataset.meta.get("hashing")
+    hashing = spec.method.hashing
+    if done is None:
+        return hashed_dataset(dataset, hashing, spec.seed)
+    raw = int(done["raw_features"])
+    if hashing is None or (done["buckets"], done["signed"], done["seed"]) != (
+        hashing.buckets_for(raw),
+        bool(hashing.signed),
+        spec.seed,
+    ):
+        raise ConfigError(
+            f"run {spec.run_id!r}: data set {dataset.name!r} is already hashed ({done}), not "
+            f"as method {spec.method.name!r} hashes it; pass the raw data set"
+        )
+    return dataset
+
+
 def _worker_codec(spec: RunSpec, rank: int) -> Codec:
     codec = make_codec(spec.method.codec)
     codec.for_worker(rank)
@@ -120,9 +145,11 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
 
     Args:
         spec: The run's settings.
-        dataset: The data.
+        dataset: The data (raw: hashed here when the recipe has a ``hashing`` block).
         assignment: A placement computed beforehand (``psml partition``); computed if None.
     """
+    # jpdc: hash first, so the model, the placement's incidence and training see m features.
+    dataset = _hashed(dataset, spec)
     model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
     if assignment is None:
         problem = PlacementProblem(
@@ -150,6 +177,18 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             f"method {spec.method.name!r}: lossless: snappy needs python-snappy; install it "
             f"(pip install python-snappy) or set lossless: none"
         )
+    down = spec.method.codec_down
+    if spec.method.pull == "delta" and down is not None and down.params.get("error_feedback"):
+        raise ConfigError(
+            f"method {spec.method.name!r}: pull: delta keeps each worker's view, which already "
+            f"carries what codec_down drops; remove codec_down.params.error_feedback"
+        )
+    if spec.method.pull == "touched" and down is not None:
+        raise ConfigError(
+            f"method {spec.method.name!r}: pull: touched answers with PS-lite key/value entries "
+            f"of the requested keys, never through codec_down; remove codec_down "
+            f"({down.name!r}) or use pull: params"
+        )
     if policy.rounds and spec.method.pull != "params":
         raise ConfigError(
             f"method {spec.method.name!r}: sync policy {spec.method.sync.name!r} merges model "
@@ -175,6 +214,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 local_optimizer=make_optimizer(spec.workload, model.n_params)
                 if policy.rounds
                 else None,
+                touched=spec.method.pull == "touched",
             )
         )
     shards = [

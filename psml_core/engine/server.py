@@ -8,13 +8,14 @@ from typing import Any
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.codecs.kv import KVCodec
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
 from psml_core.sync.pcp import BUDGET_BYTES, PCP, RoundReport
 
 __all__ = ["BUDGET_KEY", "PULL_MODES", "RATIO_KEY", "Pull", "ServerShard", "codec_state"]
 
-PULL_MODES = ("params", "aggregate", "delta")
+PULL_MODES = ("params", "aggregate", "delta", "touched")
 
 BUDGET_KEY = "sync_budget"
 """``Pull.extra`` key of a round policy's granted local steps (shard 0's answers)."""
@@ -60,7 +61,7 @@ class ServerShard:
     and averaged into one update; without one, each push is applied as it arrives, scaled by 1/P
     so that one round of P pushes moves the model as far as one BSP step.
 
-    Two pull modes:
+    Four pull modes:
 
     * ``params`` — the conventional PS: a pull returns the shard's current values, encoded by
       ``codec_down`` (dense by default).
@@ -73,6 +74,12 @@ class ServerShard:
       each worker's *view* (what that worker's replica holds of its keys) and answers with
       ``codec_down`` applied to ``values - view``; the view then advances by exactly what was
       decoded, so whatever a filter drops is still in the next answer's change.
+    * ``touched`` — PS-lite's sparse pull (jpdc, Parsa): the request names the keys of the
+      shard that the worker's next mini-batch touches (a :func:`~psml_core.codecs.kv.pack_keys`
+      key list) and the answer carries their current values as
+      :mod:`~psml_core.codecs.kv` entries (12 B each, zeros included); ``codec_down`` is not
+      used. Waits like ``params`` under a barrier. With a dense model every key is touched and
+      this is ``params`` with a kv answer of all keys.
 
     Round policies (PCP): a clock is a round; each push carries a worker's accumulated model
     change and its :class:`~psml_core.sync.pcp.RoundReport`; once all P are in, the shard adds
@@ -88,7 +95,7 @@ class ServerShard:
         codec_up: The workers' codec (its server side aggregates and encodes broadcasts).
         codec_down: Encodes pulls in ``params`` mode.
         optimizer: Turns the aggregated gradient into an update of ``values``.
-        pull_mode: ``params`` or ``aggregate``.
+        pull_mode: One of :data:`PULL_MODES`.
     """
 
     def __init__(
@@ -121,6 +128,7 @@ class ServerShard:
         self._rounds: dict[int, tuple[Pull, list[int]]] = {}
         self.budgets = [1] * workers
         self.views = [self.values.copy() for _ in range(workers)] if pull_mode == "delta" else None
+        self.kv = KVCodec()  # the answer format of touched pulls
         if policy.rounds and pull_mode != "params":
             raise ValueError(f"round policy {policy.name!r} needs pull_mode 'params'")
 
@@ -205,12 +213,29 @@ class ServerShard:
         """
         return self.clocks[worker] >= clock and self.policy.may_proceed(worker, self.clocks)
 
-    def pull(self, worker: int, clock: int, ctx: CodecContext, now: float = 0.0) -> Pull:
+    def pull(
+        self,
+        worker: int,
+        clock: int,
+        ctx: CodecContext,
+        now: float = 0.0,
+        keys: np.ndarray | None = None,
+    ) -> Pull:
         """The answer to ``worker``'s pull for its iteration ``clock`` (once ``may_serve``).
 
-        ``now`` is the time of the answer on the run's clock (DSSP times iterations from it).
+        Args:
+            worker: The pulling worker.
+            clock: Its iteration.
+            ctx: The codec context of the answer.
+            now: The time of the answer on the run's clock (DSSP times iterations from it).
+            keys: ``touched`` mode: the requested keys, positions in :attr:`keys` (strictly
+                ascending); required there, ignored otherwise.
         """
         self.policy.observe_serve(worker, clock, now)
+        if self.pull_mode == "touched":
+            if keys is None:
+                raise ValueError(f"a touched pull of shard {self.rank} needs the requested keys")
+            return Pull(self.kv.encode_keys(self.values, keys, ctx), ctx=ctx)
         if self.pull_mode == "params":
             if self.policy.rounds and self.rank == 0:
                 budget = {BUDGET_KEY: self.budgets[worker]}
@@ -219,6 +244,10 @@ class ServerShard:
         if self.pull_mode == "delta":
             assert self.views is not None
             view = self.views[worker]
+            # The view already carries whatever a filter drops into the next change; a filter's
+            # own residual, shared by all workers of the shard, would carry it twice.
+            if getattr(self.codec_down, "carries_residual", False):
+                self.codec_down.reset()  # type: ignore[attr-defined]
             payload = self.codec_down.encode(self.values - view, ctx)
             view += self.codec_down.decode(payload, ctx)
             return Pull(payload, ctx=ctx)
@@ -229,6 +258,21 @@ class ServerShard:
         if left[0] == 0:
             del self._rounds[clock - 1]  # every worker has it
         return answer
+
+    def decode_touched(self, answer: Pull, keys: np.ndarray) -> np.ndarray:
+        """``touched`` mode: the values of the requested ``keys`` from the shard's answer.
+
+        Raises:
+            ValueError: the answer is no valid kv payload, or names other keys than requested.
+        """
+        if answer.payload is None:
+            raise ValueError(f"shard {self.rank} answered a touched pull without a payload")
+        got, values = self.kv.decode_entries(answer.payload)
+        if not np.array_equal(got, keys):
+            raise ValueError(
+                f"shard {self.rank} answered {got.size} keys, not the {keys.size} requested"
+            )
+        return values
 
     def decode_pull(self, answer: Pull, ctx: CodecContext) -> np.ndarray | None:
         """The vector a worker applies.
@@ -241,4 +285,6 @@ class ServerShard:
         ctx = answer.ctx or ctx
         if self.pull_mode in ("params", "delta"):
             return self.codec_down.decode(answer.payload, ctx)
+        if self.pull_mode == "touched":
+            return self.kv.decode(answer.payload, ctx)
         return self.server_codec.decode_down(answer.payload, ctx)

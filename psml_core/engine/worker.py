@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from psml_core.codecs.base import Codec, CodecContext, Payload
+from psml_core.codecs.kv import KVCodec
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.models.base import Matrix, Model
 
@@ -63,6 +64,9 @@ class Worker:
             ``params`` mode, where pulls carry the parameters themselves.
         local_optimizer: Under a round policy (PCP), the optimizer of the worker's local steps
             over its whole replica; None otherwise.
+        touched: ``touched`` pull mode: before each step the worker draws its mini-batch
+            (:meth:`next_batch`), asks each shard only for the keys it touches
+            (:meth:`touched_keys`) and pushes only those keys (:meth:`encode_push`).
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class Worker:
         init_params: np.ndarray,
         optimizers: list[ServerOptimizer] | None = None,
         local_optimizer: ServerOptimizer | None = None,
+        touched: bool = False,
     ) -> None:
         self.rank = rank
         self.model = model
@@ -89,20 +94,81 @@ class Worker:
         self.optimizers = optimizers
         self.local_optimizer = local_optimizer
         self.last_batch: Matrix | None = None
+        self._drawn: np.ndarray | None = None  # the next batch, drawn ahead of its pull
+        self.touched = touched
+        self.incidence = model.incidence(X) if touched else None
+        # Per shard, positions in its key list of the keys the current batch touches.
+        self.batch_keys: list[np.ndarray] | None = None
+        if touched:
+            n_keys = sum(len(k) for k in shard_keys)
+            self._owner = np.empty(n_keys, dtype=np.int64)
+            self._pos = np.empty(n_keys, dtype=np.int64)
+            for s, keys in enumerate(shard_keys):
+                self._owner[keys] = s
+                self._pos[keys] = np.arange(len(keys))
+
+    def next_batch(self) -> np.ndarray:
+        """Indices of the next mini-batch, drawn now if not yet; :meth:`compute` uses it.
+
+        Drawing ahead does not change the batch order: the sampler is the worker's own.
+        """
+        if self._drawn is None:
+            self._drawn = self.sampler.next()
+        return self._drawn
+
+    def touched_keys(self) -> list[np.ndarray]:
+        """Per shard, the positions in its key list of the keys the next batch touches.
+
+        Draws the next batch (:meth:`next_batch`) and keeps the result for :meth:`encode_push`.
+        A dense model (``incidence`` None) touches every key.
+        """
+        idx = self.next_batch()
+        if self.incidence is None:
+            self.batch_keys = [np.arange(len(k), dtype=np.int64) for k in self.shard_keys]
+        else:
+            keys = np.unique(self.incidence[idx].indices)  # ascending global keys
+            owner, pos = self._owner[keys], self._pos[keys]
+            # Ascending global keys are ascending positions within each shard's sorted list.
+            self.batch_keys = [pos[owner == s] for s in range(len(self.shard_keys))]
+        return self.batch_keys
 
     def compute(self) -> tuple[float, np.ndarray]:
         """Loss and gradient on the next mini-batch, at the current replica."""
-        idx = self.sampler.next()
+        idx = self.next_batch()
+        self._drawn = None
         Xb, yb = self.X[idx], self.y[idx]
         self.last_batch = Xb
         return self.model.loss_grad(self.params, Xb, yb)
 
     def encode_push(self, grad: np.ndarray, ctxs: list[CodecContext]) -> list[Payload]:
-        """One payload per shard: the gradient restricted to that shard's keys."""
-        return [
-            codec.encode(grad[keys], ctx)
-            for codec, keys, ctx in zip(self.codecs, self.shard_keys, ctxs, strict=True)
-        ]
+        """One payload per shard: the gradient restricted to that shard's keys.
+
+        ``touched`` mode: only the batch's keys are pushed (PS-lite). A kv codec sends exactly
+        those entries, zeros included; any other codec encodes the shard's gradient with the
+        other keys zeroed (with l2 = 0 they are zero already; with l2 > 0 the replica's stale
+        values of untouched keys must not leak into the push).
+        """
+        if not self.touched:
+            return [
+                codec.encode(grad[keys], ctx)
+                for codec, keys, ctx in zip(self.codecs, self.shard_keys, ctxs, strict=True)
+            ]
+        assert self.batch_keys is not None, "touched mode: call touched_keys() before the pull"
+        out = []
+        for codec, keys, local, ctx in zip(
+            self.codecs, self.shard_keys, self.batch_keys, ctxs, strict=True
+        ):
+            if type(codec) is KVCodec:  # exactly kv: a wrapper (error feedback) keeps its encode
+                out.append(codec.encode_keys(grad[keys], local, ctx))
+            else:
+                vec = np.zeros(len(keys), dtype=np.float32)
+                vec[local] = grad[keys[local]]
+                out.append(codec.encode(vec, ctx))
+        return out
+
+    def apply_touched(self, shard: int, local: np.ndarray, values: np.ndarray) -> None:
+        """``touched`` mode: install a shard's values of the requested keys into the replica."""
+        self.params[self.shard_keys[shard][local]] = values
 
     def apply_pull(self, shard: int, values: np.ndarray) -> None:
         """``params`` mode: install a shard's parameter values into the replica."""

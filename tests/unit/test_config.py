@@ -13,9 +13,10 @@ from psml_core.errors import ConfigError
 def test_smoke_tier_loads(smoke):
     assert smoke.tier == "smoke"
     assert smoke.methods == ("dense_bsp", "topk_ef")
-    assert len(smoke.runs()) == (
-        len(smoke.workloads) * len(smoke.methods) * len(smoke.scenarios) * len(smoke.seeds)
-    )
+    main = len(smoke.workloads) * len(smoke.methods) * len(smoke.scenarios) * len(smoke.seeds)
+    extra = {(w, m, s) for w, m, s, _ in smoke.grid() if m not in smoke.methods}
+    assert len(smoke.runs()) == main + len(extra) * len(smoke.seeds)
+    assert set(smoke.experiments) == {"jpdc", "dfs", "ratatouille", "dc2", "pcp"}
     # Schema defaults are filled in.
     assert smoke.workloads["rcv1_logreg"].l2 == 0.0
 

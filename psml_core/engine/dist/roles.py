@@ -14,6 +14,12 @@ ASP/SSP each shard's part is taken when *that* shard completes the iteration —
 contains every push of the iteration, possibly a few later ones (sim takes all parts at the
 one instant the last shard completes).
 
+Touched pulls (``pull: touched``, PS-lite's sparse pull). The worker draws its mini-batch
+before the pull; each PULL carries, as its payload part, the key list of that shard's keys the
+batch touches (:func:`~psml_core.codecs.kv.pack_keys`, 8 B per key, counted up); the shard
+answers with those keys' values as kv entries (12 B each, counted down). The optional state
+part (the controller figures) travels beside it unchanged.
+
 Round policies (PCP). A push carries the worker's 12-byte round report as its state part; shard
 0's answer carries the granted local steps (``Pull.extra``), exactly as in sim.
 
@@ -38,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.kv import pack_keys, unpack_keys
 from psml_core.codecs.value_bounded import snappy_size
 from psml_core.control.base import Controller, Observation
 from psml_core.engine.dist.settings import DistOptions, Faults, Layout
@@ -114,6 +121,12 @@ def _snappy(payload: Payload) -> int:
     return size
 
 
+def _snappy_raw(buf: bytes) -> int:
+    size = snappy_size(buf)
+    assert size is not None, "python-snappy is checked when the job is built"
+    return size
+
+
 def _delayed(faults: Faults, rank: int) -> float:
     """One local step's injected straggler delay (time is measured, so it costs 0 here)."""
     faults.delay(rank)
@@ -157,6 +170,7 @@ class _Request:
     ratio: float
     arrived: float
     prepost: int
+    keys: np.ndarray | None = None  # touched: the requested positions in the shard's keys
 
 
 class ShardLoop:
@@ -193,13 +207,20 @@ class ShardLoop:
         while done < self.workers or snapshots:
             hdr, src = self.wire.recv_header()
             if hdr.kind == Kind.PULL:
-                if hdr.state_len:  # the worker's figures of its previous step, for the controller
-                    _, figures = self.wire.recv_parts(src, hdr)
-                    if len(figures) != _FIGURES.size:
-                        raise ProtocolError(f"a pull with {len(figures)} bytes of figures")
-                    if self.feed is not None:
-                        self.feed.report(hdr.worker, hdr.clock - 1, *_FIGURES.unpack(figures))
-                req = _Request(hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost)
+                keys = None
+                if hdr.state_len or hdr.payload_len >= 0:
+                    request, figures = self.wire.recv_parts(src, hdr)
+                    keys = self._requested(hdr, request)
+                    if hdr.state_len:  # the worker's figures of its previous step (controller)
+                        if len(figures) != _FIGURES.size:
+                            raise ProtocolError(f"a pull with {len(figures)} bytes of figures")
+                        if self.feed is not None:
+                            self.feed.report(hdr.worker, hdr.clock - 1, *_FIGURES.unpack(figures))
+                if keys is None and self.shard.pull_mode == "touched":
+                    raise ProtocolError(f"a touched pull without its key list from rank {src}")
+                req = _Request(
+                    hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost, keys
+                )
                 if self.shard.may_serve(req.worker, req.clock):
                     self._answer(req, blocked=0.0)
                 else:
@@ -221,6 +242,20 @@ class ShardLoop:
             o.wait()
         if self.parked:
             raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
+
+    def _requested(self, hdr: Header, request: memoryview | None) -> np.ndarray | None:
+        """The key list a touched pull carries (None: no payload part)."""
+        if request is None:
+            return None
+        if self.shard.pull_mode != "touched":
+            raise ProtocolError(
+                f"a {self.shard.pull_mode} pull with a {len(request)}-byte payload from worker "
+                f"{hdr.worker}"
+            )
+        try:
+            return unpack_keys(request, len(self.shard.keys))
+        except ValueError as exc:
+            raise ProtocolError(f"pull {hdr.clock} of worker {hdr.worker}: {exc}") from None
 
     def _push(self, hdr: Header, src: int) -> None:
         payload, state = self.wire.recv_parts(src, hdr)
@@ -256,7 +291,7 @@ class ShardLoop:
         w, t = req.worker, req.clock
         ctx = self.job.ctx(t, req.ratio)
         staleness = self.shard.policy.staleness(w, self.shard.clocks)
-        pull = self.shard.pull(w, t, ctx, now=time.perf_counter())
+        pull = self.shard.pull(w, t, ctx, now=time.perf_counter(), keys=req.keys)
         if self.feed is not None:  # the step's ratio travels with shard 0's answer
             extra = {**pull.extra, RATIO_KEY: self.feed.ratio(t)}
             pull = Pull(pull.payload, extra, pull.extra_bytes + RATIO_BYTES, pull.ctx)
@@ -294,8 +329,9 @@ def run_worker(
     ``wait_s`` the longest time a pull sat at a shard's sync gate (measured by the shard);
     ``comm_s`` the rest of the iteration — encoding, transfers, decoding.
 
-    Bytes per iteration: the codec bytes of the S pull requests (none) and S pushes (up) and
-    of the S answers (down), plus their protocol bytes when ``options.count_header``.
+    Bytes per iteration: the codec bytes of the S pull requests (none; touched: the key lists)
+    and S pushes (up) and of the S answers (down), plus their protocol bytes when
+    ``options.count_header``.
     """
     rank = layout.worker_rank(p)
     worker = job.workers[p]
@@ -314,6 +350,7 @@ def run_worker(
         return hdr.codec_bytes + (hdr.protocol_bytes if proto else 0)
 
     rounds = shards[0].policy.rounds
+    touched = shards[0].pull_mode == "touched"
     feed = adaptive(job.controller)
     lossless = job.spec.method.lossless == "snappy"
     figures = b""  # this worker's figures of its previous step, for shard 0's controller
@@ -327,15 +364,34 @@ def run_worker(
         # 1. pull: post the answers' receives first, so that no shard ever waits for us.
         answers = [wire.irecv_header(s) for s in range(len(shards))]
         pre = [wire.prepost(s, c) if c else None for s, c in enumerate(capacity)]
+        # touched: the keys of the batch drawn now (compute uses it), as each shard's key list
+        keys = worker.touched_keys() if touched else None
+        key_lists = (
+            [pack_keys(k, len(sh.keys)) for k, sh in zip(keys, shards, strict=True)]
+            if keys is not None
+            else None
+        )
         requests = []
         up = []
+        lossless_up = 0
         for s, c in enumerate(capacity):
             part = figures if s == 0 else b""
+            klist = key_lists[s] if key_lists is not None else None
             hdr = Header(
-                Kind.PULL, p, t, state_len=len(part), state_codec=len(part), ratio=ratio, prepost=c
+                Kind.PULL,
+                p,
+                t,
+                payload_len=-1 if klist is None else len(klist),
+                state_len=len(part),
+                state_codec=len(part),
+                ratio=ratio,
+                prepost=c,
             )
-            requests.append(wire.isend(s, hdr, [b"", part] if part else []))
+            parts = [b"" if klist is None else klist, part] if part else ([klist] if klist else [])
+            requests.append(wire.isend(s, hdr, parts))
             up.append(counted(hdr))
+            if lossless and klist:
+                lossless_up += _snappy_raw(klist) - len(klist)
         down = [0] * len(shards)
         lossless_down = 0
         wait = 0.0
@@ -347,7 +403,13 @@ def run_worker(
             payload, state = wire.recv_parts(s, hdr, pre=pre[s])
             capacity[s] = max(capacity[s], hdr.payload_len)
             shard = shards[s]
-            name = _codec_name(shard.codec_up if shard.pull_mode == "aggregate" else shard.codec_down)
+            name = _codec_name(
+                shard.codec_up
+                if shard.pull_mode == "aggregate"
+                else shard.kv
+                if touched
+                else shard.codec_down
+            )
             answer = Pull(
                 Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
                 decode_state(state),
@@ -357,7 +419,14 @@ def run_worker(
                 ratio = float(answer.extra[RATIO_KEY])
             ctx = round_ctx[s] if shard.pull_mode == "aggregate" else None
             # Decoding uses no shard state, so this rank's copy of the shard decodes it.
-            vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
+            if keys is not None:  # touched: the values of exactly the requested keys
+                try:
+                    worker.apply_touched(s, keys[s], shard.decode_touched(answer, keys[s]))
+                except ValueError as exc:
+                    raise ProtocolError(f"worker {p}, answer {t} of shard {s}: {exc}") from None
+                vector = None
+            else:
+                vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
             if vector is not None:
                 if shard.pull_mode == "params":
                     worker.apply_pull(s, vector)
@@ -391,7 +460,6 @@ def run_worker(
         ctxs = [job.ctx(t, ratio, codec_state(e)) for e in extra]
         round_ctx = list(ctxs)
         pushes = []
-        lossless_up = 0
         for s, pl in enumerate(worker.encode_push(vector, ctxs)):
             part = report.pack() if report is not None else b""
             hdr = Header(

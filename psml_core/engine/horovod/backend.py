@@ -123,13 +123,19 @@ def check_job(job: Job) -> None:
     """Reject recipes that an allreduce cannot run.
 
     Raises:
-        ConfigError: an asynchronous sync policy, or a down-direction codec on pulls.
+        ConfigError: an asynchronous sync policy, a down-direction codec on pulls, or touched
+            pulls.
     """
     method = job.spec.method
     if not job.shards[0].policy.barrier:
         raise ConfigError(
             f"backend 'horovod' runs bulk-synchronous allreduce; method {method.name!r} uses "
             f"sync {method.sync.name!r} — use sync: bsp, or the sim or dist backend"
+        )
+    if method.pull == "touched":
+        raise ConfigError(
+            f"backend 'horovod' allreduces whole gradients and has no per-key pulls; method "
+            f"{method.name!r} sets pull: touched — use the sim or dist backend"
         )
     if method.codec_down is not None and method.codec_down.name != "none":
         raise ConfigError(

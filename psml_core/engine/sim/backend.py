@@ -3,7 +3,10 @@
 Gradients are real (the model is really trained); time is virtual. Each iteration of worker p:
 
 1. **pull**: a request to every shard (a header-only message); the shard answers when its sync
-   policy lets p proceed, with its parameter values encoded by the down codec;
+   policy lets p proceed, with its parameter values encoded by the down codec. In ``touched``
+   pull mode the worker first draws its mini-batch, the request carries the shard's keys that
+   the batch touches (8 B each, up) and the answer their values as kv entries (12 B each,
+   down);
 2. **compute**: the gradient on the next mini-batch; its duration comes from the compute model;
 3. **push**: one payload per shard, encoded by the up codec; the shard applies it (BSP: when all
    P pushes of the clock are in).
@@ -29,6 +32,7 @@ from typing import Any
 import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.value_bounded import snappy_size
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
@@ -102,6 +106,15 @@ def _snappy(payload: Payload) -> int:
     return size
 
 
+def _snappy_raw(buf: bytes) -> int:
+    """Snappy-compressed size of a pull request's payload (0 for a header-only request)."""
+    if not buf:
+        return 0
+    size = snappy_size(buf)
+    assert size is not None, "python-snappy disappeared during the run"
+    return size
+
+
 @BACKENDS.register("sim")
 class SimBackend(Backend):
     """Deterministic discrete-event simulation; see the module docstring."""
@@ -158,10 +171,12 @@ class _RunState:
         job, env = self.job, self.env
         w = job.workers[p]
         prev_comm = 0.0  # a round report carries the previous round's communication time
+        touched = job.shards[0].pull_mode == "touched"
         for t in range(job.spec.workload.iterations):
-            # 1. pull
+            # 1. pull (touched: for the keys of the batch drawn now, which compute then uses)
             start = env.now
-            pulls = [env.process(self.pull(p, s, t)) for s in range(len(job.shards))]
+            keys = w.touched_keys() if touched else [None] * len(job.shards)
+            pulls = [env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
             pull_end = env.now
@@ -171,6 +186,7 @@ class _RunState:
             remote_down = sum(x[2] for x in served)
             staleness = max(x[3] for x in served)
             lossless_down = sum(x[4] for x in served) if self.lossless else None
+            requests = [x[5] for x in served]  # the pull requests' payloads (touched: key lists)
             # 2. compute: one gradient, or a round's granted local steps
             speed = job.speed.factor(p, t)
             if self.rounds:
@@ -198,16 +214,17 @@ class _RunState:
             ]
             yield env.all_of(pushes)
             prev_comm = (pull_end - start - wait) + (env.now - push_start)
-            # Each shard got a header-only pull request and a push from this worker.
+            # Each shard got a pull request (header only, or a key list) and a push.
             extra_up = REPORT_BYTES if report is not None else 0
             sent = [
-                self.net.wire_bytes(0) + self.net.wire_bytes(pl.wire_bytes + extra_up)
-                for pl in payloads
+                self.net.wire_bytes(len(req)) + self.net.wire_bytes(pl.wire_bytes + extra_up)
+                for req, pl in zip(requests, payloads, strict=True)
             ]
             lossless_up = (
                 sum(
-                    self.net.wire_bytes(0) + self.net.wire_bytes(_snappy(pl) + extra_up)
-                    for pl in payloads
+                    self.net.wire_bytes(_snappy_raw(req))
+                    + self.net.wire_bytes(_snappy(pl) + extra_up)
+                    for req, pl in zip(requests, payloads, strict=True)
                 )
                 if self.lossless
                 else None
@@ -266,25 +283,28 @@ class _RunState:
             comm = pull_comm + self.env.now - push_start
             self._observed.setdefault(t, {})[p] = (comm, compute)
 
-    def pull(self, p: int, s: int, t: int) -> Generator[Any, Any, tuple]:
+    def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, tuple]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         d = self.delay.delay_s(t)
-        yield self.net.transfer(p, machine, 0, d)  # the request: header only
+        # The request: header only, or (touched) the key list of the shard's touched keys.
+        request = b"" if keys is None else pack_keys(keys, len(shard.keys))
+        yield self.net.transfer(p, machine, len(request), d)
         arrived = self.env.now
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived
         staleness = shard.policy.staleness(p, shard.clocks)
         ctx = self.ctx(t, self.ratio(t))
-        answer = shard.pull(p, t, ctx, now=self.env.now)
+        answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
         nbytes = self.net.wire_bytes(answer.wire_bytes)
         lossless = 0
         if self.lossless:
             packed = _snappy(answer.payload) if answer.payload else 0
             lossless = self.net.wire_bytes(packed + answer.extra_bytes)
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
-        vector = shard.decode_pull(answer, ctx)
-        if vector is not None:
-            worker = self.job.workers[p]
+        worker = self.job.workers[p]
+        if keys is not None:  # touched: the values of exactly the requested keys
+            worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
+        elif (vector := shard.decode_pull(answer, ctx)) is not None:
             if shard.pull_mode == "params":
                 worker.apply_pull(s, vector)
             elif shard.pull_mode == "delta":
@@ -292,7 +312,7 @@ class _RunState:
             else:
                 worker.apply_aggregate(s, vector)
         self.extra[p][s] = answer.extra
-        return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless
+        return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless, request
 
     def push(
         self,

@@ -1,0 +1,11 @@
+"""Conformance of the shared baselines (recipes of no paper): dense BSP/ASP and top-k."""
+
+from __future__ import annotations
+
+from conformance import MethodConformance
+
+
+class TestBaselinesConformance(MethodConformance):
+    paper = None
+    recipes = ("dense_bsp", "topk_ef", "dense_asp")
+    dist_recipes = ("dense_bsp",)

@@ -1,0 +1,247 @@
+"""With compression on, each method still learns, and saves what it claims to save.
+
+Each method runs from its recipe with the smoke settings (P = 4, S = 2, seed 0): 80 iterations
+(rounds for PCP) of digits_mlp, or 60 of rcv1_logreg for jpdc. Bars were set from measured
+values with a margin; the measurements (seed 0, and seeds 1-2 where stated) are in each case's
+``note``. Two tests per method, so that a method that saves bytes but does not learn shows as
+exactly that:
+
+* ``test_method_learns``: final test accuracy >= the bar (and the dense baseline of the same
+  workload reaches its own, so a broken workload cannot pass for a broken method);
+* ``test_method_saves_traffic``: the method's traffic is below its main baseline's by the stated
+  factor, in the metric the paper claims (total bytes, remote bytes, bytes per gradient step).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conformance import SimRun, final_eval, run_spec, simulate, traffic
+
+from psml_core.config import Experiment
+
+HETERO = (1.0, 1.0, 1.0, 4.0)  # worker 3 four times slower: what PCP is for
+
+
+@dataclass(frozen=True)
+class Case:
+    """One method's convergence run and its byte claim against its main baseline.
+
+    Attributes:
+        method: The recipe.
+        workload: The smoke workload.
+        iterations: Iterations (rounds under PCP).
+        scenario: The network scenario.
+        multipliers: Worker compute-time multipliers (None: homogeneous).
+        bar: The final test accuracy the method must reach.
+        baseline: The main baseline, run with the same settings.
+        metric: ``total`` bytes, ``remote`` bytes, or ``per_step`` (total bytes per gradient
+            step).
+        factor: The method's metric must be <= factor x the baseline's.
+        note: Measured values behind the bar and factor.
+    """
+
+    method: str
+    workload: str
+    iterations: int
+    scenario: str
+    multipliers: tuple[float, ...] | None
+    bar: float
+    baseline: str
+    metric: str
+    factor: float
+    note: str
+
+
+CASES = {
+    "dense_bsp": Case(
+        method="dense_bsp",
+        workload="digits_mlp",
+        iterations=80,
+        scenario="dc_10g",
+        multipliers=None,
+        bar=0.90,
+        baseline="dense_bsp",
+        metric="total",
+        factor=1.0,
+        note="acc 0.956 (seeds 0-2: 0.956, 0.956, 0.956)",
+    ),
+    "dfs": Case(
+        method="dfs",
+        workload="digits_mlp",
+        iterations=80,
+        scenario="dc_10g",
+        multipliers=None,
+        bar=0.80,
+        baseline="omnireduce",
+        metric="total",
+        factor=0.1,
+        note=(
+            "acc 0.250, test loss 6.28 (seeds 1, 2: 0.353, 0.325); topk_ef at the same rho: "
+            "0.883; bytes 0.031 x omnireduce's"
+        ),
+    ),
+    "ratatouille": Case(
+        method="ratatouille",
+        workload="digits_mlp",
+        iterations=80,
+        scenario="dc_10g",
+        multipliers=None,
+        bar=0.90,
+        baseline="snappy_bsp",
+        metric="total",
+        factor=0.5,
+        note="acc 0.956 (seeds 1, 2: 0.944, 0.953); bytes 0.30 x snappy_bsp's raw bytes",
+    ),
+    "dc2_topk": Case(
+        method="dc2_topk",
+        workload="digits_mlp",
+        iterations=80,
+        scenario="slow_100m",
+        multipliers=None,
+        bar=0.90,
+        baseline="dense_bsp",
+        metric="total",
+        factor=0.8,
+        note="acc 0.956 (seeds 1, 2: 0.947, 0.950); ratio down to 0.20; bytes 0.50 x dense",
+    ),
+    "pcp": Case(
+        method="pcp",
+        workload="digits_mlp",
+        iterations=80,
+        scenario="dc_10g",
+        multipliers=HETERO,
+        bar=0.90,
+        baseline="ssp_2",
+        metric="per_step",
+        factor=0.6,
+        note=(
+            "acc 0.969 (seeds 1, 2: 0.972, 0.972) in 1031 local steps; bytes per step 0.31 x "
+            "ssp_2's"
+        ),
+    ),
+    "jpdc": Case(
+        method="jpdc",
+        workload="rcv1_logreg",
+        iterations=60,
+        scenario="dc_10g",
+        multipliers=None,
+        bar=0.70,
+        baseline="random_partition",
+        metric="remote",
+        factor=0.85,
+        note="acc 0.740 (seeds 1, 2: 0.740, 0.734; chance 0.54, dense 0.848); remote bytes 0.66 x "
+        "random_partition's",
+    ),
+}
+
+DENSE_BARS = {"digits_mlp": 0.90, "rcv1_logreg": 0.80}  # dense_bsp measured 0.956 and 0.848
+
+KNOWN_FAILURES = {
+    "dfs": pytest.mark.xfail(
+        strict=True,
+        reason=(
+            "dfs does not converge on digits_mlp (lr 0.1, momentum 0.9): 80 iterations end at "
+            "test accuracy 0.250, loss 6.28 (seed 0; 0.353 and 0.325 at seeds 1 and 2), the "
+            "training loss rising from 1.34 at step 40 to 3.87 at step 70; dfs_fixed_b (B = "
+            "256) reaches 0.464, topk_ef at the same rho 0.883, dfs with momentum 0 0.767"
+        ),
+    ),
+}
+
+
+def run_case(
+    smoke: Experiment, prepared: dict[str, Path], case: Case, method: str | None = None
+) -> SimRun:
+    spec = run_spec(
+        smoke,
+        method or case.method,
+        case.workload,
+        case.iterations,
+        scenario=case.scenario,
+        multipliers=case.multipliers,
+    )
+    return simulate(spec, prepared)
+
+
+def metric(run: SimRun, name: str) -> float:
+    t = traffic(run.records)
+    if name == "per_step":
+        return t["total"] / sum(r.local_steps for r in run.records)
+    return float(t[name])
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=KNOWN_FAILURES.get(n, ())) for n in CASES if n != "dense_bsp"]
+)
+def test_method_learns(smoke: Experiment, prepared: dict[str, Path], name: str) -> None:
+    """Final test accuracy >= the case's bar (see ``CASES[name].note`` for the measurements)."""
+    case = CASES[name]
+    dense = run_case(smoke, prepared, case, "dense_bsp")
+    _, dense_acc = final_eval(dense.records)
+    assert dense_acc >= DENSE_BARS[case.workload]
+    loss, acc = final_eval(run_case(smoke, prepared, case).records)
+    print(f"\n{name}: test accuracy {acc:.4f}, loss {loss:.4f} (dense_bsp {dense_acc:.4f})")
+    assert math.isfinite(loss)
+    assert acc >= case.bar
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "dense_bsp"])
+def test_method_saves_traffic(smoke: Experiment, prepared: dict[str, Path], name: str) -> None:
+    """The method's traffic metric is <= factor x its main baseline's (same settings)."""
+    case = CASES[name]
+    run = run_case(smoke, prepared, case)
+    base = run_case(smoke, prepared, case, case.baseline)
+    mine, theirs = metric(run, case.metric), metric(base, case.metric)
+    print(
+        f"\n{name}: {case.metric} {mine:.0f} vs {case.baseline} {theirs:.0f} = {mine / theirs:.3f}"
+    )
+    assert mine <= case.factor * theirs
+
+
+def test_dc2_controller_compresses_on_the_slow_link(
+    smoke: Experiment, prepared: dict[str, Path]
+) -> None:
+    """On 100 Mbit/s DC2 leaves r0 = 1 after its warm-up and compresses (measured min 0.20).
+
+    One ratio per step for every worker; before step 20 (the warm-up) it is r0.
+    """
+    run = run_case(smoke, prepared, CASES["dc2_topk"])
+    ratio = {r.iteration: r.ratio for r in run.records}
+    assert all(r.ratio == ratio[r.iteration] for r in run.records)
+    assert {ratio[t] for t in range(20)} == {1.0}
+    assert min(ratio.values()) < 0.5
+
+
+def test_pcp_fast_workers_take_more_local_steps(
+    smoke: Experiment, prepared: dict[str, Path]
+) -> None:
+    """PCP's rounds give the three fast workers ~4x the slow one's steps (measured 1031 in all)."""
+    run = run_case(smoke, prepared, CASES["pcp"])
+    steps = [sum(r.local_steps for r in run.records if r.worker == p) for p in range(4)]
+    assert steps[3] == 80 and all(s >= 3 * steps[3] for s in steps[:3])
+
+
+def test_measured_table(smoke: Experiment, prepared: dict[str, Path]) -> None:
+    """Prints accuracy and traffic of every case and its baseline (run with -s to see it).
+
+    Also checks that the dense baseline learns on each workload, so the table is meaningful.
+    """
+    rows = []
+    for name, case in CASES.items():
+        for method in dict.fromkeys((case.method, case.baseline)):
+            run = run_case(smoke, prepared, case, method)
+            loss, acc = final_eval(run.records)
+            t = traffic(run.records)
+            steps = sum(r.local_steps for r in run.records)
+            rows.append(
+                f"{name:12s} {method:18s} {case.scenario:9s} acc {acc:.4f} loss {loss:.4f} "
+                f"up {t['up']:>9d} down {t['down']:>9d} remote {t['remote']:>9d} steps {steps}"
+            )
+    print("\n" + "\n".join(rows))
+    for workload, bar in DENSE_BARS.items():
+        case = next(c for c in CASES.values() if c.workload == workload)
+        assert final_eval(run_case(smoke, prepared, case, "dense_bsp").records)[1] >= bar
