@@ -97,7 +97,14 @@ def cmd_partition(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     assignment = make_placement(spec.method.placement).assign(problem, spec.workers, spec.shards)
     seconds = time.perf_counter() - t0
-    traffic = predicted_traffic(problem, assignment, spec.workers, spec.shards, spec.colocated)
+    traffic = predicted_traffic(
+        problem,
+        assignment,
+        spec.workers,
+        spec.shards,
+        spec.colocated,
+        batch_size=spec.workload.batch_size,
+    )
     traffic.update(
         placement=spec.method.placement.name,
         workload=spec.workload.name,
