@@ -163,6 +163,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs = collect_runs([Path(p) for p in args.summaries])
     write_runs_csv(runs, args.out)
     write_runs_csv(aggregate_runs(runs), args.aggregate)
+    if args.claims:
+        import pandas as pd
+
+        from psml_core.analysis.claims import evaluate_claims, load_papers
+
+        if not args.papers or not args.experiment:
+            raise ConfigError("psml compare --claims needs --papers and --experiment")
+        exp = _json_arg(args.experiment, "--experiment")
+        results = evaluate_claims(
+            load_papers(args.papers),
+            runs,
+            exp.get("experiments", {}),
+            sorted(exp.get("scenarios", {})),
+        )
+        table = pd.DataFrame([r.row() for r in results])
+        write_runs_csv(table, args.claims)
     return 0
 
 
@@ -266,6 +282,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--summaries", nargs="+", required=True)
     p.add_argument("--out", required=True, help="runs.csv")
     p.add_argument("--aggregate", required=True, help="aggregate.csv")
+    p.add_argument("--papers", help="directory of config/papers/*.yaml (reported results)")
+    p.add_argument("--experiment", help="the effective config as JSON (its experiments)")
+    p.add_argument("--claims", help="claims.csv: every claim measured, with its verdict")
 
     p = add("report", cmd_report, "build the PDF report")
     p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")

@@ -139,6 +139,14 @@ def all_partitions(wildcards):
     return [f"results/{TIER}/partition/{w}/{m}.json" for w, m in pairs]
 
 
+PAPERS_DIR = str(Path(CONFIG_DIR) / "papers")
+
+
+def paper_files(wildcards):
+    """The reported results the claims are measured against."""
+    return sorted(str(p) for p in Path(PAPERS_DIR).glob("*.yaml"))
+
+
 def experiment_json(wildcards):
     """The effective configuration plus the recipes in use, for the report."""
     exp = dict(config)

@@ -1,4 +1,5 @@
-# Comparison: every run's summary into one table, and per-setting means over seeds.
+# Comparison: every run's summary into one table, per-setting means over seeds, and every
+# paper's claims measured on the runs with their verdicts (config/papers/*.yaml).
 
 
 localrules:
@@ -7,10 +8,12 @@ localrules:
 
 rule compare:
     input:
-        all_summaries,
+        summaries=all_summaries,
+        papers=paper_files,
     output:
         runs=f"results/{TIER}/runs.csv",
         aggregate=f"results/{TIER}/aggregate.csv",
+        claims=f"results/{TIER}/claims.csv",
     log:
         f"logs/{TIER}/compare.log",
     benchmark:
@@ -21,6 +24,10 @@ rule compare:
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        experiment=experiment_json,
+        papers=PAPERS_DIR,
     shell:
-        "psml compare --summaries {input} --out {output.runs} "
-        "--aggregate {output.aggregate} > {log} 2>&1"
+        "psml compare --summaries {input.summaries} --out {output.runs} "
+        "--aggregate {output.aggregate} --papers {params.papers} "
+        "--experiment {params.experiment:q} --claims {output.claims} > {log} 2>&1"
