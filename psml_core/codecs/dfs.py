@@ -24,33 +24,132 @@ from psml_core.codecs.blocks import (
 )
 from psml_core.codecs.formats import bitmap_bytes, block_count, decode_blocks, encode_blocks
 
-__all__ = ["DEFAULT_CANDIDATES", "CostReport", "DFSCodec", "DFSServer", "remap_mask"]
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "KEY_BLOCK",
+    "KEY_MASK",
+    "KEY_REPORT",
+    "CostReport",
+    "DFSCodec",
+    "DFSServer",
+    "remap_mask",
+]
 
 DEFAULT_CANDIDATES: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
 
+# Keys of the state the server publishes (``ctx.extra`` of the workers' next push).
 KEY_BLOCK = "dfs_block_size"
 KEY_MASK = "dfs_mask"
+KEY_REPORT = "dfs_report"
+
+_LAST = 1 << 31  # report word flag: the kept set holds the short last block
+_U32 = np.dtype("<u4")
+
+
+def _short_tail(n: int, block: int) -> int:
+    """Elements missing from the last block: ``B - r`` (0 when ``B`` divides ``n``)."""
+    nblk = block_count(n, block)
+    return 0 if nblk == 0 else nblk * block - n
+
+
+def cost_word(n: int, block: int, cost: int) -> int:
+    """The report word of an exact up cost: ``|S|``, plus bit 31 if the short last block is kept.
+
+    Inverse of :func:`word_cost`. ``cost`` is ``|S| (4B + 4)`` less ``4 (B - r)`` when the short
+    last block (``r < B`` elements) is one of the ``|S|`` records; the two cases never give the
+    same residue modulo ``4B + 4``, so the word is unique.
+
+    Raises:
+        ValueError: for a cost no set of block records of an ``n``-vector has.
+    """
+    full = 4 * block + 4
+    if cost < 0:
+        raise ValueError(f"a cost of {cost} bytes is negative")
+    short = _short_tail(n, block)
+    count, last = (cost // full, False) if cost % full == 0 else ((cost + 4 * short) // full, True)
+    if last and (short == 0 or (cost + 4 * short) % full):
+        raise ValueError(f"{cost} bytes are no set of {block}-element block records (n = {n})")
+    if count > block_count(n, block) or count >= _LAST:
+        raise ValueError(f"{cost} bytes name more blocks of {block} than an {n}-vector has")
+    return count | (_LAST if last else 0)
+
+
+def word_cost(n: int, block: int, word: int) -> int:
+    """Exact up bytes of a report word (:func:`cost_word`), after checking it against ``n``.
+
+    Raises:
+        ValueError: for more blocks than the vector has, or a last-block flag that cannot be
+            (no short last block, no block at all, or every block kept without the flag).
+    """
+    count, last = word & (_LAST - 1), bool(word & _LAST)
+    nblk = block_count(n, block)
+    short = _short_tail(n, block)
+    if count > nblk:
+        raise ValueError(f"a report counts {count} blocks of {block}; the vector has {nblk}")
+    if last and (short == 0 or count == 0):
+        raise ValueError(f"a report flags a short last block of {block} that cannot be sent")
+    if short and count == nblk and nblk and not last:
+        raise ValueError(f"a report keeps all {nblk} blocks of {block} but not the last one")
+    return records_bytes(n, block, count, last)
 
 
 @dataclass(frozen=True)
 class CostReport:
     """A worker's predicted up cost at every candidate block size (dynamic block size, step 1).
 
+    On the wire (:meth:`to_bytes`) a report is one little-endian uint32 word per candidate
+    ``B``, in ascending ``B``: the number of blocks ``|S_p(B)|`` the worker would keep, with bit
+    31 set when the short last block (``r = n - (nblk - 1) B < B`` elements) is one of them —
+    so the exact cost ``|S_p(B)| (4B + 4) - [last] 4 (B - r)`` follows from the word
+    (:func:`word_cost`).
+    No header: the candidates and ``n`` are known to both ends, so the length is ``4 |B-set|``.
+
     Attributes:
         n: Length of the vector the report was made on.
-        costs: Candidate ``B`` -> exact up bytes ``|S_p(B)| (4B + 4)`` the worker would send.
-        masks: Candidate ``B`` -> the kept block mask ``S_p(B)``, for the server's union
-            estimate. The masks are simulation-side information: only the costs are on the wire.
+        costs: Candidate ``B`` -> exact up bytes of the block records the worker would send.
+        masks: Candidate ``B`` -> the kept block mask ``S_p(B)``. Local only (empty for a report
+            parsed from the wire): with masks the server computes the exact union (an oracle
+            for analysis); without, it estimates the union (:meth:`DFSServer.union_estimate`).
     """
 
     n: int
     costs: dict[int, int]
-    masks: dict[int, np.ndarray] = field(repr=False)
+    masks: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def wire_bytes(self) -> int:
         """Size of the report on the wire: one uint32 per candidate."""
         return 4 * len(self.costs)
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """Candidate ``B`` -> ``|S_p(B)|``, the number of kept blocks."""
+        return {b: cost_word(self.n, b, c) & (_LAST - 1) for b, c in self.costs.items()}
+
+    @property
+    def keeps_last(self) -> dict[int, bool]:
+        """Candidate ``B`` -> whether the short last block is kept (False when ``B | n``)."""
+        return {b: bool(cost_word(self.n, b, c) & _LAST) for b, c in self.costs.items()}
+
+    def to_bytes(self) -> bytes:
+        """The wire form: a uint32 word per candidate, ascending ``B`` (:func:`cost_word`)."""
+        words = [cost_word(self.n, b, self.costs[b]) for b in sorted(self.costs)]
+        return np.array(words, dtype=_U32).tobytes()
+
+    @classmethod
+    def from_bytes(cls, buf: bytes | memoryview, n: int, candidates: Sequence[int]) -> CostReport:
+        """Parse :meth:`to_bytes` output for an ``n``-vector and the ascending ``candidates``.
+
+        Raises:
+            ValueError: for a length other than ``4 |candidates|`` or an impossible word.
+        """
+        if len(buf) != 4 * len(candidates):
+            raise ValueError(
+                f"a cost report over {len(candidates)} block sizes takes "
+                f"{4 * len(candidates)} bytes, got {len(buf)}"
+            )
+        words = np.frombuffer(buf, dtype=_U32, count=len(candidates))
+        return cls(n, {b: word_cost(n, b, int(w)) for b, w in zip(candidates, words, strict=True)})
 
 
 def _opt_fraction(value: float | None, param: str) -> float | None:
@@ -82,30 +181,72 @@ class DFSCodec(Codec):
     :func:`~psml_core.codecs.blocks.block_energy`). The budget is fixed, so without ``energy``
     a message has exactly ``k`` records, all-zero blocks included when fewer blocks are non-zero.
 
-    ``B`` and ``M_{t-1}`` come from the server through ``ctx.extra``: ``"dfs_block_size"`` (int;
-    absent = the ``block_size`` param) and ``"dfs_mask"`` (bool array over the blocks of that
-    ``B``; absent at step 0 = no bonus). See :meth:`DFSServer.shared`.
+    Everything a step needs besides the vector comes from ``ctx.extra``, the state the server
+    published after the previous step (:meth:`DFSServer.shared`): ``"dfs_block_size"`` (``B``;
+    absent = the ``block_size`` param, e.g. at step 0 or with ``dynamic = false``),
+    ``"dfs_mask"`` (``M_{t-1}``, a bool array over the blocks of that ``B``; absent = no bonus)
+    and ``"dfs_report"`` (True = this push carries a cost report). Encoder and decoder read the
+    same three keys, so both agree on ``B`` and on the layout without any header.
 
-    Wire format (up): block records (:func:`~psml_core.codecs.formats.encode_blocks`), each a
-    little-endian uint32 block id then the block's float32 values, ascending ids:
-    ``wire_bytes = |S| (4B + 4)``, with ``4r + 4`` for the short last block of
-    ``r = n - (nblk - 1) B`` elements when it is kept. No header: ``n``, ``B``, the ratio and the
-    params are known to both ends; the decoder checks that the number of records is the one the
-    budget gives (``k``, or between 1 and ``k`` with ``energy``).
+    Wire format (up): ``[cost report] + block records``.
 
-    Dynamic block size (``dynamic``, the default): :meth:`predicted_costs` gives, for every
-    candidate ``B``, the exact up bytes the worker would send under the same budget (and the kept
-    mask); the report costs :attr:`cost_report_bytes` = ``4 |candidates|`` bytes of *up*
-    traffic, which the engine must count. :meth:`DFSServer.choose_block_size` picks the ``B`` of
-    least predicted ``sum_p up_p(B) + P |U_p S_p(B)| (4B + 4)`` every ``reselect_every`` steps.
+    * Block records (:func:`~psml_core.codecs.formats.encode_blocks`): each a little-endian uint32
+      block id then the block's float32 values, ascending ids: ``|S| (4B + 4)`` bytes, with
+      ``4r + 4`` for the short last block of ``r = n - (nblk - 1) B`` elements when it is kept.
+    * Cost report, only when ``ctx.extra["dfs_report"]`` (dynamic mode): :class:`CostReport`
+      words first, ``4 |candidates|`` bytes — one uint32 per candidate ``B`` (ascending): the
+      number of blocks the worker would keep at that ``B`` under the same budget (the bonus mask
+      remapped to that grid), bit 31 = the short last block is one of them. Its length is known
+      from the B-set, so no header; ``wire_bytes`` counts it exactly.
+
+    The decoder checks the record count against the budget (``k``, or 1 to ``k`` with
+    ``energy``), every report word against the budget at its ``B``, and that the word at the
+    ``B`` in force matches the records that follow.
+
+    Dynamic block size (``dynamic``, the default), wired through payloads and shared state:
+    after the rounds ``t = 0, K, 2K, ...`` the server asks for reports (``"dfs_report"``); the
+    pushes of step ``t + 1`` carry them; :meth:`DFSServer.aggregate` parses them and picks the
+    ``B`` of least predicted ``sum_p up_p(B) + P |U_p S_p(B)| (4B + 4)`` (the union estimated
+    from the masks of that step, :meth:`DFSServer.union_estimate`), which :meth:`DFSServer.shared`
+    publishes for step ``t + 2`` together with the mask remapped to the new grid. Steps 0 and 1
+    use ``block_size``: no server state reaches the workers before the first broadcast.
 
     Server side: :class:`DFSServer` (per-block sum, the union's aggregated blocks sent down,
-    optional down sparsification with a server residual, the mask bitmap broadcast).
+    optional down sparsification with a server residual, ``B`` + mask bitmap broadcast).
 
     Tuning: ``rho = 0.01`` matches the top-k baseline budget (also 0.001, 0.1); ``lam = 1`` is the
-    spec's default (0 turns the bonus off); ``reselect_every = 50`` is the cheap mode of the
-    dynamic block size; ``dynamic = false`` with a fixed ``block_size`` isolates the dynamic-B
-    gain. Small ``B`` tracks the gradient's energy better, large ``B`` pays fewer ids.
+    spec's default (0 turns the bonus off, and the mask is then not broadcast); ``reselect_every
+    = 50`` is the cheap mode of the dynamic block size (a 4 |candidates|-byte report per push and
+    the selection's compute every 50 steps instead of every step); ``dynamic = false`` with a
+    fixed ``block_size`` isolates the dynamic-B gain. Small ``B`` tracks the gradient's energy
+    better, large ``B`` pays fewer ids; with a pure ``rho`` budget every ``B`` sends about
+    ``rho n`` elements, so the choice is driven by the union (overlap between workers) and by
+    the rounding of ``ceil(rho n / B) B``; ``energy`` makes the kept counts, hence the reports,
+    depend on how the gradient's energy is laid out.
+
+    Convergence — use ``energy``, not a small ``rho`` alone. At ``B = 1`` and ``lam = 0`` DFS
+    *is* element top-k with error feedback (same kept set and residual; a digits-MLP run is
+    bit-identical to ``topk_ef`` when ``ceil(rho n) = floor(rho n)``), so what follows is inherent
+    in whole-block selection, not a defect. Measured on the smoke digits MLP (P = 4, 2 shards of
+    2405 parameters, SGD lr 0.1 with momentum 0.9, test accuracy at step 80, 3 seeds):
+
+    * ``rho = 0.01`` diverges after ~40 steps: 0.31 (dynamic, which picks ``B = 32``) and 0.51
+      (fixed ``B = 256``) against 0.83 for element top-k at 1% and 0.96 dense. A block is kept for
+      its summed energy, so the kept set holds a smaller share of ``||v||^2`` than as many largest
+      elements (7-8% per push at ``B`` = 8-32 vs 12% for top-k; ``B = 64`` at ``rho = 0.1``: 34%
+      vs 63%), and the largest coordinates of the other blocks wait in the residual and go out
+      late, in bursts that server momentum amplifies. It is not too few coordinates: one block of
+      256 is already 10.6% of a shard, yet converges worse than top-k at 1%. Without momentum
+      DFS at ``B = 256`` matches top-k (seed 0: 0.83 vs 0.79); lr 0.03 also rescues it (0.86).
+    * The alignment bonus makes it worse under a tight budget (``lam = 0``: 0.57): the workers
+      pick the same blocks (at ``B = 32`` the union is often 2 of a possible 4 blocks per
+      shard-step), so the other blocks wait longer in the residual.
+    * What converges is keeping a share of the energy: ``energy = 0.5`` with ``ratio`` as a cap
+      (0.3): 0.93 (fixed ``B = 256``: 0.90) at about 9x top-k's up bytes (3.6 kB vs 0.38 kB per
+      worker-step); ``energy = 0.4`` is marginal (0.84, one seed 0.72), 0.3 is not (0.79). The
+      ``dfs`` recipes use ``ratio 0.3, energy 0.5``; a cap of 0.2 binds too often at
+      ``B = 256`` on small shards (0.79). DGC-style momentum correction (momentum on the workers,
+      plain SGD at the server) would need the optimizer moved and is not a codec parameter.
 
     Args:
         ratio: ``rho`` in (0, 1], the element budget; None = use ``ctx.ratio``. Default None.
@@ -151,6 +292,8 @@ class DFSCodec(Codec):
         cands = sorted({check_block_size(c, "candidates") for c in candidates})
         if not cands:
             raise ValueError("candidates must name at least one block size")
+        if cands[-1] >= _LAST:
+            raise ValueError(f"candidates must be below 2**31, got {cands[-1]}")
         self.candidates: tuple[int, ...] = tuple(cands)
         self.reselect_every = check_block_size(reselect_every, "reselect_every")
         self.down_ratio = _opt_fraction(down_ratio, "down_ratio")
@@ -167,6 +310,10 @@ class DFSCodec(Codec):
     def resolve_ratio(self, ctx: CodecContext) -> float:
         """``rho`` in force: the ``ratio`` param, else ``ctx.ratio``."""
         return self.ratio if self.ratio is not None else check_fraction(ctx.ratio, "ctx.ratio")
+
+    def reports_due(self, ctx: CodecContext) -> bool:
+        """Whether a push under ``ctx`` carries a cost report (dynamic and asked for)."""
+        return self.dynamic and bool(ctx.extra.get(KEY_REPORT, False))
 
     def budget(self, n: int, block: int, ctx: CodecContext) -> int:
         """``k``: the fewest blocks with ``k B >= rho n``, in [1, nblk] (0 when ``n = 0``)."""
@@ -209,69 +356,131 @@ class DFSCodec(Codec):
         count = min(ids.size, int(np.searchsorted(kept, self.energy * e.sum(), "left")) + 1)
         return np.sort(order[:count])
 
-    def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Send the selected blocks of ``x`` as block records."""
-        x = check_vector(x)
-        n = int(x.size)
-        b = self.resolve_block_size(ctx)
-        ids = self.select(x, b, self.previous_mask(ctx, n, b), self.budget(n, b, ctx))
-        return Payload(self.name, n, encode_blocks(x, ids, b))
-
-    def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
-        """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
-
-        Raises:
-            ValueError: for a length no set of records has, bad ids, or a record count the
-                budget cannot give.
-        """
-        n = payload.n
-        b = self.resolve_block_size(ctx)
-        ids, dense = decode_blocks(payload.buffer, n, b)
-        k = self.budget(n, b, ctx)
-        if self.energy is None and ids.size != k:
-            raise ValueError(f"dfs payload has {ids.size} blocks, the budget sends exactly {k}")
-        if not min(k, 1) <= ids.size <= k:
-            raise ValueError(f"dfs payload has {ids.size} blocks, the budget sends 1 to {k}")
-        return ids, dense
-
-    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """The dense vector: the kept blocks' values, zeros elsewhere."""
-        return self.decode_records(payload, ctx)[1]
-
-    def predicted_costs(self, v: np.ndarray, ctx: CodecContext) -> CostReport:
-        """Exact up bytes (and kept masks) at every candidate ``B`` under the same budget.
-
-        ``M_{t-1}`` (on the grid of the ``B`` in force) is remapped to each candidate's grid for
-        the alignment bonus. ``v`` must be what :meth:`encode` would see: with error feedback,
-        the input plus the residual (``ErrorFeedback.residual``).
-        """
-        v = check_vector(v)
+    def _report(
+        self,
+        v: np.ndarray,
+        ctx: CodecContext,
+        block: int,
+        prev: np.ndarray | None,
+        ids_now: np.ndarray | None = None,
+    ) -> CostReport:
+        """The selection at every candidate (``ids_now``: the one already made at ``block``)."""
         n = int(v.size)
-        cur = self.resolve_block_size(ctx)
-        prev = self.previous_mask(ctx, n, cur)
         costs: dict[int, int] = {}
         masks: dict[int, np.ndarray] = {}
         for b in self.candidates:
-            mask = None if prev is None else remap_mask(prev, cur, b, n)
-            ids = self.select(v, b, mask, self.budget(n, b, ctx))
+            if b == block and ids_now is not None:
+                ids = ids_now
+            else:
+                mask = None if prev is None else remap_mask(prev, block, b, n)
+                ids = self.select(v, b, mask, self.budget(n, b, ctx))
             nblk = block_count(n, b)
             has_last = bool(ids.size) and int(ids[-1]) == nblk - 1
             costs[b] = records_bytes(n, b, int(ids.size), has_last)
             masks[b] = ids_to_mask(ids, nblk)
         return CostReport(n, costs, masks)
 
+    def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
+        """Send the selected blocks of ``x`` as block records, after a cost report if asked."""
+        x = check_vector(x)
+        n = int(x.size)
+        b = self.resolve_block_size(ctx)
+        prev = self.previous_mask(ctx, n, b)
+        ids = self.select(x, b, prev, self.budget(n, b, ctx))
+        records = encode_blocks(x, ids, b)
+        if not self.reports_due(ctx):
+            return Payload(self.name, n, records)
+        report = self._report(x, ctx, b, prev, ids)
+        return Payload(self.name, n, report.to_bytes() + records)
+
+    def check_report(self, report: CostReport, ctx: CodecContext) -> None:
+        """Validate a parsed report against the budget at each candidate ``B``.
+
+        Raises:
+            ValueError: for a count the budget cannot give (exactly ``k(B)`` without
+                ``energy``, 1 to ``k(B)`` with it).
+        """
+        n = report.n
+        for b, count in report.counts.items():
+            k = self.budget(n, b, ctx)
+            if (self.energy is None and count != k) or not min(k, 1) <= count <= k:
+                raise ValueError(
+                    f"dfs cost report counts {count} blocks of {b}; the budget keeps "
+                    f"{k if self.energy is None else f'1 to {k}'}"
+                )
+
+    def parse(
+        self, payload: Payload, ctx: CodecContext
+    ) -> tuple[CostReport | None, np.ndarray, np.ndarray]:
+        """Parse and validate an up payload: ``(cost report or None, block ids, dense vector)``.
+
+        Needs nothing but ``ctx`` (``B``, whether a report leads the buffer, the budget).
+
+        Raises:
+            ValueError: for a length no report plus records has, bad ids or report words, a
+                record count the budget cannot give, or a report that contradicts the records.
+        """
+        n = payload.n
+        b = self.resolve_block_size(ctx)
+        buf: bytes | memoryview = payload.buffer
+        report = None
+        if self.reports_due(ctx):
+            m = self.cost_report_bytes
+            if len(buf) < m:
+                raise ValueError(f"dfs payload of {len(buf)} bytes lacks its {m}-byte cost report")
+            report = CostReport.from_bytes(memoryview(buf)[:m], n, self.candidates)
+            self.check_report(report, ctx)
+            buf = memoryview(buf)[m:]
+        ids, dense = decode_blocks(buf, n, b)
+        k = self.budget(n, b, ctx)
+        if self.energy is None and ids.size != k:
+            raise ValueError(f"dfs payload has {ids.size} blocks, the budget sends exactly {k}")
+        if not min(k, 1) <= ids.size <= k:
+            raise ValueError(f"dfs payload has {ids.size} blocks, the budget sends 1 to {k}")
+        if report is not None and b in report.costs and report.costs[b] != len(buf):
+            raise ValueError(
+                f"dfs cost report says {report.costs[b]} bytes of records at B = {b}, "
+                f"{len(buf)} follow"
+            )
+        return report, ids, dense
+
+    def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
+        """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
+
+        Raises:
+            ValueError: as :meth:`parse`.
+        """
+        return self.parse(payload, ctx)[1:]
+
+    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
+        """The dense vector: the kept blocks' values, zeros elsewhere (a report is skipped)."""
+        return self.parse(payload, ctx)[2]
+
+    def predicted_costs(self, v: np.ndarray, ctx: CodecContext) -> CostReport:
+        """Exact up bytes (and kept masks) at every candidate ``B`` under the same budget.
+
+        What :meth:`encode` puts on the wire as the cost report, plus the masks (local only).
+        ``M_{t-1}`` (on the grid of the ``B`` in force) is remapped to each candidate's grid for
+        the alignment bonus. ``v`` must be what :meth:`encode` would see: with error feedback,
+        the input plus the residual (``ErrorFeedback.compensated``).
+        """
+        v = check_vector(v)
+        b = self.resolve_block_size(ctx)
+        return self._report(v, ctx, b, self.previous_mask(ctx, int(v.size), b))
+
     def server(self) -> DFSServer:
-        """The DFS server: block sums, union down, optional down residual, mask broadcast."""
+        """The DFS server: block sums, union down, optional down residual, B + mask broadcast."""
         return DFSServer(self)
 
 
 class DFSServer(ServerCodec):
     """The DFS parameter server: aggregate per block, send the union down, publish ``B`` and mask.
 
-    Per step (``B`` from ``ctx``, as on the workers):
+    Per step ``t`` (``B_t`` from ``ctx``, as on the workers):
 
     1. :meth:`aggregate`: the sum of the pushes (float32, summed in the order given) and
-       ``G_t``, the union of the workers' blocks.
+       ``G_t``, the union of the workers' blocks; if the pushes carry cost reports, the choice
+       of ``B_{t+1}`` (:meth:`choose_block_size`).
     2. :meth:`encode_down`: block records of the aggregate (sums; the engine divides by ``P``)
        over ``G_t``: ``|G_t| (4B + 4)`` bytes per worker (``4r + 4`` for a short last block),
        i.e. ``P |G_t| (4B + 4)`` in all. With ``down_ratio``: ``u = aggregate + residual``
@@ -279,16 +488,24 @@ class DFSServer(ServerCodec):
        ``k B >= down_ratio n``, are sent as float32; the residual becomes ``u`` minus what was
        sent (exactly: ``aggregate + old residual == sent + new residual`` in float64).
        ``M_t`` = the blocks sent down.
-    3. :meth:`shared`: ``{"dfs_block_size": B_{t+1}, "dfs_mask": M_t}`` for the next step's
-       ``ctx.extra``, the mask remapped to the grid of ``B_{t+1}`` if ``B`` changed; it costs
-       ``ceil(nblk / 8)`` bytes (the bitmap) of down traffic per worker (``B`` itself is free,
-       as in the spec).
+    3. :meth:`shared`: the state of the workers' next push (``ctx.extra``) and its exact size
+       per worker:
 
-    Dynamic block size: when :meth:`reselect_due` says so, the workers send a
-    :class:`CostReport` with their push (:attr:`DFSCodec.cost_report_bytes` up bytes each) and
-    :meth:`choose_block_size` picks the ``B`` of the next step. The reports are made on the
-    vectors of this step, so for the step that uses the new ``B`` the union is estimated from
-    the last iteration's masks, as the spec says, with no extra round trip.
+       * dynamic: ``{"dfs_block_size": B_{t+1}, "dfs_mask": M_t on the grid of B_{t+1},
+         "dfs_report": True when the next push must carry a report}``, ``4 + ceil(nblk / 8)``
+         bytes — one uint32 word (``B`` in bits 0-30, the report request in bit 31) and the
+         bitmap over the ``nblk`` blocks of ``B_{t+1}``;
+       * fixed ``B``: ``{"dfs_mask": M_t}``, ``ceil(nblk / 8)`` bytes (``B`` is a param both
+         ends know).
+
+       With ``lam = 0`` the workers have no use for the mask and it is not sent.
+
+    Dynamic block size (the spec's three steps): after the rounds ``t`` with ``t % K == 0``
+    (:meth:`reselect_due`) the next pushes carry :class:`CostReport` words; the server takes
+    ``up_p(B)`` from them, estimates the union from the masks of that step
+    (:meth:`union_estimate`) and keeps the ``B`` of least ``sum_p up_p(B) + P |U(B)| (4B + 4)``
+    (ties: the smaller ``B``; :attr:`last_costs`, :attr:`history`). When ``B`` changes the mask
+    is remapped: a block of the new grid is in when it overlaps one of the old.
 
     Args:
         codec: The worker-side :class:`DFSCodec`.
@@ -298,13 +515,18 @@ class DFSServer(ServerCodec):
 
     def __init__(self, codec: DFSCodec) -> None:
         super().__init__(codec)
-        self.block_size: int = codec.block_size
+        self.block_size: int = codec.block_size  # B of the next step (published by shared)
         self.n: int | None = None
-        self.union: np.ndarray | None = None
-        self.mask: np.ndarray | None = None
+        self.union: np.ndarray | None = None  # G_t of the last aggregate, on union_block's grid
+        self.union_block: int = codec.block_size
+        self.pushed: int = 0  # sum_p |S_p| of the last aggregate (blocks pushed, with repeats)
+        self.mask: np.ndarray | None = None  # M_t, the blocks sent down, on mask_block's grid
         self.mask_block: int = codec.block_size
         self.residual: np.ndarray | None = None
+        self.step: int | None = None  # ctx.step of the last aggregate
         self.last_costs: dict[int, int] = {}
+        self.last_reports: list[CostReport] = []
+        self.history: list[tuple[int, int]] = []  # (step of the reports, B chosen)
 
     def _block(self, ctx: CodecContext) -> int:
         b = self.codec.resolve_block_size(ctx)
@@ -316,18 +538,27 @@ class DFSServer(ServerCodec):
         return b
 
     def aggregate(self, payloads: list[Payload], ctx: CodecContext) -> np.ndarray:
-        """The sum of the pushes; remembers the union ``G_t`` of their blocks."""
+        """The sum of the pushes; remembers ``G_t``; picks the next ``B`` if they report costs."""
         b = self._block(ctx)
         n = payloads[0].n
         out = np.zeros(n, dtype=np.float32)
         union = np.zeros(block_count(n, b), dtype=bool)
+        reports: list[CostReport] = []
+        pushed = 0
         for p in payloads:
             if p.n != n:
                 raise ValueError(f"pushes of different lengths ({p.n} and {n}) cannot be summed")
-            ids, dense = self.codec.decode_records(p, ctx)
+            report, ids, dense = self.codec.parse(p, ctx)
             out += dense
             union[ids] = True
-        self.n, self.union = n, union
+            pushed += int(ids.size)
+            if report is not None:
+                reports.append(report)
+        self.n, self.union, self.union_block, self.step = n, union, b, ctx.step
+        self.pushed = pushed
+        if reports:
+            self.last_reports = reports
+            self.history.append((ctx.step, self.choose_block_size(reports)))
         return out
 
     def down_budget(self, n: int, block: int) -> int | None:
@@ -382,30 +613,78 @@ class DFSServer(ServerCodec):
         return dense
 
     def shared(self) -> tuple[dict[str, Any], int]:
-        """``({"dfs_block_size": B, "dfs_mask": M_t}, ceil(nblk / 8))`` for the next step.
+        """The next step's ``ctx.extra`` and its size per worker (see the class docstring).
 
-        Before the first :meth:`encode_down` there is no mask: ``({"dfs_block_size": B}, 0)``.
+        Before the first :meth:`encode_down` there is no mask: dynamic ``({"dfs_block_size":
+        B}, 4)``, fixed ``({}, 0)``.
         """
-        extra: dict[str, Any] = {KEY_BLOCK: self.block_size}
-        if self.mask is None or self.n is None:
-            return extra, 0
-        mask = remap_mask(self.mask, self.mask_block, self.block_size, self.n)
-        extra[KEY_MASK] = mask
-        return extra, bitmap_bytes(mask.size)
+        extra: dict[str, Any] = {}
+        nbytes = 0
+        if self.codec.dynamic:
+            extra[KEY_BLOCK] = self.block_size
+            if self.step is not None and self.reselect_due(self.step):
+                extra[KEY_REPORT] = True
+            nbytes += 4  # uint32: B | report request << 31
+        if self.mask is not None and self.n is not None and self.codec.lam > 0:
+            mask = remap_mask(self.mask, self.mask_block, self.block_size, self.n)
+            extra[KEY_MASK] = mask
+            nbytes += bitmap_bytes(mask.size)
+        return extra, nbytes
 
     def reselect_due(self, step: int) -> bool:
-        """Whether the workers report costs with the push of ``step`` (every K steps)."""
+        """Whether the server asks for cost reports after round ``step`` (every K rounds).
+
+        The reports come with the pushes of ``step + 1``; the ``B`` they choose is used from
+        ``step + 2``.
+        """
         return self.codec.dynamic and step % self.codec.reselect_every == 0
 
+    def union_estimate(self, reports: Sequence[CostReport], block: int) -> tuple[int, bool]:
+        """``(|U_p S_p(B)|, whether the short last block is in it)`` for candidate ``block``.
+
+        Exact when every report carries its mask at ``block`` (local reports: an oracle for
+        analysis). From the wire (counts only) it is estimated from the last step's masks [ours]:
+        with ``G`` the union of the last :meth:`aggregate` (on its grid ``B'``) and
+        ``c_p(B)`` the reported counts,
+
+        * overlap: the workers overlap at ``B`` as they did at ``B'``:
+          ``ceil(|G| sum_p c_p(B) / sum_p c_p(B'))`` (``c_p(B')`` counted from the records);
+        * cover: the union stays where the energy was: at most the blocks of ``B`` that overlap
+          ``G`` (``G`` remapped to the grid of ``B``; few when the energy is clustered);
+
+        ``U = min(overlap, cover)``, clamped to what the counts allow,
+        ``max_p c_p(B) <= U <= min(nblk, sum_p c_p(B))``. At ``B = B'`` both give the exact
+        ``|G|``. The last-block flag is exact: the union holds the short last block iff some
+        worker's report keeps it.
+        """
+        n = reports[0].n
+        if all(block in r.masks for r in reports):
+            union = np.zeros(block_count(n, block), dtype=bool)
+            for r in reports:
+                union |= r.masks[block]
+            return int(union.sum()), bool(union.size) and bool(union[-1])
+        counts = [r.counts[block] for r in reports]
+        lo, hi = max(counts), min(block_count(n, block), sum(counts))
+        guess = hi  # nothing known: the workers' blocks are disjoint
+        if self.union is not None and self.n == n:
+            cover = int(remap_mask(self.union, self.union_block, block, n).sum())
+            g = int(self.union.sum())
+            overlap = -(-g * sum(counts) // self.pushed) if self.pushed else hi  # exact integers
+            guess = min(cover, overlap)
+        est = min(max(guess, lo), hi)
+        return est, est > 0 and any(r.keeps_last[block] for r in reports)
+
     def predicted_total(self, reports: Sequence[CostReport], block: int) -> int:
-        """``sum_p up_p(B) + P |U_p S_p(B)| (4B + 4)`` (exact records, short last block too)."""
+        """``sum_p up_p(B) + P |U(B)| (4B + 4)`` (exact records, short last block too).
+
+        ``|U(B)|`` from :meth:`union_estimate`, capped by the down budget with ``down_ratio``.
+        """
         n = reports[0].n
         up = sum(r.costs[block] for r in reports)
-        union = np.zeros(block_count(n, block), dtype=bool)
-        for r in reports:
-            union |= r.masks[block]
-        count = int(union.sum())
-        last = bool(union.size) and bool(union[-1])
+        count, last = self.union_estimate(reports, block)
+        k = self.down_budget(n, block)
+        if k is not None and count > k:
+            count, last = k, False  # the top blocks down: where they lie is not predicted
         return up + len(reports) * records_bytes(n, block, count, last)
 
     def choose_block_size(self, reports: Sequence[CostReport]) -> int:

@@ -371,7 +371,7 @@ def test_server_aggregate_union_down_and_shared():
     codec = DFSCodec()
     server = codec.server()
     assert isinstance(server, DFSServer)
-    assert server.shared() == ({"dfs_block_size": 256}, 0)  # no mask before the first step
+    assert server.shared() == ({"dfs_block_size": 256}, 4)  # no mask before the first step
     ctx = ctx_for(0.2, b)
     xs = [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
     payloads = [codec.encode(x, ctx) for x in xs]
@@ -389,13 +389,13 @@ def test_server_aggregate_union_down_and_shared():
     extra, nbytes = server.shared()
     assert extra["dfs_block_size"] == b
     np.testing.assert_array_equal(np.flatnonzero(extra["dfs_mask"]), union)
-    assert nbytes == 2  # ceil(9 / 8)
+    assert nbytes == 4 + 2  # the uint32 word of B, then ceil(9 / 8)
     server.block_size = 32  # B changes: the mask moves to the new grid
     extra, nbytes = server.shared()
     np.testing.assert_array_equal(
         extra["dfs_mask"], reference_remap(np.isin(range(9), union), b, 32, n)
     )
-    assert nbytes == 1
+    assert nbytes == 4 + 1
 
 
 def test_server_residual_invariant():
@@ -440,7 +440,10 @@ def test_server_needs_the_shared_context():
 
 
 def test_end_to_end_with_error_feedback_and_dynamic_block_size():
-    """Several steps of P workers with error feedback: nothing is lost, bytes are as predicted."""
+    """Several steps of P workers with error feedback: nothing is lost, bytes are as predicted.
+
+    The cost reports travel inside the pushes (``dfs_report``); the server picks ``B`` itself.
+    """
     rng = np.random.default_rng(9)
     n, workers, rho = 1000, 3, 0.05
     codec = DFSCodec(candidates=(16, 64, 256))
@@ -455,27 +458,24 @@ def test_end_to_end_with_error_feedback_and_dynamic_block_size():
         b = extra["dfs_block_size"]
         seen.add(b)
         if "dfs_mask" in extra:
-            assert extra["dfs_mask"].size == len(blocks_of(n, b)) and nbytes == -(
-                -extra["dfs_mask"].size // 8
-            )
+            assert extra["dfs_mask"].size == len(blocks_of(n, b))
+            assert nbytes == 4 + -(-extra["dfs_mask"].size // 8)
+        due = bool(extra.get("dfs_report"))
         grads = [(rng.integers(-64, 64, n) / 8).astype(np.float32) for _ in range(workers)]
-        reports = []
-        if server.reselect_due(step):
-            for ef, g in zip(efs, grads, strict=True):
-                res = np.zeros(n) if ef.residual is None else ef.residual
-                reports.append(ef.inner.predicted_costs(g + res, ctx))
         payloads = []
         for p, (ef, g) in enumerate(zip(efs, grads, strict=True)):
+            report = ef.inner.predicted_costs(ef.compensated(g), ctx)
             payloads.append(ef.encode(g, ctx))
             sum_in[p] += g
             sum_out[p] += ef.decode(payloads[-1], ctx)
-            if reports:
-                assert reports[p].costs[b] == payloads[-1].wire_bytes
+            if due:  # the report leads the buffer and is counted
+                assert payloads[-1].buffer[:12] == report.to_bytes()
+                assert payloads[-1].wire_bytes == 12 + report.costs[b]
+            else:
+                assert payloads[-1].wire_bytes == report.costs[b]
         agg = server.aggregate(payloads, ctx)
         down = server.encode_down(agg, ctx)
         assert down.wire_bytes == reference_bytes(n, b, np.flatnonzero(server.union))
-        if reports:
-            server.choose_block_size(reports)
     for p, ef in enumerate(efs):
         np.testing.assert_array_equal(sum_in[p], sum_out[p] + ef.residual)
     assert len(seen) >= 2  # the block size did move off the initial 256
