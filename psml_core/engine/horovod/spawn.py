@@ -60,6 +60,10 @@ def horovodrun_command(workers: int, options: HorovodOptions, directory: Path) -
     ]
 
 
+_SHUTDOWN = "HorovodInternalError: Horovod has been shut down"
+_RANK_LINE = re.compile(r"^\[(\d+)\]<", re.MULTILINE)
+
+
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     # psml_core must be importable in the ranks even when run from a checkout.
@@ -90,10 +94,28 @@ def _failure(path: Path, run_id: str, workers: int, rc: int) -> str:
             f"last output:\n{_tail(path)}"
         )
     rank, code = first.group(1), first.group(2)
-    mine = [ln for ln in text.splitlines() if ln.startswith(f"[{rank}]<")]
+    lines = text.splitlines()
+
+    def output(r: str) -> list[str]:
+        return [ln for ln in lines if ln.startswith(f"[{r}]<")]
+
+    # A rank whose collective was cut short by another's failure reports Horovod's shutdown
+    # and may exit first; the cause is the rank with an error of its own.
+    if _SHUTDOWN in "\n".join(output(rank)):
+        ranks = sorted({m.group(1) for m in _RANK_LINE.finditer(text)}, key=int)
+        said = {r: "\n".join(output(r)) for r in ranks if r != rank}
+        causes = [r for r, out in said.items() if "Error" in out and _SHUTDOWN not in out]
+        if causes:
+            cause = causes[0]
+            return (
+                f"run {run_id!r}: rank {cause} failed first (rank {rank} exited first, with exit "
+                f"code {code}, because Horovod shut down after rank {cause}'s error); horovodrun "
+                f"stopped the other ranks. Last output of rank {cause}:\n"
+                + "\n".join(output(cause)[-_TAIL_LINES:])
+            )
     return (
         f"run {run_id!r}: rank {rank} failed first (exit code {code}); horovodrun stopped the "
-        f"other ranks. Last output of rank {rank}:\n" + "\n".join(mine[-_TAIL_LINES:])
+        f"other ranks. Last output of rank {rank}:\n" + "\n".join(output(rank)[-_TAIL_LINES:])
     )
 
 

@@ -265,3 +265,26 @@ def test_options_from_env():
     assert opts == HorovodOptions(collective="allgather", emulate=False)
     with pytest.raises(ConfigError, match="allowed values"):
         HorovodOptions.from_env({"PSML_HOROVOD_COLLECTIVE": "ring"})
+
+
+def test_failure_names_the_rank_whose_error_caused_the_shutdown(tmp_path):
+    """Rank 0 may exit first only because rank 1's error shut Horovod down: name rank 1."""
+    from psml_core.engine.horovod.spawn import _failure
+
+    log = tmp_path / "log"
+    log.write_text(
+        "[1]<stderr>:RuntimeError: injected failure of rank 1\n"
+        "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut "
+        "down. This was caused by an exception on one of the ranks\n"
+        "The first process to do so was:\n  Process name: 0\n  Exit code: 1\n",
+        encoding="utf-8",
+    )
+    msg = _failure(log, "r", 2, 1)
+    assert "rank 1 failed first (rank 0 exited first" in msg
+    assert "injected failure of rank 1" in msg
+    log.write_text(
+        "[0]<stderr>:ValueError: bad\nThe first process to do so was:\n"
+        "  Process name: 0\n  Exit code: 1\n",
+        encoding="utf-8",
+    )
+    assert "rank 0 failed first (exit code 1)" in _failure(log, "r", 2, 1)

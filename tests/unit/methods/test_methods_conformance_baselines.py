@@ -7,5 +7,6 @@ from conformance import MethodConformance
 
 class TestBaselinesConformance(MethodConformance):
     paper = None
+    role = "baseline"
     recipes = ("dense_bsp", "topk_ef", "dense_asp")
     dist_recipes = ("dense_bsp",)

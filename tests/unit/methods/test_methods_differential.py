@@ -102,17 +102,18 @@ def test_value_bounded_filter_off_equals_dense_bsp(
 @pytest.mark.parametrize(
     ("name", "off"),
     [
-        ("dfs", {"ratio": 1.0}),
-        ("dfs_fixed_b", {"ratio": 1.0}),
+        ("dfs", {"ratio": 1.0, "energy": None}),
+        ("dfs_fixed_b", {"ratio": 1.0, "energy": None}),
         ("topk_omnireduce", {"ratio": 1.0}),
         ("omnireduce", {}),
     ],
     ids=["dfs-ratio=1", "dfs_fixed_b-ratio=1", "topk_omnireduce-ratio=1", "omnireduce"],
 )
 def test_block_codecs_keeping_everything_equal_dense_bsp(
-    smoke: Experiment, prepared: dict[str, Path], name: str, off: dict[str, float]
+    smoke: Experiment, prepared: dict[str, Path], name: str, off: dict[str, float | None]
 ) -> None:
-    """Block budget = every block (rho = 1; OmniReduce skips only all-zero blocks) == dense_bsp.
+    """Block budget = every block (rho = 1, no energy stop; OmniReduce skips only all-zero
+    blocks) == dense_bsp.
 
     Tolerance: exact. At rho = 1 the budget ``ceil(rho n / B)`` is every block whatever B the
     dynamic rule picks, so each push holds the whole float32 vector and the error-feedback
@@ -132,7 +133,8 @@ def test_dfs_fixed_b_at_ratio_one_pays_only_the_block_ids(
     smoke: Experiment, prepared: dict[str, Path]
 ) -> None:
     """DFS's only overhead without sparsification: a 4 B id per block of B = 256 (exact)."""
-    run = sim(smoke, prepared, with_params(recipes()["dfs_fixed_b"], "codec", ratio=1.0))
+    recipe = with_params(recipes()["dfs_fixed_b"], "codec", ratio=1.0, energy=None)
+    run = sim(smoke, prepared, recipe)
     n = [len(s.keys) for s in run.job.shards]
     expected = tuple(4 * k + 4 * math.ceil(k / 256) for k in n)
     assert {r.shard_bytes_up for r in run.records} == {expected}
