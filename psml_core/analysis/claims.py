@@ -148,10 +148,11 @@ def _pairs(
     sel = runs[runs["scenario"] == scenario]
     if workload is not None:
         sel = sel[sel["workload"] == workload]
-    m = sel[sel["method"] == method].set_index("seed")
+    # Pair the method's and the baseline's runs of the same workload and seed.
+    m = sel[sel["method"] == method].set_index(["workload", "seed"])
     if baseline is None:
         return m.add_prefix("m_")
-    b = sel[sel["method"] == baseline].set_index("seed")
+    b = sel[sel["method"] == baseline].set_index(["workload", "seed"])
     return m.add_prefix("m_").join(b.add_prefix("b_"), how="inner")
 
 
@@ -346,9 +347,13 @@ def evaluate_claims(
                 out.append(res)
                 continue
             wanted = claim["measure"].get("scenarios") or ex.get("scenarios") or scenarios
+            # Only the experiment's workloads (runs of other experiments may share names).
+            mine = runs
+            if ex.get("workloads"):
+                mine = runs[runs["workload"].isin(ex["workloads"])]
             if rep["kind"] == "qualitative":
-                _qualitative(claim, res, list(wanted), runs)
+                _qualitative(claim, res, list(wanted), mine)
             else:
-                _quantitative(claim, res, list(wanted), runs)
+                _quantitative(claim, res, list(wanted), mine)
             out.append(res)
     return out

@@ -125,3 +125,14 @@ def test_the_shipped_papers_load_and_a_bad_one_is_named(repo, tmp_path):
     (tmp_path / "x.yaml").write_text("id: y\ntitle: t\nauthors: a\nvenue: v\nclaims: []\n")
     with pytest.raises(ConfigError, match="x.yaml"):
         load_papers(tmp_path)
+
+
+def test_runs_pair_on_workload_and_seed_within_the_experiments_workloads():
+    runs = pd.concat([two_seeds([25, 25], [100, 100]), two_seeds([90, 90], [100, 100])])
+    runs["workload"] = ["w"] * 4 + ["other"] * 4
+    c = claim("reduction", 75.0)
+    papers = {"p": {"claims": [c]}}
+    res = evaluate_claims(papers, runs, {"e": {"scenarios": ["a"], "workloads": ["w"]}}, ["a"])
+    assert res[0].seeds == 2 and res[0].ours == pytest.approx(75.0)
+    both = evaluate_claims(papers, runs, {"e": {"scenarios": ["a"]}}, ["a"])[0]
+    assert both.seeds == 4 and (both.low, both.high) == pytest.approx((10.0, 75.0))  # per workload
