@@ -198,6 +198,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         sparsity=[Path(p) for p in args.sparsity],
         partition=[Path(p) for p in args.partition],
         experiment=_json_arg(args.experiment, "--experiment"),
+        claims_csv=Path(args.claims),
+        papers_dir=Path(args.papers),
         out_pdf=Path(args.out),
         workdir=Path(args.workdir),
     )
@@ -292,6 +294,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sparsity", nargs="*", default=[])
     p.add_argument("--partition", nargs="*", default=[], help="predicted-traffic JSON files")
     p.add_argument("--experiment", required=True, help="the effective config as JSON")
+    p.add_argument(
+        "--claims", required=True, help="claims.csv from `psml compare --claims` (verdicts)"
+    )
+    p.add_argument(
+        "--papers", required=True, help="directory of the paper files (config/papers/*.yaml)"
+    )
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
     p = add("bench", cmd_bench, "performance benchmark (prints ratios to same-run references)")

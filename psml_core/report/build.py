@@ -4,10 +4,17 @@
 the tables (``table_*.csv``), ``report_data.json`` and ``report.typ`` into a work directory,
 compiles them with the ``typst`` wheel (embedded fonts only, no date) and moves the PDF into
 place atomically. Identical inputs give a byte-identical PDF.
+
+The report: a title page with the verdicts of every claim; the setup; one section per paper
+(its claims, our setup and deviations, the figures of its experiment, reported versus
+reproduced); the head-to-head; the results over all runs; appendices with every recipe in use
+(our design choices marked) and the provenance. Every number in it is read from the input
+files; the template holds none.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -18,10 +25,12 @@ import pandas as pd
 import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, aggregate_runs, read_runs_csv
+from psml_core.analysis.claims import load_papers
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
 from psml_core.metrics.writer import read_metrics
 from psml_core.report import tables as tb
+from psml_core.report import verdicts as vd
 from psml_core.report.figures import (
     FigureSpec,
     accuracy_figure,
@@ -30,6 +39,7 @@ from psml_core.report.figures import (
     curves,
     loss_figure,
 )
+from psml_core.report.sections import head_to_head_section, paper_sections
 
 __all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
 
@@ -149,6 +159,14 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+_OURS = "[ours]"
+
+
+def _ours(text: str) -> str:
+    """A recipe's deviation is our design choice: say so, unless the text already does."""
+    return text if "[ours" in text else f"{text} {_OURS}"
+
+
 def _methods(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for m in tb.method_entries(experiment):
@@ -159,7 +177,7 @@ def _methods(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "meta": ", ".join(meta),
                 "description": m["description"],
                 "blocks": [{"block": b, "value": v} for b, v in m["blocks"]],
-                "deviations": m["deviations"],
+                "deviations": [_ours(d) for d in m["deviations"]],
                 "deviations_note": "" if m["deviations"] else "No deviations declared.",
             }
         )
@@ -172,16 +190,39 @@ def _subtitle(experiment: Mapping[str, Any], runs: pd.DataFrame) -> str:
     return f"Tier: {tier} · backend: {backend} · {tb.clock_phrase(runs['clock'])} clock"
 
 
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _inputs(
+    experiment: Mapping[str, Any], papers_dir: Path, runs_csv: Path, claims_csv: Path
+) -> dict[str, str]:
+    """SHA-256 of the configuration and tables, named by file name (not by path: portable)."""
+    canonical = json.dumps(experiment, sort_keys=True, separators=(",", ":"), default=str)
+    out = {
+        "effective configuration (canonical JSON)": hashlib.sha256(canonical.encode()).hexdigest(),
+        Path(runs_csv).name: _sha256_file(runs_csv),
+        Path(claims_csv).name: _sha256_file(claims_csv),
+    }
+    for p in sorted(Path(papers_dir).glob("*.yaml")):
+        out[f"{Path(papers_dir).name}/{p.name}"] = _sha256_file(p)
+    return out
+
+
 def _report_data(
     *,
     runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
     experiment: Mapping[str, Any],
-    figures: list[FigureSpec],
+    claims: pd.DataFrame,
+    papers: Mapping[str, Mapping[str, Any]],
+    papers_dir: Path,
+    inputs: Mapping[str, str],
     sparsity: Mapping[str, Mapping[str, Any]],
     partition: Mapping[str, Mapping[str, Any]],
     workdir: Path,
 ) -> dict[str, Any]:
-    """Write every table's CSV and return the document model the template reads."""
+    """Write every figure and table and return the document model the template reads."""
 
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
@@ -190,14 +231,32 @@ def _report_data(
     if sparsity:
         dataset_tables.append(w(tb.sparsity_table(sparsity)))
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
+    tier = tb.fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
+    by_pair = {
+        (name.split(" · ")[0], name.split(" · ")[1]): obj
+        for name, obj in partition.items()
+        if len(name.split(" · ")) == 2
+    }
+    papers_data = paper_sections(
+        papers=papers,
+        claims=claims,
+        runs=runs,
+        frames=frames,
+        experiment=experiment,
+        sparsity=sparsity,
+        partitions=by_pair,
+        papers_dir=papers_dir,
+        workdir=workdir,
+    )
+    h2h = head_to_head_section(runs=runs, frames=frames, experiment=experiment, workdir=workdir)
+    figures = _figures(runs, frames, workdir)
     return {
         "title": str(title),
         "subtitle": _subtitle(experiment, runs),
-        "front": [
-            w(tb.overview_table(runs, experiment)),
-            w(tb.versions_table(runs)),
-            w(tb.data_files_table(runs)),
-        ],
+        "summary": {
+            "intro": vd.summary_intro(claims, papers, tier),
+            "tables": [w(vd.verdict_table(claims))],
+        },
         "setup": {
             "intro": tb.fmt_value(experiment.get("description")),
             "blocks": [
@@ -208,7 +267,8 @@ def _report_data(
                 {"heading": "Compute model", "tables": [w(tb.compute_table(experiment))]},
             ],
         },
-        "methods": _methods(experiment),
+        "papers": papers_data,
+        "head_to_head": h2h,
         "results": {
             "intro": _results_intro(runs),
             "figures": [{"file": f.file, "caption": f.caption, "label": f.label} for f in figures],
@@ -216,8 +276,27 @@ def _report_data(
             "aggregate": [w(t) for t in tb.aggregate_tables(aggregate_runs(runs))],
             "partition": [w(tb.partition_table(partition))] if partition else [],
         },
-        "appendix": [w(tb.run_provenance_table(runs))],
+        "methods": _methods(experiment),
+        "provenance": [
+            w(tb.overview_table(runs, experiment)),
+            w(tb.versions_table(runs)),
+            w(tb.inputs_table(inputs)),
+            w(tb.data_files_table(runs)),
+            w(tb.run_provenance_table(runs)),
+        ],
     }
+
+
+def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Claims in paper-id order, then in each paper file's order."""
+    order = {
+        (pid, c["id"]): (pid, i)
+        for pid, paper in papers.items()
+        for i, c in enumerate(paper["claims"])
+    }
+    keys = [order[(p, c)] for p, c in zip(claims["paper"], claims["claim"], strict=True)]
+    idx = sorted(range(len(claims)), key=lambda i: keys[i])
+    return claims.iloc[idx].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- compile
@@ -251,6 +330,8 @@ def build_report(
     sparsity: list[Path],
     partition: list[Path],
     experiment: dict[str, Any],
+    claims_csv: Path,
+    papers_dir: Path,
     out_pdf: Path,
     workdir: Path,
 ) -> None:
@@ -263,31 +344,47 @@ def build_report(
         partition: Placement traffic files, ``<workload>/<method>.json`` or ``<workload>.json``
             (may be empty).
         experiment: The effective configuration as a plain dict (tier, description, backend,
-            seeds, workers, shards, colocated, methods, datasets, workloads, scenarios, compute,
-            recipes, optional report.title).
+            seeds, workers, shards, colocated, methods, experiments, datasets, workloads,
+            scenarios, compute, recipes, optional report.title).
+        claims_csv: Every claim measured with its verdict (``psml compare --claims``).
+        papers_dir: The paper files (``config/papers``) the claims were measured against.
         out_pdf: Where to write the PDF.
         workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
 
     Raises:
-        DataError: An input file is missing or malformed (the message names it), or the
-            metrics files do not match the runs.
+        DataError: An input file is missing or malformed (the message names it), the metrics
+            files do not match the runs, or the claims file does not match the paper files.
+        ConfigError: A paper file fails its schema.
     """
-    _require_files([Path(runs_csv), *map(Path, metrics.values()), *sparsity, *partition])
+    _require_files(
+        [Path(runs_csv), Path(claims_csv), *map(Path, metrics.values()), *sparsity, *partition]
+    )
+    if not Path(papers_dir).is_dir():
+        raise DataError(f"papers directory {str(papers_dir)!r} does not exist")
     # Every input is read (and checked) before anything is written.
     runs = read_runs_csv(runs_csv)
     if runs.empty:
         raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
     runs = runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
     frames = _load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
+    papers = load_papers(papers_dir)
+    claims = vd.read_claims(claims_csv)
+    vd.check_claims(claims, papers, claims_csv)
+    claims = _ordered_claims(claims, papers)
     sparsity_stats = _named_json(sparsity, "sparsity", "dataset")
     placements = _partition_files(partition)
+    inputs = _inputs(experiment, Path(papers_dir), Path(runs_csv), Path(claims_csv))
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     _remove_stale(workdir)
     data = _report_data(
         runs=runs,
+        frames=frames,
         experiment=experiment,
-        figures=_figures(runs, frames, workdir),
+        claims=claims,
+        papers=papers,
+        papers_dir=Path(papers_dir),
+        inputs=inputs,
         sparsity=sparsity_stats,
         partition=placements,
         workdir=workdir,

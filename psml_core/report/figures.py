@@ -410,13 +410,24 @@ def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) ->
 def _bytes_axis(ax: Axes, log: bool) -> None:
     if log:
         ax.xaxis.set_major_locator(LogLocator(base=10))
+        # Less than a decade of data would label the minor ticks in 10^x notation.
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
 
 
-def bytes_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+def bytes_figure(
+    runs: pd.DataFrame, workdir: Path, *, stem: str = "bytes", log: bool | None = None
+) -> list[FigureSpec]:
     """Wire bytes per direction, per method · scenario (mean of seeds), a panel per workload.
 
-    Written to ``fig_bytes_<k>.svg``, as many as needed to fit the pages.
+    Written to ``fig_<stem>_<k>.svg``, as many as needed to fit the pages.
+
+    Args:
+        runs: The runs to draw.
+        workdir: Directory that receives the SVG files.
+        stem: File stem (and label) of the figures.
+        log: Logarithmic axis always (True), never (False), or where values span more than a
+            factor of 30 (None).
     """
     long = runs.melt(
         id_vars=["workload", "method", "scenario", "seed"],
@@ -430,28 +441,34 @@ def bytes_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
     figures = _bar_panels(items, _BYTES_ROW_IN)
     specs = []
     for k, panels in enumerate(figures, start=1):
-        path = workdir / f"fig_bytes_{k}.svg"
-        _draw_bytes(long, panels, path)
+        path = workdir / f"fig_{stem}_{k}.svg"
+        _draw_bytes(long, panels, path, log=log)
+        scale = {
+            True: "Logarithmic axis.",
+            False: "",
+            None: f"Logarithmic axis where values span more than a factor of {_LOG_SPAN:g}.",
+        }[log]
         specs.append(
             FigureSpec(
                 path.name,
                 "Wire bytes per direction, summed over workers and iterations, per method · "
-                "scenario (mean over seeds; exact encoded sizes). Logarithmic axis where values "
-                f"span more than a factor of {_LOG_SPAN:g}."
+                f"scenario (mean over seeds; exact encoded sizes). {scale}"
                 + _part(k, len(figures), [w for w, _ in panels]),
-                f"fig-bytes-{k}",
+                f"fig-{stem.replace('_', '-')}-{k}",
             )
         )
     return specs
 
 
-def _draw_bytes(long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Path) -> None:
+def _draw_bytes(
+    long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Path, log: bool | None = None
+) -> None:
     colours = palette(2)
     with report_style():
         fig, axes = _bar_axes(panels, _BYTES_ROW_IN)
         for ax, (w, settings) in zip(axes, panels, strict=True):
             sub = long[(long["workload"] == w) & long["setting"].isin(settings)]
-            log = _spans(sub["bytes"])
+            log_axis = _spans(sub["bytes"]) if log is None else log
             sns.barplot(
                 data=sub,
                 y="setting",
@@ -464,15 +481,15 @@ def _draw_bytes(long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Pa
                 palette=colours,
                 errorbar=None,
                 legend=False,
-                log_scale=log,
+                log_scale=log_axis,
             )
-            _bytes_axis(ax, log)
+            _bytes_axis(ax, log_axis)
             for container in ax.containers:
                 labels = [fmt_bytes(bar.get_width()) for bar in container]
                 ax.bar_label(container, labels=labels, padding=2, fontsize=6.5)
-            ax.set_xlim(right=ax.get_xlim()[1] * (4 if log else 1.18))
+            ax.set_xlim(right=ax.get_xlim()[1] * (4 if log_axis else 1.18))
             positive = sub["bytes"][sub["bytes"] > 0]
-            if log and len(positive):
+            if log_axis and len(positive):
                 # A bar from 0 cannot be drawn on a log axis (matplotlib drops it): start every
                 # bar at a left edge below the smallest value instead.
                 left = float(positive.min()) / 3

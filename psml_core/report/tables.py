@@ -36,6 +36,9 @@ __all__ = [
     "fmt_stat",
     "fmt_value",
     "general_table",
+    "hashing_table",
+    "head_to_head_table",
+    "inputs_table",
     "method_entries",
     "overview_table",
     "partition_table",
@@ -193,6 +196,9 @@ class Table:
         widths: Per column "auto" or a number of fractions (``1`` = ``1fr`` in Typst).
         group: Show the first column as a heading row whenever its value changes, instead of
             as a column (saves width; the CSV keeps the column).
+        verdict: Index of a column of verdicts (REPRODUCED / PARTIAL / NOT REPRODUCED), which
+            the template colours; -1 for none.
+        breakable: Let the table break across pages even when short (long cells).
     """
 
     name: str
@@ -202,6 +208,8 @@ class Table:
     align: list[str] = field(default_factory=list)
     widths: list[str | float] = field(default_factory=list)
     group: bool = False
+    verdict: int = -1
+    breakable: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.header)
@@ -231,6 +239,8 @@ class Table:
             "widths": self.widths,
             "label": f"tab-{self.name}",
             "group": self.group,
+            "verdict": self.verdict,
+            "breakable": self.breakable,
         }
 
 
@@ -682,4 +692,109 @@ def partition_table(partitions: Mapping[str, Mapping[str, Any]]) -> Table:
         rows or [[DASH] * 3],
         widths=["auto", "auto", 1],
         group=True,
+    )
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def hashing_table(name: str, stats: Mapping[str, Mapping[str, Any]]) -> Table | None:
+    """Sparsity before and after feature hashing, per data set and hashing block.
+
+    Returns None when no statistics file holds a ``hashed`` entry.
+    """
+    rows = []
+    for dataset in sorted(stats):
+        for entry in stats[dataset].get("hashed") or []:
+            h = entry.get("hashing") or {}
+            head = [dataset, fmt_value(h.get("buckets")), fmt_stat(h.get("compression"))]
+            if "skipped" in entry:
+                rows.append([*head, str(entry["skipped"]), DASH, DASH])
+                continue
+            vs = entry.get("vs_raw") or {}
+            cells = []
+            for key in ("nnz_per_row_mean", "replication_factor", "mean_pairwise_jaccard"):
+                pair = vs.get(key) or {}
+                cells.append(f"{fmt_stat(pair.get('raw'))} → {fmt_stat(pair.get('hashed'))}")
+            rows.append([*head, *cells])
+    if not rows:
+        return None
+    return Table(
+        name,
+        "Sparsity before → after feature hashing (from the sparsity analysis of the training "
+        "rows): buckets m, compression d / m, mean non-zeros per row (collisions merge "
+        "features), replication factor (sum of the workers' feature-set sizes over their union) "
+        "and mean pairwise Jaccard overlap of the workers' feature sets, rows dealt at random.",
+        ["Dataset", "Buckets", "d / m", "nnz/row", "Replication", "Jaccard"],
+        rows,
+        align=["left", "right", "right", "right", "right", "right"],
+    )
+
+
+def head_to_head_table(name: str, agg: pd.DataFrame, methods: Sequence[str]) -> Table:
+    """Every method of the head-to-head per workload · scenario: time to target, accuracy, bytes.
+
+    Args:
+        name: The table's file stem.
+        agg: :func:`~psml_core.analysis.aggregate.aggregate_runs` of the experiment's runs.
+        methods: The experiment's methods, in order.
+    """
+    rank = {m: i for i, m in enumerate(methods)}
+    agg = agg.assign(_rank=[rank.get(str(m), len(rank)) for m in agg["method"]])
+    agg = agg.sort_values(["workload", "scenario", "_rank"], kind="stable")
+    rows = []
+    for r in agg.itertuples(index=False):
+        reached = int(r.time_to_target_reached)
+        ttt = (
+            "not reached"
+            if _missing(r.time_to_target_s_mean)
+            else f"{fmt_seconds(r.time_to_target_s_mean)} ({reached}/{int(r.n)})"
+        )
+        rows.append(
+            [
+                f"{r.workload} · {r.scenario}",
+                str(r.method),
+                str(int(r.n)),
+                ttt,
+                fmt_percent(r.final_test_accuracy_mean),
+                fmt_seconds(r.total_time_s_mean),
+                fmt_bytes(r.bytes_up_mean),
+                fmt_bytes(r.bytes_down_mean),
+                fmt_bytes(r.bytes_total_mean),
+            ]
+        )
+    clock = clock_phrase(agg["clock"])
+    return Table(
+        name,
+        f"Head-to-head, grouped by workload · scenario: means over seeds ({clock} clock). Time "
+        "to target is averaged over the seeds that reached the target (in brackets: how many "
+        "of them); bytes are exact wire bytes over all workers and iterations.",
+        [
+            "Setting",
+            "Method",
+            "Seeds",
+            "Time to target",
+            "Final acc.",
+            "Total time",
+            "Bytes up",
+            "Bytes down",
+            "Bytes total",
+        ],  # fmt: skip
+        rows or [[DASH] * 9],
+        align=["left", "left", *(["right"] * 7)],
+        group=True,
+    )
+
+
+def inputs_table(files: Mapping[str, str]) -> Table:
+    """SHA-256 of the report's inputs other than the runs' data (configs, tables)."""
+    rows = [[k, v] for k, v in sorted(files.items())] or [[DASH, DASH]]
+    return Table(
+        "inputs",
+        "SHA-256 of the report's configuration and result tables: the effective configuration "
+        "(canonical JSON of the tier with its recipes), the paper files with the reported "
+        "numbers, and the runs and claims tables.",
+        ["Input", "SHA-256"],
+        rows,
+        widths=["auto", 1],
     )

@@ -1,4 +1,5 @@
-# The PDF report: seaborn figures, CSV tables, typeset by Typst.
+# The PDF report: verdicts of every paper's claims, per-paper sections, the head-to-head,
+# seaborn figures and CSV tables, typeset by Typst.
 
 
 localrules:
@@ -8,6 +9,8 @@ localrules:
 rule report:
     input:
         runs=f"results/{TIER}/runs.csv",
+        claims=f"results/{TIER}/claims.csv",
+        papers=paper_files,
         metrics=all_metrics,
         sparsity=all_sparsity,
         partition=all_partitions,
@@ -29,9 +32,10 @@ rule report:
         runtime=10,
     params:
         experiment=experiment_json,
+        papers=PAPERS_DIR,
         workdir=f"results/{TIER}/report",
     shell:
-        "psml report --runs {input.runs} --metrics {input.metrics} "
-        "--sparsity {input.sparsity} --partition {input.partition} "
+        "psml report --runs {input.runs} --claims {input.claims} --papers {params.papers} "
+        "--metrics {input.metrics} --sparsity {input.sparsity} --partition {input.partition} "
         "--experiment {params.experiment:q} --workdir {params.workdir} --out {output} "
         "> {log} 2>&1"

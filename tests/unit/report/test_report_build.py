@@ -2,203 +2,23 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import pandas as pd
 import pytest
 import yaml
 from pypdf import PdfReader
+from report_inputs import COMMIT, PAPERS, make_inputs, write_claims, write_papers
 
-from psml_core.analysis import collect_runs, write_runs_csv
+from psml_core.analysis.claims import load_papers
 from psml_core.errors import DataError
-from psml_core.metrics.records import IterationRecord
-from psml_core.metrics.writer import write_metrics
 from psml_core.report import build_report
+from psml_core.report.sections import head_to_head_section, paper_sections
 from psml_core.report.tables import fmt_bandwidth, fmt_bytes, fmt_percent, fmt_seconds, sig
-
-REPO = Path(__file__).resolve().parents[3]
-SUMMARY_SCHEMA = yaml.safe_load((REPO / "workflow/schemas/summary.schema.yaml").read_text())
-COMMIT = "3f9c2e1d0b8a7f6e5d4c3b2a19087f6e5d4c3b2a"
-WORKERS = 2
-ITERATIONS = 9
-EVAL_EVERY = 3
-
-WORKLOADS = {
-    "digits_mlp": {"dataset": "digits", "model": "mlp", "hidden": [64], "batch_size": 32,
-                   "lr": 0.1, "momentum": 0.9, "l2": 0.0, "iterations": ITERATIONS,
-                   "eval_every": EVAL_EVERY, "target_accuracy": 0.85, "params": 4810},
-    "rcv1_logreg": {"dataset": "zipf_rcv1", "model": "logreg", "hidden": [64], "batch_size": 64,
-                    "lr": 0.5, "momentum": 0.0, "l2": 0.0, "iterations": ITERATIONS,
-                    "eval_every": EVAL_EVERY, "target_accuracy": 0.99, "params": 47237},
-}  # fmt: skip
-SCENARIOS = {
-    "dc_10g": {"description": "Data-centre links, 10 Gbit/s, 50 us latency.",
-               "bandwidth_gbps": 10.0, "latency_us": 50.0, "message_overhead_us": 10.0,
-               "header_bytes": 0},
-    "slow_100m": {"description": "A slow shared link, 100 Mbit/s, 2 ms latency.",
-                  "bandwidth_gbps": 0.1, "latency_us": 2000.0, "message_overhead_us": 10.0,
-                  "header_bytes": 0},
-}  # fmt: skip
-METHOD = "dense_bsp"
-
-
-def _experiment() -> dict[str, Any]:
-    recipe = {
-        "description": "Conventional parameter server: dense fp32 push and pull, BSP.",
-        "role": "baseline",
-        "paper": None,
-        "codec": {"name": "none", "params": {}},
-        "codec_down": None,
-        "sync": {"name": "bsp", "params": {}},
-        "controller": {"name": "static", "params": {}},
-        "placement": {"name": "range", "params": {}},
-        "deviations": [],
-    }
-    return {
-        "tier": "smoke",
-        "description": "Smoke tier: tiny workloads on the sim backend, two scenarios.",
-        "backend": "sim",
-        "seeds": [0],
-        "workers": WORKERS,
-        "shards": 2,
-        "colocated": True,
-        "methods": [METHOD],
-        "datasets": {
-            "digits": {"source": "digits", "seed": 0, "test_fraction": 0.2},
-            "zipf_rcv1": {
-                "source": "zipf_sparse",
-                "seed": 0,
-                "test_fraction": 0.2,
-                "rows": 4000,
-                "calibration": "rcv1_v2",
-                "features": None,
-            },
-        },
-        "workloads": {
-            k: {x: y for x, y in v.items() if x != "params"} for k, v in WORKLOADS.items()
-        },
-        "scenarios": SCENARIOS,
-        "compute": {"model": "profile", "device": "cpu-core", "threads": 1},
-        "recipes": {METHOD: recipe},
-    }
-
-
-def _records(workload: str, scenario: str) -> list[IterationRecord]:
-    """Dense BSP on a toy network model: time and bytes follow the scenario's bandwidth."""
-    wl, sc = WORKLOADS[workload], SCENARIOS[scenario]
-    nbytes = 4 * wl["params"] // WORKERS  # each worker pushes and pulls its half, dense fp32
-    comm = 2 * (nbytes * 8 / (sc["bandwidth_gbps"] * 1e9) + sc["latency_us"] * 1e-6)
-    records, t = [], [0.0] * WORKERS
-    for it in range(ITERATIONS):
-        evaluated = (it + 1) % EVAL_EVERY == 0 or it == ITERATIONS - 1
-        step_end = max(t) + 0.004 + comm
-        for w in range(WORKERS):
-            compute = 0.003 + 0.001 * w
-            wait = step_end - t[w] - compute - comm
-            t[w] = step_end
-            loss = 2.3 * math.exp(-0.25 * it) + 0.05 * w
-            records.append(IterationRecord(
-                iteration=it, worker=w, time_s=step_end, compute_s=compute, comm_s=comm,
-                wait_s=wait, bytes_up=nbytes, bytes_down=nbytes, remote_bytes_up=nbytes // 2,
-                remote_bytes_down=nbytes // 2, ratio=1.0, staleness=0, loss=loss,
-                test_loss=2.2 * math.exp(-0.2 * it) if evaluated else math.nan,
-                test_accuracy=0.95 - 0.8 * math.exp(-0.3 * it) if evaluated else math.nan,
-                clock="simulated",
-            ))  # fmt: skip
-    return records
-
-
-def _summary(workload: str, scenario: str, records: list[IterationRecord]) -> dict[str, Any]:
-    """What psml_core.metrics.summary.build_summary writes, validated against the schema."""
-    last = [r for r in records if r.iteration == ITERATIONS - 1]
-    evals = sorted({(r.time_s, r.test_accuracy, r.test_loss) for r in records
-                    if r.worker == 0 and not math.isnan(r.test_accuracy)})  # fmt: skip
-    target = WORKLOADS[workload]["target_accuracy"]
-    reached = [t for t, acc, _ in evals if acc >= target]
-    dataset = WORKLOADS[workload]["dataset"]
-    summary = {
-        "run_id": f"{workload}/{METHOD}/{scenario}/seed0", "tier": "smoke", "backend": "sim",
-        "clock": "simulated", "seed": 0, "method": METHOD, "workload": workload,
-        "scenario": scenario, "dataset": dataset, "workers": WORKERS, "shards": 2,
-        "iterations": ITERATIONS, "final_test_accuracy": evals[-1][1],
-        "final_test_loss": evals[-1][2],
-        "final_train_loss": sum(r.loss for r in last) / len(last),
-        "target_accuracy": target, "time_to_target_s": reached[0] if reached else None,
-        "total_time_s": max(r.time_s for r in records),
-        "bytes_up": sum(r.bytes_up for r in records),
-        "bytes_down": sum(r.bytes_down for r in records),
-        "bytes_total": sum(r.bytes_up + r.bytes_down for r in records),
-        "remote_bytes_up": sum(r.remote_bytes_up for r in records),
-        "remote_bytes_down": sum(r.remote_bytes_down for r in records),
-        "compute_s": sum(r.compute_s for r in records),
-        "comm_s": sum(r.comm_s for r in records),
-        "wait_s": sum(r.wait_s for r in records),
-        "provenance": {
-            "config_hash": hashlib.sha256(f"{workload}/{scenario}".encode()).hexdigest(),
-            "git_commit": COMMIT, "git_dirty": False,
-            "versions": {"python": "3.11.2", "pandas": "3.1.1", "typst": "0.15.2"},
-            "backend": "sim", "seed": 0,
-            "data_sha256": {f"{dataset}.npz": "ab" * 32},
-            "run_spec": {"run_id": f"{workload}/{METHOD}/{scenario}/seed0"},
-            "wall_clock_s": 0.42,
-            "compute_model": {"model": "profile", "device": "cpu-core"},
-        },
-    }  # fmt: skip
-    jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
-    return summary
-
-
-SPARSITY = {
-    "zipf_rcv1": {"rows": 4000, "features": 47236, "density": 0.00161,
-                  "nnz_per_row": {"mean": 76.2, "median": 70.0, "p90": 131.0, "max": 512},
-                  "popularity": {"zipf_exponent": 1.08, "top1pct_share": 0.41},
-                  "overlap": {"jaccard_mean": 0.012}, "unknown_extra": [1, 2, 3]},
-    "digits": {"rows": 1437, "features": 64, "density": 0.49,
-               "nnz_per_row": {"mean": 31.4, "median": 31.0, "p90": 37.0, "max": 44}},
-}  # fmt: skip
-PARTITION = {
-    "placement": "range", "workers": WORKERS, "shards": 2, "colocated": True,
-    "touched_per_worker": [30112, 29877], "remote_per_worker": [15050, 14940],
-    "predicted_remote_entries_per_iteration": 2998.5, "pslite_bytes_per_direction": 359880,
-}  # fmt: skip
-
-
-def make_inputs(root: Path) -> dict[str, Any]:
-    """Write the results of 2 workloads x 1 method x 2 scenarios x 1 seed under ``root``."""
-    summaries, metrics = [], {}
-    for workload in WORKLOADS:
-        for scenario in SCENARIOS:
-            run_dir = root / "runs" / workload / METHOD / scenario / "seed0"
-            records = _records(workload, scenario)
-            summary = _summary(workload, scenario, records)
-            write_metrics(run_dir / "metrics.parquet", records)
-            (run_dir / "summary.json").write_text(json.dumps(summary, sort_keys=True))
-            summaries.append(run_dir / "summary.json")
-            metrics[summary["run_id"]] = run_dir / "metrics.parquet"
-    write_runs_csv(collect_runs(summaries), root / "runs.csv")
-    sparsity = []
-    for name, stats in SPARSITY.items():
-        (root / "sparsity").mkdir(exist_ok=True)
-        (root / "sparsity" / f"{name}.json").write_text(json.dumps(stats))
-        sparsity.append(root / "sparsity" / f"{name}.json")
-    partition = []
-    for workload in WORKLOADS:  # the workflow's layout: partition/<workload>/<method>.json
-        path = root / "partition" / workload / f"{METHOD}.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(PARTITION))
-        partition.append(path)
-    return {
-        "runs_csv": root / "runs.csv",
-        "metrics": metrics,
-        "sparsity": sparsity,
-        "partition": partition,
-        "experiment": _experiment(),
-    }
+from psml_core.report.verdicts import fmt_ours, read_claims
 
 
 @pytest.fixture(scope="module")
@@ -295,3 +115,136 @@ def test_number_formatting() -> None:
     assert fmt_percent(0.8532) == "85.3\u00a0%"
     assert fmt_bandwidth(0.1) == "100\u00a0Mbit/s"
     assert sig(9.996) == "10.0"
+
+
+# --------------------------------------------------------------------------- verdicts and papers
+
+
+def _pdf_text(pdf: Path) -> str:
+    return "\n".join(page.extract_text() for page in PdfReader(pdf).pages)
+
+
+def _flat(text: str) -> str:
+    """The text with line breaks and non-breaking spaces as plain spaces."""
+    return " ".join(text.replace("\u00a0", " ").split())
+
+
+def test_summary_page_has_the_verdict_table(built: dict[str, Any]) -> None:
+    first = _flat(built["reader"].pages[0].extract_text())
+    assert "Summary: reported versus reproduced" in first
+    claims = read_claims(built["inputs"]["claims_csv"])
+    assert len(claims) == 3
+    for r in claims.itertuples(index=False):
+        assert r.claim in first
+        assert r.verdict in first
+    # Counts and numbers of the summary come from claims.csv.
+    n = int((claims["verdict"] == "NOT REPRODUCED").sum())
+    assert f"{n} NOT REPRODUCED" in first
+    dc2 = claims[claims["claim"] == "dc2_vs_none"].iloc[0]
+    assert dc2.metric == "total_time_s"
+    assert _flat(fmt_ours(dc2)) in first
+    assert "up to 41×" in first
+
+
+def test_a_claim_whose_experiment_is_not_in_the_tier_says_so(built: dict[str, Any]) -> None:
+    text = _flat(built["text"])
+    claims = read_claims(built["inputs"]["claims_csv"])
+    pcp = claims[claims["claim"] == "pcp_vs_ssp"].iloc[0]
+    assert pcp.verdict == "NOT REPRODUCED" and "no experiment 'pcp'" in pcp.detail
+    assert _flat(pcp.detail) in text  # the verdict's reason, as claims.csv gives it
+    assert "not measured" in text
+    assert "The smoke tier defines no experiment for this paper" in text
+    assert "could not be measured in this tier" in text
+
+
+def test_each_paper_has_its_section_and_figures(built: dict[str, Any]) -> None:
+    text = _flat(built["text"])
+    for pid, paper in PAPERS.items():
+        assert f"{pid}: {paper['title']}" in text
+        for c in paper["claims"]:
+            assert _flat(c["statement"]) in text
+    for heading in ("Claims", "Our setup and its deviations", "Reported versus reproduced"):
+        assert text.count(heading) >= 2, heading
+    assert "Compression ratio in force at each iteration" in text  # the adaptive method's figure
+    assert "What we think explains it: Our toy network is far faster than the paper's" in text
+    assert "Experiment dc2 of tier smoke" in text
+    work = built["root"] / "work1"
+    for name in ("fig_dc2_accuracy_1.svg", "fig_dc2_bytes_1.svg", "fig_dc2_ratio_1.svg"):
+        assert (work / name).is_file(), name
+    assert not list(work.glob("fig_pcp_*"))  # no runs, no figures
+    assert "[ours]" in text  # deviations are marked
+
+
+def test_head_to_head_section(built: dict[str, Any]) -> None:
+    text = _flat(built["text"])
+    assert "Head-to-head" in text and "Both methods side by side." in text
+    assert "Head-to-head, grouped by workload · scenario" in text
+    assert (built["root"] / "work1" / "fig_head_to_head_summary_1.svg").is_file()
+
+
+def test_a_tier_without_head_to_head_says_so(built: dict[str, Any], tmp_path: Path) -> None:
+    exp = dict(built["inputs"]["experiment"])
+    exp["experiments"] = {k: v for k, v in exp["experiments"].items() if k != "head_to_head"}
+    runs = pd.read_csv(built["inputs"]["runs_csv"])
+    section = head_to_head_section(runs=runs, frames={}, experiment=exp, workdir=tmp_path)
+    assert "The smoke tier has no head-to-head experiment" in section["intro"]
+    assert section["tables"] == [] and section["figures"] == []
+
+
+def test_methods_appendix_marks_our_choices(built: dict[str, Any]) -> None:
+    text = _flat(built["text"])
+    appendix = text[text.index("Appendix A: Methods") :]
+    assert "dc2_topk" in appendix and "role: method, paper: dc2" in appendix
+    assert "Delay measured once per iteration. [ours]" in appendix
+
+
+def test_provenance_appendix_lists_inputs(built: dict[str, Any]) -> None:
+    text = _flat(built["text"])
+    prov = text[text.index("Appendix B: Provenance") :]
+    for name in ("papers/dc2.yaml", "papers/pcp.yaml", "claims.csv", "runs.csv", COMMIT):
+        assert name in prov, name
+
+
+def test_reported_values_are_read_from_the_paper_files(
+    built: dict[str, Any], tmp_path: Path
+) -> None:
+    """Change a claim's value in the paper files: the PDF follows; a stale claims.csv is refused."""
+    papers = yaml.safe_load(yaml.safe_dump(PAPERS))
+    papers["dc2"]["claims"][1]["reported"]["value"] = 27.3
+    papers_dir = write_papers(tmp_path / "papers", papers)
+    inputs = dict(built["inputs"], papers_dir=papers_dir)
+    with pytest.raises(DataError, match="re-run `psml compare`"):
+        build_report(**inputs, out_pdf=tmp_path / "stale.pdf", workdir=tmp_path / "w0")
+    assert not (tmp_path / "stale.pdf").exists()
+    claims = write_claims(inputs["runs_csv"], papers_dir, tmp_path / "claims.csv")
+    inputs["claims_csv"] = claims
+    build_report(**inputs, out_pdf=tmp_path / "r.pdf", workdir=tmp_path / "w")
+    text = _flat(_pdf_text(tmp_path / "r.pdf"))
+    assert "27.3 %" in text and "63.7 %" not in text
+    assert "63.7 %" in _flat(built["text"])
+
+
+def test_claims_file_must_exist(built: dict[str, Any], tmp_path: Path) -> None:
+    inputs = dict(built["inputs"], claims_csv=tmp_path / "nowhere" / "claims.csv")
+    with pytest.raises(DataError, match="nowhere"):
+        build_report(**inputs, out_pdf=tmp_path / "r.pdf", workdir=tmp_path / "w")
+
+
+def test_a_paper_without_runs_in_its_experiment_is_reported(
+    built: dict[str, Any], tmp_path: Path
+) -> None:
+    """The experiment exists but the runs table has none of its runs: said, not drawn."""
+    papers_dir = tmp_path / "papers"
+    shutil.copytree(built["inputs"]["papers_dir"], papers_dir)
+    exp = yaml.safe_load(yaml.safe_dump(built["inputs"]["experiment"]))
+    exp["experiments"]["pcp"] = {"paper": "pcp", "methods": ["dense_bsp"], "seeds": [7]}
+    claims = read_claims(built["inputs"]["claims_csv"])
+    runs = pd.read_csv(built["inputs"]["runs_csv"])
+    papers = {"pcp": load_papers(papers_dir)["pcp"]}
+    sections = paper_sections(
+        papers=papers, claims=claims[claims["paper"] == "pcp"], runs=runs, frames={},
+        experiment=exp, sparsity={}, partitions={}, papers_dir=papers_dir, workdir=tmp_path,
+    )  # fmt: skip
+    pcp = next(s for s in sections if s["id"] == "pcp")
+    assert pcp["figures"] == []
+    assert any("holds no run of experiment pcp" in t for t in pcp["experiments"])

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from psml_core.report import figures
+from psml_core.report import experiment_figures, figures, tables
 
 
 def test_log_scaled_byte_bars_are_drawn(tmp_path: Path, monkeypatch):
@@ -34,3 +34,95 @@ def test_log_scaled_byte_bars_are_drawn(tmp_path: Path, monkeypatch):
         assert bar.get_x() >= left > 0
     ends = sorted(bar.get_x() + bar.get_width() for bar in bars)
     np.testing.assert_allclose(ends, sorted(long["bytes"]), rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- experiment figures
+
+
+def _runs(rows: list[dict]) -> pd.DataFrame:
+    base = {"workload": "w", "scenario": "s", "seed": 0, "clock": "simulated", "iterations": 4,
+            "bytes_up": 4000, "bytes_down": 8000, "bytes_total": 12000, "remote_bytes_up": 400,
+            "remote_bytes_down": 800, "compute_s": 1.0, "comm_s": 1.0, "wait_s": 0.5,
+            "time_to_target_s": 2.0, "final_test_accuracy": 0.9, "target_accuracy": 0.85,
+            "total_time_s": 3.0}  # fmt: skip
+    out = pd.DataFrame([{**base, **r} for r in rows])
+    out["run_id"] = [f"{r.workload}/{r.method}/{r.scenario}/seed{r.seed}" for r in out.itertuples()]
+    return out
+
+
+def _metrics(run_id: str, *, ratio: float = 1.0, steps: int = 1, snappy: bool = False):
+    rows = [
+        {"iteration": it, "worker": w, "ratio": ratio / (1 + it), "staleness": it % 3,
+         "local_steps": steps + (it % 2 if steps > 1 else 0),
+         "lossless_bytes_up": 300 if snappy else None,
+         "lossless_bytes_down": 600 if snappy else None}
+        for it in range(4) for w in range(2)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_sync_figure_draws_wait_staleness_and_local_steps(tmp_path: Path) -> None:
+    runs = _runs([{"method": "pcp"}, {"method": "ssp_2", "wait_s": 2.0}])
+    metrics = {
+        runs.run_id[0]: _metrics(runs.run_id[0], steps=3),
+        runs.run_id[1]: _metrics(runs.run_id[1]),
+    }
+    specs = experiment_figures.sync_figure(runs, metrics, ["pcp", "ssp_2"], ["pcp"], tmp_path, "x")
+    assert [s.file for s in specs] == ["fig_x_1.svg"]
+    assert "local steps" in specs[0].caption and (tmp_path / "fig_x_1.svg").is_file()
+
+
+def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypatch) -> None:
+    captured = {}
+    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    runs = _runs([{"method": "jpdc"}, {"method": "dense", "remote_bytes_up": 40_000}])
+    predicted = {("w", "jpdc"): {"remote_bytes_up": 90.0, "remote_bytes_down": 210.0}}
+    specs = experiment_figures.placement_traffic_figure(
+        runs, predicted, ["jpdc", "dense"], {"jpdc": "parsa", "dense": "range"}, tmp_path, "t"
+    )
+    assert len(specs) == 1 and "predicted" in specs[0].caption
+    ax = captured["f"].axes[0]
+    assert ax.get_xscale() == "log"  # 100 B to 10 kB per step
+    ends = sorted(round(p.get_x() + p.get_width(), 6) for p in ax.patches)
+    # measured per step (bytes / iterations) for both methods, predicted for jpdc only
+    assert ends == sorted([100.0, 200.0, 10_000.0, 200.0, 90.0, 210.0])
+    left = ax.get_xlim()[0]
+    assert left > 0 and all(p.get_x() >= left for p in ax.patches)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["jpdc (parsa)", "dense (range)"]
+
+
+def test_lossless_figure_compares_raw_and_snappy(tmp_path: Path, monkeypatch) -> None:
+    captured = {}
+    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    runs = _runs([{"method": "rat"}, {"method": "dense"}])
+    metrics = {runs.run_id[0]: _metrics(runs.run_id[0], snappy=True),
+               runs.run_id[1]: _metrics(runs.run_id[1])}  # fmt: skip
+    specs = experiment_figures.lossless_figure(runs, metrics, ["rat", "dense"], tmp_path, "l")
+    assert "Snappy" in specs[0].caption
+    ends = sorted(round(p.get_x() + p.get_width()) for p in captured["f"].axes[0].patches)
+    # raw up/down for both; Snappy sums (8 records x 300 / 600) only where measured
+    assert ends == sorted([4000, 8000, 4000, 8000, 2400, 4800])
+
+
+def test_ratio_and_head_to_head_figures(tmp_path: Path) -> None:
+    runs = _runs([{"method": "dc2"}, {"method": "dense", "time_to_target_s": float("nan")}])
+    metrics = {runs.run_id[0]: _metrics(runs.run_id[0], ratio=0.5),
+               runs.run_id[1]: _metrics(runs.run_id[1])}  # fmt: skip
+    ratio = experiment_figures.ratio_figure(runs, metrics, ["dc2", "dense"], tmp_path, "r")
+    h2h = experiment_figures.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
+    assert (tmp_path / ratio[0].file).is_file() and (tmp_path / h2h[0].file).is_file()
+    assert "simulated" in h2h[0].caption
+
+
+def test_hashing_table_before_and_after() -> None:
+    stats = {"z": {"hashed": [{"hashing": {"buckets": 100, "compression": 16.0},
+                               "vs_raw": {"nnz_per_row_mean": {"raw": 75.5, "hashed": 74.6},
+                                          "replication_factor": {"raw": 1.9, "hashed": 3.97},
+                                          "mean_pairwise_jaccard": {"raw": 0.33,
+                                                                    "hashed": 0.987}}}]},
+             "d": {"rows": 5}}  # fmt: skip
+    table = tables.hashing_table("h", stats)
+    assert table is not None and table.rows == [["z", "100", "16", "75.5 → 74.6", "1.90 → 3.97",
+                                                 "0.330 → 0.987"]]  # fmt: skip
+    assert tables.hashing_table("h", {"d": {"rows": 5}}) is None

@@ -1,0 +1,270 @@
+"""The report's per-paper and head-to-head sections.
+
+An experiment of the tier (``experiments.<name>`` in the tier file) is a grid of its own:
+methods x workloads x scenarios x seeds, empty lists meaning the tier's. A paper's section
+shows the runs of the experiments whose ``paper`` is that paper, and the figures that its
+recipes call for, read off the recipes rather than off the paper's name:
+
+* an adaptive controller (anything but ``static``): the compression ratio over iterations;
+* a sync policy other than BSP and ASP (bounded staleness, predicted sync points): wait-time
+  fraction and staleness, and the local steps per round of a round policy;
+* placements that differ, or pulls of the touched keys: remote bytes per placement, measured
+  and predicted, and the sparsity before and after feature hashing when a recipe hashes;
+* lossless (Snappy) sizes: raw against Snappy bytes.
+
+Every section also has the test accuracy against time and the bytes per direction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from psml_core.analysis.aggregate import aggregate_runs
+from psml_core.report import experiment_figures as ef
+from psml_core.report import tables as tb
+from psml_core.report import verdicts as vd
+from psml_core.report.figures import FigureSpec, bytes_figure, curves
+
+__all__ = ["HEAD_TO_HEAD", "experiment_runs", "head_to_head_section", "paper_sections"]
+
+HEAD_TO_HEAD = "head_to_head"
+"""The experiment the head-to-head section shows, when the tier defines it."""
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def _grid(experiment: Mapping[str, Any], ex: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The experiment's methods, workloads, scenarios and seeds (empty: the tier's)."""
+    return {
+        "methods": list(ex.get("methods") or []),
+        "workloads": list(ex.get("workloads") or sorted(experiment.get("workloads") or {})),
+        "scenarios": list(ex.get("scenarios") or sorted(experiment.get("scenarios") or {})),
+        "seeds": [int(s) for s in ex.get("seeds") or experiment.get("seeds") or []],
+    }
+
+
+def experiment_runs(
+    runs: pd.DataFrame, experiment: Mapping[str, Any], ex: Mapping[str, Any]
+) -> pd.DataFrame:
+    """The rows of ``runs`` that belong to experiment ``ex`` of the tier ``experiment``."""
+    g = _grid(experiment, ex)
+    keep = (
+        runs["method"].astype(str).isin(g["methods"])
+        & runs["workload"].astype(str).isin(g["workloads"])
+        & runs["scenario"].astype(str).isin(g["scenarios"])
+        & runs["seed"].astype(int).isin(g["seeds"])
+    )
+    return runs[keep].reset_index(drop=True)
+
+
+def _recipe(experiment: Mapping[str, Any], method: str) -> Mapping[str, Any]:
+    return (experiment.get("recipes") or {}).get(method) or {}
+
+
+def _block_name(recipe: Mapping[str, Any], block: str) -> str:
+    spec = recipe.get(block)
+    return str(spec.get("name", "")) if isinstance(spec, Mapping) else str(spec or "")
+
+
+def _experiment_text(
+    name: str, experiment: Mapping[str, Any], ex: Mapping[str, Any], runs: pd.DataFrame
+) -> str:
+    g = _grid(experiment, ex)
+    roles: dict[str, list[str]] = {}
+    for m in g["methods"]:
+        roles.setdefault(str(_recipe(experiment, m).get("role") or "baseline"), []).append(m)
+    who = "; ".join(f"{role}: {', '.join(ms)}" for role, ms in sorted(roles.items()))
+    desc = tb.fmt_value(ex.get("description"))
+    lead = f"Experiment {name} of tier {tb.fmt_value(experiment.get('tier'))}"
+    lead += f": {desc}" if desc != tb.DASH else "."
+    if not lead.endswith("."):
+        lead += "."
+    planned = len(g["methods"]) * len(g["workloads"]) * len(g["scenarios"]) * len(g["seeds"])
+    return (
+        f"{lead} Recipes ({who}) on workloads {', '.join(g['workloads'])}, scenarios "
+        f"{', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
+        f"{len(runs)} of {planned} runs in the runs table. The setup tables (section Setup) "
+        "hold the workloads' and scenarios' settings, the methods appendix each recipe."
+    )
+
+
+def _figures_for(
+    name: str,
+    experiment: Mapping[str, Any],
+    ex: Mapping[str, Any],
+    runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    partitions: Mapping[tuple[str, str], Mapping[str, Any]],
+    workdir: Path,
+) -> tuple[list[FigureSpec], list[tb.Table]]:
+    """The figures (and extra tables) of one experiment's runs; see the module docstring."""
+    methods = _grid(experiment, ex)["methods"]
+    recipes = {m: _recipe(experiment, m) for m in methods}
+    metrics = {str(r): frames[str(r)] for r in runs["run_id"]}
+    figs = ef.accuracy_by_scenario_figure(
+        curves(runs, metrics), runs, methods, workdir, f"{name}_accuracy"
+    )
+    figs += bytes_figure(runs, workdir, stem=f"{name}_bytes", log=True)
+    extra: list[tb.Table] = []
+    if any(_block_name(r, "controller") not in ("", "static") for r in recipes.values()):
+        figs += ef.ratio_figure(runs, metrics, methods, workdir, f"{name}_ratio")
+    if any(_block_name(r, "sync") not in ("", "bsp", "asp") for r in recipes.values()):
+        rounds = [
+            m
+            for m in methods
+            if any(
+                float(metrics[str(r)]["local_steps"].max()) > 1
+                for r in runs.loc[runs["method"] == m, "run_id"]
+            )
+        ]
+        figs += ef.sync_figure(runs, metrics, methods, rounds, workdir, f"{name}_sync")
+    placements = {m: _block_name(r, "placement") for m, r in recipes.items()}
+    touched = {m for m, r in recipes.items() if r.get("pull") == "touched"}
+    if len(set(placements.values())) > 1 or touched:
+        predicted = {
+            (w, m): p["per_step"]
+            for (w, m), p in partitions.items()
+            if m in touched and isinstance(p.get("per_step"), Mapping)
+        }
+        figs += ef.placement_traffic_figure(
+            runs, predicted, methods, placements, workdir, f"{name}_traffic"
+        )
+    if any(r.get("hashing") for r in recipes.values()):
+        workloads = experiment.get("workloads") or {}
+        used = {str((workloads.get(w) or {}).get("dataset")) for w in set(runs["workload"])}
+        table = tb.hashing_table(
+            f"{name}_hashing", {d: s for d, s in sparsity.items() if d in used}
+        )
+        if table is not None:
+            extra.append(table)
+    if any(str(r.get("lossless") or "none") != "none" for r in recipes.values()):
+        figs += ef.lossless_figure(runs, metrics, methods, workdir, f"{name}_lossless")
+    return figs, extra
+
+
+def _fig(f: FigureSpec) -> dict[str, str]:
+    return {"file": f.file, "caption": f.caption, "label": f.label}
+
+
+# --------------------------------------------------------------------------- papers
+
+
+def _byline(paper: Mapping[str, Any]) -> str:
+    parts = [str(paper["authors"]), str(paper["venue"])]
+    if paper.get("doi"):
+        parts.append(f"doi {paper['doi']}")
+    return " · ".join(parts)
+
+
+def paper_sections(
+    *,
+    papers: Mapping[str, Mapping[str, Any]],
+    claims: pd.DataFrame,
+    runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    experiment: Mapping[str, Any],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    partitions: Mapping[tuple[str, str], Mapping[str, Any]],
+    papers_dir: Path,
+    workdir: Path,
+) -> list[dict[str, Any]]:
+    """One section per paper, in id order, for the template (tables written to ``workdir``)."""
+    experiments = experiment.get("experiments") or {}
+    out = []
+    for pid in sorted(papers):
+        paper = papers[pid]
+        mine = claims[claims["paper"] == pid]
+        named = sorted(n for n, ex in experiments.items() if (ex or {}).get("paper") == pid)
+        wanted = sorted({str(c["measure"]["experiment"]) for c in paper["claims"]})
+        # The claims' experiments count too, even if the tier forgot to tag them with the paper.
+        names = sorted(set(named) | {n for n in wanted if n in experiments})
+        texts, figures, tables = [], [], []
+        for name in names:
+            ex = experiments[name] or {}
+            sub = experiment_runs(runs, experiment, ex)
+            texts.append(_experiment_text(name, experiment, ex, sub))
+            if sub.empty:
+                texts.append(
+                    f"The runs table holds no run of experiment {name}, so there is nothing to "
+                    "draw; run the workflow for this tier to make them."
+                )
+                continue
+            figs, extra = _figures_for(
+                name, experiment, ex, sub, frames, sparsity, partitions, workdir
+            )
+            figures += [_fig(f) for f in figs]
+            tables += [t.write(workdir) for t in extra]
+        if not names:
+            texts.append(
+                f"The {tb.fmt_value(experiment.get('tier'))} tier defines no experiment "
+                f"for this paper: its claims name experiment {', '.join(wanted)}, which the tier "
+                "does not run. So there are no runs, figures or measured claims here; run a tier "
+                "that defines it."
+            )
+        paper_file = str(Path(papers_dir).name) + f"/{pid}.yaml"
+        out.append(
+            {
+                "id": pid,
+                "heading": f"{pid}: {paper['title']}",
+                "byline": _byline(paper),
+                "evidence": tb.fmt_value(paper.get("evidence")),
+                "setup": " ".join(str(paper.get("setup") or tb.DASH).split()),
+                "deviations": [str(d) for d in paper.get("deviations") or []],
+                "experiments": texts,
+                "claims": vd.claim_notes(paper),
+                "figures": figures,
+                "tables": tables,
+                "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
+                "misses": vd.miss_notes(mine, paper_file),
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- head-to-head
+
+
+def head_to_head_section(
+    *,
+    runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    experiment: Mapping[str, Any],
+    workdir: Path,
+) -> dict[str, Any]:
+    """The head-to-head: every method of the experiment ``head_to_head`` across its scenarios."""
+    ex = (experiment.get("experiments") or {}).get(HEAD_TO_HEAD)
+    tier = tb.fmt_value(experiment.get("tier"))
+    if ex is None:
+        return {
+            "intro": f"The {tier} tier has no head-to-head experiment (an experiment "
+            f"named {HEAD_TO_HEAD} that runs every method side by side on the same workload and "
+            "scenarios), so this section is empty; a tier that defines one fills it.",
+            "tables": [],
+            "figures": [],
+        }
+    sub = experiment_runs(runs, experiment, ex)
+    intro = _experiment_text(HEAD_TO_HEAD, experiment, ex, sub)
+    if sub.empty:
+        return {
+            "intro": intro + " The runs table holds no run of it yet.",
+            "tables": [],
+            "figures": [],
+        }
+    methods: Sequence[str] = _grid(experiment, ex)["methods"]
+    metrics = {str(r): frames[str(r)] for r in sub["run_id"]}
+    figs = ef.head_to_head_figure(sub, methods, workdir, f"{HEAD_TO_HEAD}_summary")
+    figs += ef.accuracy_by_scenario_figure(
+        curves(sub, metrics), sub, methods, workdir, f"{HEAD_TO_HEAD}_accuracy"
+    )
+    table = tb.head_to_head_table(f"{HEAD_TO_HEAD}", aggregate_runs(sub), methods)
+    return {
+        "intro": intro,
+        "tables": [table.write(workdir)],
+        "figures": [_fig(f) for f in figs],
+    }

@@ -1,0 +1,293 @@
+"""Reported versus reproduced, for the report: ``claims.csv`` checked against the paper files.
+
+``psml compare`` measures every claim of ``config/papers/*.yaml`` on the runs and writes one row
+per claim to ``claims.csv`` (:class:`psml_core.analysis.claims.ClaimResult`). The report reads
+the measured numbers and verdicts from that file and the words (titles, setups, deviations)
+from the paper files; the two must describe the same claims with the same reported values, or
+the claims file is stale and the report refuses to print it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from psml_core.errors import DataError
+from psml_core.report.tables import DASH, Table, fmt_value, sig
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "check_claims",
+    "claim_notes",
+    "fmt_ours",
+    "fmt_reported",
+    "is_measured",
+    "measured_as",
+    "miss_notes",
+    "paper_claims_table",
+    "read_claims",
+    "short_statement",
+    "summary_intro",
+    "verdict_counts",
+    "verdict_table",
+]
+
+CLAIM_COLUMNS: tuple[str, ...] = (
+    "paper", "claim", "statement", "source", "kind", "reported", "unit", "up_to", "metric",
+    "ours", "low", "high", "seeds", "scenario", "baseline", "verdict", "detail", "explanation",
+    "per_metric",
+)  # fmt: skip
+_VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED")
+_NBSP = "\u00a0"
+_STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_claims(path: str | Path) -> pd.DataFrame:
+    """Read ``claims.csv`` (written by ``psml compare --claims``).
+
+    Only empty cells are missing values. Text columns come back as strings ("" when empty).
+
+    Raises:
+        DataError: The file is missing, unreadable, lacks columns or holds an unknown verdict.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"claims file {str(p)!r} does not exist; run `psml compare --claims`")
+    try:
+        df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"claims file {str(p)!r} is not readable CSV ({exc})") from None
+    missing = [c for c in CLAIM_COLUMNS if c not in df.columns]
+    if missing:
+        raise DataError(f"claims file {str(p)!r} lacks columns {missing}; regenerate it")
+    for col in ("paper", "claim", "statement", "source", "kind", "unit", "metric", "scenario",
+                "baseline", "verdict", "detail", "explanation", "per_metric"):  # fmt: skip
+        df[col] = df[col].map(lambda v: "" if _missing(v) else str(v))
+    for col in ("reported", "ours", "low", "high", "seeds"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    df["up_to"] = df["up_to"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+    bad = sorted(set(df["verdict"]) - set(_VERDICTS))
+    if bad:
+        raise DataError(f"claims file {str(p)!r} holds unknown verdicts {bad}; regenerate it")
+    return df
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return v is None or bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_claims(
+    claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]], path: str | Path
+) -> None:
+    """Check that ``claims`` measured exactly the claims of ``papers``, with their values.
+
+    Raises:
+        DataError: A claim is in one and not the other, or its statement or reported value
+            differs: the claims file was made from other paper files (stale).
+    """
+    fix = f"claims file {str(path)!r} does not match the paper files; re-run `psml compare`"
+    want = {(pid, c["id"]): c for pid, paper in papers.items() for c in paper.get("claims") or []}
+    have = {(r.paper, r.claim): r for r in claims.itertuples(index=False)}
+    if len(have) != len(claims):
+        raise DataError(f"{fix} (a claim appears twice)")
+    for key in sorted(set(want) ^ set(have)):
+        where = "the paper files" if key in want else "the claims file"
+        raise DataError(f"{fix} (claim {key[0]}/{key[1]} is only in {where})")
+    for key, c in want.items():
+        row = have[key]
+        reported = c["reported"].get("value")
+        same = (
+            (reported is None and math.isnan(row.reported))
+            or (reported is not None and math.isclose(float(reported), row.reported, rel_tol=1e-9))
+        )  # fmt: skip
+        if not same or row.statement != c["statement"] or row.kind != c["reported"]["kind"]:
+            raise DataError(f"{fix} (claim {key[0]}/{key[1]} differs)")
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _unit(value: str, unit: str) -> str:
+    if unit in ("x", "×"):
+        return f"{value}×"
+    return f"{value}{_NBSP}{unit}" if unit else value
+
+
+def is_measured(row: Any) -> bool:
+    """Whether the claim was measured on runs of this tier (else its runs are missing)."""
+    return math.isfinite(float(row.ours))
+
+
+def fmt_reported(row: Any) -> str:
+    """The paper's number as written (``"up to 41×"``), or the direction of a qualitative one."""
+    if row.kind == "qualitative":
+        return "direction only (no number)"
+    if not math.isfinite(float(row.reported)):
+        return DASH
+    text = _unit(fmt_value(float(row.reported)), row.unit)
+    return f"up to {text}" if row.up_to else text
+
+
+def fmt_ours(row: Any) -> str:
+    """Our mean with its range over seeds and the number of values, or "not measured"."""
+    if not is_measured(row):
+        return "not measured"
+    if row.kind == "qualitative":
+        # ours / low / high hold: pairs better on average, beyond the spread, in all.
+        return (
+            f"better on {int(row.ours)} of {int(row.high)} metric·scenario pairs "
+            f"({int(row.low)} beyond the seed spread); n{_NBSP}={_NBSP}{int(row.seeds)}"
+        )
+    mean = _unit(sig(float(row.ours)), row.unit)
+    return (
+        f"{mean} [{sig(float(row.low))}, {sig(float(row.high))}], n{_NBSP}={_NBSP}{int(row.seeds)}"
+    )
+
+
+def measured_as(row: Any) -> str:
+    """The metric, scenario(s) and baseline(s) a claim was measured with."""
+    parts = [p for p in (row.metric, row.scenario) if p]
+    if row.baseline:
+        parts.append(f"vs {row.baseline}")
+    return " · ".join(parts) or DASH
+
+
+def short_statement(text: str, limit: int = _STATEMENT_CHARS) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters (ellipsis when cut)."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return f"{cut}…"
+
+
+def _detail(row: Any, with_metrics: bool) -> str:
+    text = row.detail or DASH
+    if with_metrics and row.per_metric:
+        text = f"{text}. Means, method vs strongest baseline: {row.per_metric}"
+    return text
+
+
+# --------------------------------------------------------------------------- tables and text
+
+
+def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
+    """Claims per verdict, in verdict order."""
+    return {v: int((claims["verdict"] == v).sum()) for v in _VERDICTS}
+
+
+def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) -> str:
+    """One paragraph: how many claims, how many of each verdict, how many not measured here."""
+    counts = verdict_counts(claims)
+    unmeasured = sum(not is_measured(r) for r in claims.itertuples(index=False))
+    n = len(claims)
+    text = (
+        f"{n} claim{'' if n == 1 else 's'} from {len(papers)} paper"
+        f"{'' if len(papers) == 1 else 's'}, each measured on this report's runs (tier "
+        f"{tier}): "
+        + ", ".join(f"{k} {v}" for v, k in zip(_VERDICTS, counts.values(), strict=True))
+        + "."
+    )
+    if unmeasured:
+        text += (
+            f" {unmeasured} of them could not be measured in this tier (its experiment or runs "
+            "are missing) and count as NOT REPRODUCED; the Detail column says which."
+        )
+    return (
+        text + " Ours is the mean effect over seeds with its range [min, max] and the number of "
+        "values n; an “up to” claim is compared with our most favourable scenario and baseline."
+    )
+
+
+def verdict_table(claims: pd.DataFrame) -> Table:
+    """The summary's table: every claim, grouped by paper, with its verdict."""
+    rows = [
+        [
+            r.paper,
+            f"{r.claim}: {short_statement(r.statement)}",
+            fmt_reported(r),
+            fmt_ours(r),
+            measured_as(r),
+            r.verdict,
+            _detail(r, with_metrics=False),
+        ]
+        for r in claims.itertuples(index=False)
+    ]
+    return Table(
+        "verdicts",
+        "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
+        "the paper's number; Ours: our mean effect [min, max over seeds], n values; Measured as: "
+        "the metric, scenario and baseline(s) used; the section of each paper has the details.",
+        ["Paper", "Claim", "Reported", "Ours", "Measured as", "Verdict", "Detail"],
+        rows or [[DASH] * 7],
+        widths=["auto", 2.2, 0.9, 1.3, 1.3, "auto", 1.3],
+        group=True,
+        verdict=5,
+        breakable=True,
+    )
+
+
+def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
+    """A paper's claims: reported vs reproduced, verdict and detail (with per-metric means)."""
+    rows = [
+        [
+            r.claim,
+            fmt_reported(r),
+            fmt_ours(r),
+            measured_as(r),
+            r.verdict,
+            _detail(r, with_metrics=True),
+        ]
+        for r in claims.itertuples(index=False)
+    ]
+    return Table(
+        f"claims_{paper}",
+        "Reported versus reproduced. Ours: mean effect over seeds [min, max], n values (for a "
+        "qualitative claim: on how many metric·scenario pairs the method beat the strongest "
+        "baseline); Measured as: metric, scenario and baseline(s); Detail: distance from the "
+        "reported value and the verdict's tolerance, or why the claim could not be measured.",
+        ["Claim", "Reported", "Ours", "Measured as", "Verdict", "Detail"],
+        rows or [[DASH] * 6],
+        widths=["auto", 0.9, 1.3, 1.4, "auto", 1.6],
+        verdict=4,
+        breakable=True,
+    )
+
+
+def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each claim as the paper states it, with its source and the paper's setup for it."""
+    return [
+        {
+            "claim": str(c["id"]),
+            "text": f"{c['statement']} (source: {c['source']}). Paper's setup: {c['setup']}",
+        }
+        for c in paper.get("claims") or []
+    ]
+
+
+def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
+    """For every claim not reproduced: the verdict, why, and what we think explains it."""
+    out = []
+    for r in claims.itertuples(index=False):
+        if r.verdict == "REPRODUCED":
+            continue
+        if not is_measured(r):
+            text = f"{r.verdict}, not measured: {r.detail}."
+        else:
+            why = r.explanation.rstrip(". ") or (
+                f"no explanation recorded yet (key explanation of the claim in {paper_file}); "
+                "the deviations above are the first suspects"
+            )
+            text = f"{r.verdict}: {r.detail}. What we think explains it: {why}."
+        out.append({"claim": r.claim, "text": text})
+    return out
