@@ -658,6 +658,10 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             for k, v in cfg.get("experiments", {}).items()
         },
     )
+    if not exp.grid():
+        raise ConfigError(
+            "invalid config: no runs; list methods (the main grid) or define experiments"
+        )
     _check_runs(exp)
     return exp
 

@@ -35,7 +35,6 @@ def test_every_tier_is_valid(repo, tier):
             "key 'tier': 'huge' is not allowed; allowed values: smoke, small, paper",
         ),
         ({"methods": ["nope"]}, "unknown method 'nope'; known methods"),
-        ({"methods": []}, "key 'methods': needs at least 1 entry"),
         ({"workers": "two"}, "key 'workers': expected integer"),
         ({"workers": 0}, "key 'workers': 0 is out of range; must be >= 1"),
         ({"bogus": 1}, "unknown key 'bogus'"),
@@ -124,8 +123,9 @@ def test_experiments_add_their_own_grids_without_duplicates(repo):
     exp = load_experiment({"tier": "small"}, repo / "config")
     grid = exp.grid()
     assert len(grid) == len(set(grid))
-    # Main grid: dense_bsp everywhere; experiments: their methods where their claims apply.
-    assert ("rcv1_logreg", "dense_bsp", "hetero_dc", 0) in grid
+    # No main grid: the experiments schedule every recipe, each where its claims apply.
+    assert exp.methods == () and {m for _w, m, _s, _seed in grid} == set(load_methods())
+    assert ("rcv1_logreg", "dense_bsp", "slow_high_var", 0) in grid  # head to head
     assert ("rcv1_logreg", "jpdc", "slow_100m", 2) in grid
     assert not any(m == "jpdc" and w == "digits_mlp" for w, m, _s, _seed in grid)
     assert {m for _w, m, s, _seed in grid if s == "hetero_dc"} >= {"pcp", "ssp_8", "dssp"}
@@ -158,3 +158,15 @@ def test_bad_experiments_one_clear_message(repo, experiment, fragment):
     with pytest.raises(ConfigError, match=None) as info:
         load_experiment({"tier": "smoke", "experiments": {"x": experiment}}, repo / "config")
     assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_tier_without_runs_is_refused(repo, tmp_path):
+    import shutil
+
+    root = tmp_path / "config"
+    shutil.copytree(repo / "config", root)
+    tier = yaml.safe_load((root / "tiers" / "smoke.yaml").read_text())
+    tier.pop("experiments")
+    (root / "tiers" / "smoke.yaml").write_text(yaml.safe_dump(tier))
+    with pytest.raises(ConfigError, match="no runs; list methods"):
+        load_experiment({"tier": "smoke", "methods": []}, root)

@@ -44,8 +44,13 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
 def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
     proc = snakemake_cli(["-n", "--config", "tier=small"], workflow_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # small: 2 workloads x 1 method x 2 scenarios x 3 seeds
     assert "results/small/runs/digits_mlp/dense_bsp/slow_100m/seed2/metrics.parquet" in proc.stdout
+    # Every recipe of config/methods.yaml is scheduled by some experiment of the small tier.
+    from psml_core.config import load_methods
+
+    for name in load_methods(workflow_copy / "config" / "methods.yaml"):
+        assert f"/{name}/" in proc.stdout, name
+    assert "results/small/claims.csv" in proc.stdout
 
 
 @pytest.mark.parametrize(
