@@ -245,8 +245,12 @@ class FairShareNetwork:
             return  # superseded by a later change of the flow set
         self._advance()
         f = self._flows
-        # Relative tolerance: the flow that set this wake-up has only rounding error left.
-        finished = np.flatnonzero(f.active & (f.remaining <= _EPS * f.size))
+        # Relative tolerance: the flow that set this wake-up has only rounding error left. A
+        # flow whose remainder would drain within the clock's resolution at `now` is done too:
+        # late in a long run `now + dt == now` for such a dt, and waiting for it never ends.
+        tick = 4.0 * float(np.spacing(max(self.env.now, 1.0)))
+        left = f.remaining <= np.maximum(_EPS * f.size, f.rate * tick)
+        finished = np.flatnonzero(f.active & left)
         for i in finished.tolist():  # ascending slot order: deterministic
             f.active[i] = False
             event, f.done[i] = f.done[i], None

@@ -156,3 +156,26 @@ def test_per_machine_bandwidth_and_latency():
     # of machine 0's egress (900 B/s) and then the larger endpoint latency (0.5 s).
     assert done["slow-nic"] == pytest.approx(100 / 100 + 0.01)
     assert done["far"] == pytest.approx(100 / 900 + 0.5)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("start", [1e3, 1e5, 1e7])
+def test_tiny_remainders_late_in_a_long_run_still_finish(start):
+    """Late in a run `now + dt == now` for the last rounding remainder of a flow: the network
+    must finish such a flow rather than wake up forever at the same instant (a real hang seen
+    with 100 ms Markov delays and 8-byte top-k payloads)."""
+    env = simpy.Environment(initial_time=start)
+    net = FairShareNetwork(env, machines=3, bandwidth_Bps=1.25e9, latency_s=0.0, overhead_s=0.0)
+    net._last = start
+    ends: list[float] = []
+
+    def send(src, dst, nbytes, wait):
+        yield env.timeout(wait)
+        yield net.transfer(src, dst, nbytes)
+        ends.append(env.now)
+
+    # Odd sizes and staggered starts leave sub-byte remainders when the shares change.
+    for i, (nbytes, wait) in enumerate([(8, 0.0), (1001, 3e-10), (7, 7e-10), (12345, 1e-9)]):
+        env.process(send(i % 2, 2, nbytes, wait))
+    env.run()
+    assert len(ends) == 4 and all(t >= start for t in ends)
