@@ -17,7 +17,7 @@ import numpy as np
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
 from psml_core.codecs.formats import decode_sparse, encode_sparse
 
-__all__ = ["ValueBoundedCodec", "ValueBoundedServer", "snappy_size"]
+__all__ = ["ValueBoundedCodec", "ValueBoundedServer", "snappy_bytes", "snappy_size"]
 
 _F32 = np.dtype("<f4")
 _U64 = np.dtype("<u8")
@@ -50,6 +50,14 @@ def snappy_size(payload: Payload | bytes | bytearray | memoryview) -> int | None
         return None
     buf = payload.buffer if isinstance(payload, Payload) else bytes(payload)
     return len(compress(buf))
+
+
+def snappy_bytes(payload: Payload | bytes | bytearray | memoryview) -> int:
+    """:func:`snappy_size` where python-snappy is required (checked when a job is built)."""
+    size = snappy_size(payload)
+    if size is None:
+        raise RuntimeError("python-snappy is not importable (it was when the job was built)")
+    return size
 
 
 class _Filter:

@@ -2,11 +2,13 @@
 
 from psml_core.control.base import CONTROLLERS, Controller, Observation, make_controller
 from psml_core.control.dc2 import DC2Controller, DelayMonitor
+from psml_core.control.feed import ControllerFeed
 from psml_core.control.static import StaticController
 
 __all__ = [
     "CONTROLLERS",
     "Controller",
+    "ControllerFeed",
     "DC2Controller",
     "DelayMonitor",
     "Observation",

@@ -174,6 +174,15 @@ class Worker:
         """``params`` mode: install a shard's parameter values into the replica."""
         self.params[self.shard_keys[shard]] = values
 
+    def apply_answer(self, shard: int, pull_mode: str, vector: np.ndarray) -> None:
+        """Install a shard's decoded pull answer as its pull mode says (not ``touched``)."""
+        if pull_mode == "params":
+            self.apply_pull(shard, vector)
+        elif pull_mode == "delta":
+            self.apply_delta(shard, vector)
+        else:
+            self.apply_aggregate(shard, vector)
+
     def apply_delta(self, shard: int, change: np.ndarray) -> None:
         """``delta`` mode: add a shard's change since the last pull to the replica."""
         keys = self.shard_keys[shard]

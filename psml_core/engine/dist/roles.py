@@ -45,8 +45,9 @@ import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import pack_keys, unpack_keys
-from psml_core.codecs.value_bounded import snappy_size
-from psml_core.control.base import Controller, Observation
+from psml_core.codecs.value_bounded import snappy_bytes
+from psml_core.control.base import Controller
+from psml_core.control.feed import ControllerFeed
 from psml_core.engine.dist.settings import DistOptions, Faults, Layout
 from psml_core.engine.dist.state import decode_state, encode_state
 from psml_core.engine.dist.wire import (
@@ -60,7 +61,7 @@ from psml_core.engine.job import Job
 from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
 from psml_core.sync.pcp import RoundReport
 
-__all__ = ["ControllerFeed", "Evaluator", "ShardLoop", "adaptive", "eval_points", "run_worker"]
+__all__ = ["Evaluator", "ShardLoop", "adaptive", "eval_points", "run_worker"]
 
 _FIGURES = struct.Struct("<ff")
 RATIO_BYTES = 4  # the ratio in an answer, as float32
@@ -71,41 +72,6 @@ def adaptive(controller: Controller) -> bool:
     return type(controller).observe is not Controller.observe
 
 
-class ControllerFeed:
-    """Shard 0's controller: observes complete steps in order and fixes each step's ratio once.
-
-    Args:
-        controller: The job's controller.
-        workers: Number of workers P (a step is complete when all P reported).
-    """
-
-    def __init__(self, controller: Controller, workers: int) -> None:
-        self.controller, self.workers = controller, workers
-        self.figures: dict[int, dict[int, tuple[float, float]]] = {}
-        self.fed = 0
-        self.ratios: dict[int, float] = {}
-
-    def report(self, worker: int, step: int, comm_s: float, compute_s: float) -> None:
-        """Worker ``worker``'s figures of ``step``."""
-        self.figures.setdefault(step, {})[worker] = (comm_s, compute_s)
-
-    def ratio(self, step: int) -> float:
-        """Step ``step``'s ratio, fixed the first time it is asked."""
-        if step not in self.ratios:
-            while self.fed < step and len(self.figures.get(self.fed, {})) == self.workers:
-                figures = self.figures.pop(self.fed).values()
-                self.controller.observe(
-                    Observation(
-                        step=self.fed,
-                        comm_s=max(c for c, _ in figures),
-                        compute_s=max(k for _, k in figures),
-                    )
-                )
-                self.fed += 1
-            self.ratios[step] = self.controller.ratio(step)
-        return self.ratios[step]
-
-
 def eval_points(job: Job) -> list[int]:
     """The iterations after which the global model is evaluated."""
     return [t for t in range(job.spec.workload.iterations) if job.should_evaluate(t)]
@@ -113,18 +79,6 @@ def eval_points(job: Job) -> list[int]:
 
 def _codec_name(codec: Any) -> str:
     return str(getattr(codec, "name", type(codec).__name__))
-
-
-def _snappy(payload: Payload) -> int:
-    size = snappy_size(payload)
-    assert size is not None, "python-snappy is checked when the job is built"
-    return size
-
-
-def _snappy_raw(buf: bytes) -> int:
-    size = snappy_size(buf)
-    assert size is not None, "python-snappy is checked when the job is built"
-    return size
 
 
 def _delayed(faults: Faults, rank: int) -> float:
@@ -391,7 +345,7 @@ def run_worker(
             requests.append(wire.isend(s, hdr, parts))
             up.append(counted(hdr))
             if lossless and klist:
-                lossless_up += _snappy_raw(klist) - len(klist)
+                lossless_up += snappy_bytes(klist) - len(klist)
         down = [0] * len(shards)
         lossless_down = 0
         wait = 0.0
@@ -428,16 +382,11 @@ def run_worker(
             else:
                 vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
             if vector is not None:
-                if shard.pull_mode == "params":
-                    worker.apply_pull(s, vector)
-                elif shard.pull_mode == "delta":
-                    worker.apply_delta(s, vector)
-                else:
-                    worker.apply_aggregate(s, vector)
+                worker.apply_answer(s, shard.pull_mode, vector)
             extra[s] = answer.extra
             down[s] = counted(hdr)
             if lossless:
-                packed = _snappy(answer.payload) if answer.payload is not None else 0
+                packed = snappy_bytes(answer.payload) if answer.payload is not None else 0
                 lossless_down += down[s] - max(hdr.payload_len, 0) + packed
             wait = max(wait, hdr.blocked_ns * 1e-9)
             staleness = max(staleness, hdr.staleness)
@@ -473,7 +422,7 @@ def run_worker(
             )
             up[s] += counted(hdr)
             if lossless:
-                lossless_up += up[s] - pl.wire_bytes + _snappy(pl)
+                lossless_up += up[s] - pl.wire_bytes + snappy_bytes(pl)
             pushes.append(wire.isend(s, hdr, [pl.buffer, part] if part else [pl.buffer]))
         for o in pushes:
             o.wait()

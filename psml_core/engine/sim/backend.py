@@ -33,8 +33,8 @@ import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import pack_keys
-from psml_core.codecs.value_bounded import snappy_size
-from psml_core.control.base import Observation
+from psml_core.codecs.value_bounded import snappy_bytes
+from psml_core.control.feed import ControllerFeed
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.engine.server import BUDGET_KEY, codec_state
@@ -99,22 +99,6 @@ def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
     return {"nic_bandwidth": bandwidth, "nic_latency": latency}
 
 
-def _snappy(payload: Payload) -> int:
-    """Snappy-compressed size of a payload's buffer (checked importable when the job is built)."""
-    size = snappy_size(payload)
-    assert size is not None, "python-snappy disappeared during the run"
-    return size
-
-
-def _snappy_raw(buf: bytes) -> int:
-    """Snappy-compressed size of a pull request's payload (0 for a header-only request)."""
-    if not buf:
-        return 0
-    size = snappy_size(buf)
-    assert size is not None, "python-snappy disappeared during the run"
-    return size
-
-
 @BACKENDS.register("sim")
 class SimBackend(Backend):
     """Deterministic discrete-event simulation; see the module docstring."""
@@ -156,9 +140,7 @@ class _RunState:
         self.rows: list[dict[str, Any]] = []
         # Controller feed: per step, each worker's (comm, compute) once all its pushes landed.
         self._open: dict[tuple[int, int], list[float]] = {}
-        self._observed: dict[int, dict[int, tuple[float, float]]] = {}
-        self._fed = 0
-        self._ratios: dict[int, float] = {}
+        self.feed = ControllerFeed(job.controller, job.spec.workers)
         # Codec state each shard published to each worker for its next push (DFS masks, ...).
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
         self.rounds = job.shards[0].policy.rounds
@@ -222,8 +204,8 @@ class _RunState:
             ]
             lossless_up = (
                 sum(
-                    self.net.wire_bytes(_snappy_raw(req))
-                    + self.net.wire_bytes(_snappy(pl) + extra_up)
+                    self.net.wire_bytes(snappy_bytes(req) if req else 0)
+                    + self.net.wire_bytes(snappy_bytes(pl) + extra_up)
                     for req, pl in zip(requests, payloads, strict=True)
                 )
                 if self.lossless
@@ -259,20 +241,7 @@ class _RunState:
         Under BSP that is every step before ``t``; under ASP/SSP the latest complete ones. The
         value is fixed the first time it is asked, so all workers share it.
         """
-        if t not in self._ratios:
-            ctl, workers = self.job.controller, self.job.spec.workers
-            while self._fed < t and len(self._observed.get(self._fed, {})) == workers:
-                figures = self._observed.pop(self._fed).values()
-                ctl.observe(
-                    Observation(
-                        step=self._fed,
-                        comm_s=max(c for c, _ in figures),
-                        compute_s=max(k for _, k in figures),
-                    )
-                )
-                self._fed += 1
-            self._ratios[t] = ctl.ratio(t)
-        return self._ratios[t]
+        return self.feed.ratio(t)
 
     def _observe_push(self, p: int, t: int) -> None:
         """A push of (p, t) landed; when the last one has, record the step's figures."""
@@ -281,7 +250,7 @@ class _RunState:
         if state[0] == 0:
             _, pull_comm, compute, push_start = self._open.pop((p, t))
             comm = pull_comm + self.env.now - push_start
-            self._observed.setdefault(t, {})[p] = (comm, compute)
+            self.feed.report(p, t, comm, compute)
 
     def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, tuple]:
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
@@ -298,19 +267,14 @@ class _RunState:
         nbytes = self.net.wire_bytes(answer.wire_bytes)
         lossless = 0
         if self.lossless:
-            packed = _snappy(answer.payload) if answer.payload else 0
+            packed = snappy_bytes(answer.payload) if answer.payload else 0
             lossless = self.net.wire_bytes(packed + answer.extra_bytes)
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
         worker = self.job.workers[p]
         if keys is not None:  # touched: the values of exactly the requested keys
             worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
         elif (vector := shard.decode_pull(answer, ctx)) is not None:
-            if shard.pull_mode == "params":
-                worker.apply_pull(s, vector)
-            elif shard.pull_mode == "delta":
-                worker.apply_delta(s, vector)
-            else:
-                worker.apply_aggregate(s, vector)
+            worker.apply_answer(s, shard.pull_mode, vector)
         self.extra[p][s] = answer.extra
         return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless, request
 
