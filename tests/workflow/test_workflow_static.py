@@ -72,3 +72,13 @@ def test_bad_config_stops_before_any_job(workflow_copy: Path, override: str, fra
     assert "Traceback" not in proc.stderr
     for produced in ("results", "data", "reports"):
         assert not (workflow_copy / produced).exists()
+
+
+def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_job():
+    repo = Path(__file__).resolve().parents[2]
+    ci = (repo / ".ci" / "run").read_text().strip().splitlines()[-1]
+    readme = (repo / "README.md").read_text()
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    assert ci == venv + 'pip install -e ".[test]" && pytest'
+    assert f"\n{ci}\n" in readme
+    assert f"\n{venv}pip install -e . && snakemake --cores 2\n" in readme
