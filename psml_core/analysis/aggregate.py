@@ -21,6 +21,7 @@ from psml_core.errors import ConfigError, DataError
 __all__ = [
     "AGGREGATE_KEYS",
     "AGGREGATE_METRICS",
+    "PLACEMENT_COLUMNS",
     "PROVENANCE_COLUMNS",
     "RUN_KEYS",
     "SUMMARY_COLUMNS",
@@ -43,6 +44,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 # one CSV column holds them whatever packages or files a run lists.
 PROVENANCE_COLUMNS: tuple[str, ...] = (
     "config_hash", "git_commit", "git_dirty", "wall_clock_s", "versions", "data_sha256",
+)  # fmt: skip
+
+# The dynamic placement's decisions (``placement_decisions``), summarised per run; 0 and NaN
+# for static placements.
+PLACEMENT_COLUMNS: tuple[str, ...] = (
+    "placement_evaluated", "placement_accepted", "migration_bytes", "placement_best_saving",
 )  # fmt: skip
 
 _REL_NOISE = 1e-12
@@ -80,6 +87,20 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         versions=json.dumps(prov["versions"], sort_keys=True, separators=(",", ":")),
         data_sha256=json.dumps(prov["data_sha256"], sort_keys=True, separators=(",", ":")),
     )
+    decisions = summary.get("placement_decisions") or []
+    moved = [d for d in decisions if d["accepted"]]
+    # The best proposal's estimated cut of remote bytes per step (accepted or not).
+    cuts = [
+        (d["remote_before"] - d["remote_after"]) / d["remote_before"]
+        for d in decisions
+        if d["remote_before"] > 0
+    ]
+    row.update(
+        placement_evaluated=len(decisions),
+        placement_accepted=len(moved),
+        migration_bytes=sum(int(d["migration_bytes"]) for d in moved),
+        placement_best_saving=max(cuts) if cuts else math.nan,
+    )
     # JSON null (target never reached) becomes NaN, so the column stays numeric.
     if row["time_to_target_s"] is None:
         row["time_to_target_s"] = math.nan
@@ -93,7 +114,8 @@ def collect_runs(summary_paths: list[Path]) -> pd.DataFrame:
         summary_paths: The ``summary.json`` of every run.
 
     Returns:
-        Columns :data:`SUMMARY_COLUMNS` then :data:`PROVENANCE_COLUMNS`, sorted by
+        Columns :data:`SUMMARY_COLUMNS`, :data:`PROVENANCE_COLUMNS` and
+        :data:`PLACEMENT_COLUMNS`, sorted by
         (workload, method, scenario, seed). ``time_to_target_s`` is NaN for runs that never
         reached their target accuracy.
 
@@ -113,7 +135,7 @@ def collect_runs(summary_paths: list[Path]) -> pd.DataFrame:
             )
         seen[row["run_id"]] = path
         rows.append(row)
-    df = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS])
+    df = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS, *PLACEMENT_COLUMNS])
     return df.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
 
 
@@ -143,7 +165,8 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"runs table {str(p)!r} is not readable CSV ({exc})") from None
-    missing = [c for c in (*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS) if c not in df.columns]
+    wanted = (*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS, *PLACEMENT_COLUMNS)
+    missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise DataError(f"runs table {str(p)!r} lacks columns {missing}; regenerate it")
     return df

@@ -17,13 +17,20 @@ from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_dataset
+from psml_core.engine.migration import check_movable
 from psml_core.engine.optim import make_optimizer
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
 from psml_core.models import Model, make_model
 from psml_core.net.compute import ComputeModel, Heterogeneity, make_compute_model
-from psml_core.placement import Assignment, PlacementProblem, make_placement
+from psml_core.placement import (
+    Assignment,
+    DynamicChunkPartition,
+    DynamicPlacement,
+    PlacementProblem,
+    make_placement,
+)
 from psml_core.placement.cost import machine_of_shard
 from psml_core.sync import make_sync_policy
 
@@ -47,6 +54,8 @@ class Job:
         controller: The compression-ratio controller.
         compute: The compute-time model.
         speed: Per-worker, per-step compute-time multipliers.
+        dynamic: The dynamic partition's chunk statistics and reassignment (placement
+            ``dynamic``; the backend moves keys when it accepts one), else None.
     """
 
     spec: RunSpec
@@ -59,6 +68,7 @@ class Job:
     controller: Controller
     compute: ComputeModel
     speed: Heterogeneity
+    dynamic: DynamicChunkPartition | None = None
 
     @property
     def machines(self) -> int:
@@ -151,6 +161,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     # jpdc: hash first, so the model, the placement's incidence and training see m features.
     dataset = _hashed(dataset, spec)
     model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
+    placement = make_placement(spec.method.placement)
     if assignment is None:
         problem = PlacementProblem(
             n_samples=len(dataset.y_train),
@@ -158,9 +169,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             incidence=model.incidence(dataset.X_train),
             seed=spec.seed,
         )
-        assignment = make_placement(spec.method.placement).assign(
-            problem, spec.workers, spec.shards
-        )
+        assignment = placement.assign(problem, spec.workers, spec.shards)
     _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
     init = model.init_params(spec.seed)
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
@@ -237,7 +246,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         len(workers[0].y), spec.workload.batch_size, spec.seed, spec.workers
     ).next()
     compute.calibrate(model, workers[0].X[probe], workers[0].y[probe], init)
-    return Job(
+    job = Job(
         spec=spec,
         dataset=dataset,
         model=model,
@@ -249,3 +258,16 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         compute=compute,
         speed=Heterogeneity(spec.compute.heterogeneity, spec.seed),
     )
+    if isinstance(placement, DynamicPlacement):
+        check_movable(job)
+        # A fixed partition decides once, after the warm-up, for the rest of the run.
+        remaining = spec.workload.iterations - placement.period
+        job.dynamic = placement.tracker(
+            model.n_params,
+            spec.workers,
+            spec.shards,
+            spec.colocated,
+            key_owner=assignment.key_owner,
+            horizon=max(remaining, 0) if placement.fixed else None,
+        )
+    return job

@@ -17,6 +17,8 @@ class ServerOptimizer(ABC):
     """Updates one shard's values in place from a gradient; holds its own per-key state."""
 
     name: ClassVar[str]
+    per_key_state: ClassVar[tuple[str, ...]] = ()
+    """Attributes holding one value per key (moved with the keys by a dynamic placement)."""
 
     @abstractmethod
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
@@ -37,6 +39,7 @@ class SGD(ServerOptimizer):
     """
 
     name = "sgd"
+    per_key_state = ("velocity",)
 
     def __init__(self, n: int, lr: float, momentum: float) -> None:
         self.lr, self.momentum = np.float32(lr), np.float32(momentum)
@@ -64,6 +67,7 @@ class AdaGrad(ServerOptimizer):
     """
 
     name = "adagrad"
+    per_key_state = ("accum",)
     eps = np.float32(1e-8)
 
     def __init__(self, n: int, lr: float, momentum: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ def train(
         data_sha256=manifest_sha256(data_dir),
         wall_clock_s=wall,
         compute_model=job.compute.describe(),
+        placement_decisions=None
+        if job.dynamic is None
+        else [dataclasses.asdict(d) for d in job.dynamic.decisions],
     )
     write_summary(out / "summary.json", summary)
     return summary

@@ -22,6 +22,7 @@ def build_summary(
     data_sha256: dict[str, str],
     wall_clock_s: float,
     compute_model: dict[str, Any],
+    placement_decisions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Summarise a run's records.
 
@@ -32,6 +33,7 @@ def build_summary(
         data_sha256: File name -> SHA-256 of every data file the run read.
         wall_clock_s: Real seconds the run took (labelled as wall-clock in the summary).
         compute_model: The compute-time model's description (``ComputeModel.describe()``).
+        placement_decisions: The dynamic placement's decisions (``Decision`` fields), if any.
     """
     last_it = max(r.iteration for r in records)
     last = [r for r in records if r.iteration == last_it]
@@ -92,6 +94,8 @@ def build_summary(
             "compute_model": compute_model,
         },
     }
+    if placement_decisions is not None:
+        summary["placement_decisions"] = placement_decisions
     return validate(summary, "summary", source="run summary")
 
 

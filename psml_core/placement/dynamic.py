@@ -27,19 +27,11 @@ Algorithm:
 "Fixed" (``fixed=True``): a single decision, at step ``period`` (after a warm-up of ``period``
 iterations); pass ``horizon`` = the remaining iterations so the test weighs the whole run.
 
-Engine wiring (one object per run, on the coordinator):
-
-.. code-block:: python
-
-    dyn = placement.tracker(n_keys, workers, shards, colocated, assignment.key_owner)
-    for step in range(iterations):
-        ...  # workers push and pull
-        for p in range(workers):
-            dyn.observe(p, dyn.chunk_bytes(keys_touched[p], bytes_per_key[p]))
-        move = dyn.maybe_reassign(step + 1)
-        if move is not None:
-            ...  # send move.moved_chunks' values to their new shards (move.migration_bytes,
-            ...  # down traffic) and switch to move.key_owner before the next step
+Engine wiring: :func:`~psml_core.engine.job.build_job` makes the tracker (``Job.dynamic``);
+the sim backend feeds :meth:`DynamicChunkPartition.observe` each worker's push and pull bytes
+per step, and at every ``period``-th step, once all pulls are in and before any push, calls
+:meth:`DynamicChunkPartition.maybe_reassign`, sends each moved chunk between the two shards'
+machines and moves the keys' state (:func:`~psml_core.engine.migration.move_keys`).
 
 Parameters and tuning:
     chunk: Keys per chunk (4,096). Smaller chunks follow the traffic more finely but cost more
@@ -333,7 +325,8 @@ class DynamicPlacement(Placement):
 
     Samples are split in contiguous even ranges (prepared data are shuffled), chunks of keys
     in even contiguous ranges over the shards. The reassignment during training is done by
-    the :class:`DynamicChunkPartition` that :meth:`tracker` builds; the engine must call it.
+    the :class:`DynamicChunkPartition` that :meth:`tracker` builds, which the sim backend
+    drives (BSP; the dist and Horovod backends refuse it).
 
     Args:
         chunk: Keys per chunk.

@@ -135,6 +135,10 @@ def _figures_for(
         figs += ef.placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"
         )
+    if "dynamic" in placements.values():
+        table = tb.reassignment_table(f"{name}_reassignment", runs, methods)
+        if table is not None:
+            extra.append(table)
     if any(r.get("hashing") for r in recipes.values()):
         workloads = experiment.get("workloads") or {}
         used = {str((workloads.get(w) or {}).get("dataset")) for w in set(runs["workload"])}

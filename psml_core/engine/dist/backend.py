@@ -99,12 +99,17 @@ class DistBackend(Backend):
 def check_supported(job: Job) -> None:
     """Refuse what the dist backend cannot run faithfully (a ConfigError naming the fix).
 
-    Every recipe the sim backend runs is supported: round policies (PCP), delta pulls and
-    adaptive controllers (run on shard 0, see :mod:`.roles`). Kept as the one place to add a
-    refusal.
+    Round policies (PCP), delta pulls and adaptive controllers are supported (run on shard 0,
+    see :mod:`.roles`). The dynamic placement is not: moving keys between shard processes
+    needs a migration message the dist protocol does not have.
     """
     if job.spec.workers < 1 or job.spec.shards < 1:
         raise ConfigError("the dist backend needs at least one worker and one shard")
+    if job.dynamic is not None:
+        raise ConfigError(
+            f"method {job.spec.method.name!r}: placement 'dynamic' moves keys between shards "
+            f"mid-run, which the dist backend cannot do yet; run it on the sim backend"
+        )
 
 
 def run_rank(job: Job, session: Session) -> DistResult | None:

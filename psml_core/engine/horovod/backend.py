@@ -123,8 +123,8 @@ def check_job(job: Job) -> None:
     """Reject recipes that an allreduce cannot run.
 
     Raises:
-        ConfigError: an asynchronous sync policy, a down-direction codec on pulls, or touched
-            pulls.
+        ConfigError: an asynchronous sync policy, a down-direction codec on pulls, touched
+            pulls, or a dynamic placement.
     """
     method = job.spec.method
     if not job.shards[0].policy.barrier:
@@ -141,6 +141,11 @@ def check_job(job: Job) -> None:
         raise ConfigError(
             f"backend 'horovod' has no parameter pulls to encode; method {method.name!r} sets "
             f"codec_down {method.codec_down.name!r} — use the sim or dist backend"
+        )
+    if job.dynamic is not None:
+        raise ConfigError(
+            f"backend 'horovod' has no server shards to move keys between; method "
+            f"{method.name!r} uses placement 'dynamic' — use the sim backend"
         )
 
 

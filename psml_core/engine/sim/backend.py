@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Generator
 from typing import Any
 
+import numpy as np
 import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
@@ -37,6 +38,7 @@ from psml_core.codecs.value_bounded import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.engine.server import BUDGET_KEY, codec_state
 from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
@@ -145,6 +147,12 @@ class _RunState:
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
         self.rounds = job.shards[0].policy.rounds
         self.lossless = job.spec.method.lossless == "snappy"
+        # Dynamic partition: this step's traffic per worker (keys, bytes per key), the
+        # migration points (arrivals, release event, start time) and bytes moved per record.
+        self.dynamic = job.dynamic
+        self.traffic: list[list[tuple[Any, float]]] = [[] for _ in job.workers]
+        self._points: dict[int, list[Any]] = {}
+        self.migrated: dict[tuple[int, int], int] = {}
 
     def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
         return self.job.ctx(step, ratio, extra)
@@ -169,6 +177,19 @@ class _RunState:
             staleness = max(x[3] for x in served)
             lossless_down = sum(x[4] for x in served) if self.lossless else None
             requests = [x[5] for x in served]  # the pull requests' payloads (touched: key lists)
+            # Dynamic partition: at a decision step, keys may move once every pull is in.
+            if self.dynamic is not None and t > 0 and t % self.dynamic.period == 0:
+                # Waiting for the others is wait; the move's transfers are communication.
+                wait += yield from self.migration_point(t)
+                pull_end = env.now
+            # Keys moved to this worker's machine: down traffic from their old shards (remote).
+            moved_from = self.migrated.pop((t, p), None)
+            moved = 0
+            if moved_from is not None:
+                down_by_shard = tuple(int(b) for b in np.add(down_by_shard, moved_from))
+                moved = int(moved_from.sum())
+                down += moved
+                remote_down += moved
             # 2. compute: one gradient, or a round's granted local steps
             speed = job.speed.factor(p, t)
             if self.rounds:
@@ -190,6 +211,10 @@ class _RunState:
             # Both ends know the context (step, ratio, seed, the shard's published state).
             ctxs = [self.ctx(t, ratio, codec_state(e)) for e in self.extra[p]]
             payloads = w.encode_push(vector, ctxs)
+            if self.dynamic is not None:
+                for s, pl in enumerate(payloads):
+                    vec = w.codecs[s].decode(pl, ctxs[s])
+                    self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
             pushes = [
                 env.process(self.push(p, s, t, pl, ctxs[s], report))
                 for s, pl in enumerate(payloads)
@@ -232,8 +257,56 @@ class _RunState:
                     "local_steps": steps,
                     "lossless_bytes_up": lossless_up,
                     "lossless_bytes_down": lossless_down,
+                    "migration_bytes": moved,
                 }
             )
+            if self.dynamic is not None:
+                keys = [k for k, _ in self.traffic[p]]
+                per_key = [np.full(k.size, b) for k, b in self.traffic[p]]
+                self.traffic[p] = []
+                self.dynamic.observe(
+                    p, self.dynamic.chunk_bytes(np.concatenate(keys), np.concatenate(per_key))
+                )
+
+    def migration_point(self, t: int) -> Generator[Any, Any, float]:
+        """Hold a worker until every worker's pulls of step ``t`` are in, then move keys.
+
+        The last worker to arrive runs :meth:`migrate`; all leave when the moved chunks have
+        arrived. Returns the time this worker waited for the others (the move is comm).
+        """
+        point = self._points.setdefault(t, [0, self.env.event(), 0.0])
+        point[0] += 1
+        arrived = self.env.now
+        if point[0] == self.job.spec.workers:
+            point[2] = arrived
+            self.env.process(self.migrate(t, point[1]))
+        yield point[1]
+        return point[2] - arrived
+
+    def migrate(self, t: int, done: simpy.Event) -> Generator[Any, Any, None]:
+        """Ask the dynamic partition for a reassignment; send the moved chunks, then apply it.
+
+        Each moved chunk travels as one message of its fp32 values from its old shard's
+        machine to its new one; the bytes go on the receiving machine's worker's record of step
+        ``t``, under the old shard (colocated shards: a move that pays always has a receiver).
+        """
+        dyn, job = self.dynamic, self.job
+        assert dyn is not None
+        before = dyn.chunk_owner.copy()
+        move = dyn.maybe_reassign(t)
+        if move is not None:
+            transfers = []
+            for q in move.moved_chunks.tolist():
+                src = int(job.shard_machine[before[q]])
+                dst = int(job.shard_machine[move.chunk_owner[q]])
+                nbytes = dyn.bytes_per_value * int(dyn.chunk_sizes[q])
+                transfers.append(self.net.transfer(src, dst, nbytes, self.delay.delay_s(t)))
+                got = self.migrated.setdefault((t, dst), np.zeros(len(job.shards), np.int64))
+                got[before[q]] += self.net.wire_bytes(nbytes)
+            yield self.env.all_of(transfers)
+            move_keys(job, move.key_owner)
+        del self._points[t]
+        done.succeed()
 
     def ratio(self, t: int) -> float:
         """The ratio of step ``t``: the controller sees every step whose workers all reported.
@@ -275,6 +348,8 @@ class _RunState:
             worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
         elif (vector := shard.decode_pull(answer, ctx)) is not None:
             worker.apply_answer(s, shard.pull_mode, vector)
+            if self.dynamic is not None:
+                self.traffic[p].append(chunk_traffic(shard.keys, vector, answer.wire_bytes))
         self.extra[p][s] = answer.extra
         return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless, request
 

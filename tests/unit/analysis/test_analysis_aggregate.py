@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from psml_core.analysis import aggregate_runs, collect_runs, read_runs_csv, write_runs_csv
-from psml_core.analysis.aggregate import PROVENANCE_COLUMNS, SUMMARY_COLUMNS
+from psml_core.analysis.aggregate import PLACEMENT_COLUMNS, PROVENANCE_COLUMNS, SUMMARY_COLUMNS
 from psml_core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -69,7 +69,7 @@ def test_collect_runs_flattens_and_sorts(tmp_path: Path) -> None:
         write(tmp_path, summary("w1", "m", "fast", 0)),
     ]
     df = collect_runs(paths)
-    assert list(df.columns) == [*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS]
+    assert list(df.columns) == [*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS, *PLACEMENT_COLUMNS]
     assert list(df["run_id"]) == ["w1/m/fast/seed0", "w1/m/fast/seed1", "w2/m/slow/seed0"]
     assert math.isnan(df.loc[2, "time_to_target_s"])
     assert df.loc[0, "git_commit"] == "abc123"

@@ -1,0 +1,143 @@
+"""Moving keys between server shards mid-run: jpdc's dynamic partition, applied to a job.
+
+The :class:`~psml_core.placement.dynamic.DynamicChunkPartition` decides which chunks of keys
+change shard; this module moves everything that is kept per key so that training goes on as if
+the keys had always lived on their new shards:
+
+* on each shard: the parameter values and the optimizer's per-key state (momentum, AdaGrad
+  accumulators);
+* on each worker: its per-shard key lists, the error-feedback residual of each shard's up
+  codec and, in ``aggregate`` pull mode, the per-shard optimizer replicas.
+
+It must run where nothing is in flight: every pull of the step delivered and no push of it sent
+(the sim backend waits for all workers there). Under BSP the result is then exactly the model
+and state a run on the new placement from the start would hold, because every per-key update
+is element-wise and sums over workers in a fixed order; only a codec whose selection depends on
+the shard's key set (top-k per shard) picks differently afterwards.
+
+Only state that is a plain per-key vector can be moved this way, so the dynamic placement is
+limited to the codecs below (optionally with ``error_feedback: true``), BSP, and the
+``params``/``aggregate`` pull modes: :func:`check_movable` says so with the fix.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from psml_core.codecs.base import Codec, ServerCodec
+from psml_core.codecs.error_feedback import ErrorFeedback
+from psml_core.codecs.sparsifiers import RandomKServer
+from psml_core.engine.optim import ServerOptimizer
+from psml_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from psml_core.engine.job import Job
+
+__all__ = ["MOVABLE_CODECS", "check_movable", "chunk_traffic", "move_keys"]
+
+MOVABLE_CODECS = ("none", "fp16", "qsgd", "randomk", "threshold", "topk")
+"""Up codecs without per-shard state of their own (an error-feedback residual is moved)."""
+
+
+def check_movable(job: Job) -> None:
+    """Refuse a dynamic placement whose per-key state could not be moved (a ConfigError)."""
+    spec = job.spec
+    where = f"method {spec.method.name!r}: placement 'dynamic'"
+    policy = job.shards[0].policy
+    if not policy.barrier or policy.rounds:
+        raise ConfigError(
+            f"{where} moves keys at a point where no message is in flight, which only a "
+            f"barrier gives; use sync: {{name: bsp}}, not {spec.method.sync.name!r}"
+        )
+    if spec.method.pull not in ("params", "aggregate"):
+        raise ConfigError(f"{where} supports pull: params or aggregate, not {spec.method.pull!r}")
+    if spec.method.codec.name not in MOVABLE_CODECS or any(
+        type(s.server_codec) not in (ServerCodec, RandomKServer) for s in job.shards
+    ):
+        raise ConfigError(
+            f"{where}: codec {spec.method.codec.name!r} (with these params) keeps per-shard "
+            f"state that cannot be moved with the keys; use one of {list(MOVABLE_CODECS)} "
+            f"(error_feedback allowed, no down_ratio) or a static placement"
+        )
+    if spec.method.codec_down is not None and spec.method.codec_down.name != "none":
+        raise ConfigError(f"{where}: remove codec_down ({spec.method.codec_down.name!r})")
+    if spec.method.lossless != "none":
+        raise ConfigError(f"{where}: lossless: {spec.method.lossless!r} is not supported")
+
+
+def _optimizer_arrays(opt: ServerOptimizer) -> list[str]:
+    return [a for a in opt.per_key_state if getattr(opt, a) is not None]
+
+
+def _regroup(
+    parts: list[np.ndarray], old: list[np.ndarray], new: list[np.ndarray], n: int
+) -> list[np.ndarray]:
+    """Per-shard vectors on the old key lists -> per-shard vectors on the new ones."""
+    full = np.zeros(n, dtype=parts[0].dtype)
+    for keys, part in zip(old, parts, strict=True):
+        full[keys] = part
+    return [full[keys].copy() for keys in new]
+
+
+def move_keys(job: Job, key_owner: np.ndarray) -> list[np.ndarray]:
+    """Give every key the shard ``key_owner`` names, moving all its per-key state.
+
+    Args:
+        job: The run (nothing in flight; see the module docstring).
+        key_owner: New shard of each key (length n_params).
+
+    Returns:
+        The new key list of each shard (ascending).
+    """
+    n = job.model.n_params
+    key_owner = np.asarray(key_owner)
+    shards, workers = job.shards, job.workers
+    old = [s.keys for s in shards]
+    new = [np.flatnonzero(key_owner == s).astype(old[s].dtype) for s in range(len(shards))]
+    values = _regroup([s.values for s in shards], old, new, n)
+    for shard, part in zip(shards, values, strict=True):
+        shard.keys, shard.values = new[shard.rank], part
+    for attr in _optimizer_arrays(shards[0].optimizer):
+        moved = _regroup([getattr(s.optimizer, attr) for s in shards], old, new, n)
+        for shard, part in zip(shards, moved, strict=True):
+            setattr(shard.optimizer, attr, part)
+    for w in workers:
+        w.shard_keys = new
+        _move_residuals(w.codecs, old, new, n)
+        if w.optimizers is not None:
+            for attr in _optimizer_arrays(w.optimizers[0]):
+                moved = _regroup([getattr(o, attr) for o in w.optimizers], old, new, n)
+                for opt, part in zip(w.optimizers, moved, strict=True):
+                    setattr(opt, attr, part)
+    job.assignment.key_owner[:] = key_owner
+    return new
+
+
+def _move_residuals(
+    codecs: list[Codec], old: list[np.ndarray], new: list[np.ndarray], n: int
+) -> None:
+    ef = [c for c in codecs if isinstance(c, ErrorFeedback)]
+    if not ef or all(c.residual is None for c in ef):
+        return
+    parts = [
+        np.zeros(len(keys)) if c.residual is None else c.residual  # type: ignore[union-attr]
+        for c, keys in zip(codecs, old, strict=True)
+    ]
+    for codec, part in zip(codecs, _regroup(parts, old, new, n), strict=True):
+        codec.residual = part  # type: ignore[union-attr]
+
+
+def chunk_traffic(keys: np.ndarray, vector: np.ndarray, nbytes: int) -> tuple[np.ndarray, float]:
+    """A message's bytes attributed to the keys it carries, for the chunk statistics.
+
+    The keys are those where the decoded ``vector`` is non-zero (all of them if none is: a dense
+    message of zeros); each gets an equal share of the message's ``nbytes``.
+
+    Returns:
+        ``(global keys, bytes per key)``.
+    """
+    nz = np.flatnonzero(vector)
+    sent = keys[nz] if nz.size else keys
+    return sent, (nbytes / sent.size if sent.size else 0.0)
