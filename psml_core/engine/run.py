@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ import torch
 
 from psml_core.config import RunSpec
 from psml_core.data.store import load_prepared, manifest_sha256
-from psml_core.engine.backend import BACKENDS
+from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import build_job
+from psml_core.engine.sim.backend import SimBackend
+from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.errors import DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
@@ -63,11 +66,23 @@ def train(
     out = Path(out_dir)
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
-    backend = BACKENDS.get(spec.backend, where="backend")()
+    checkpoint = out / CHECKPOINT_NAME
+    if spec.backend == "sim":
+        backend: Backend = SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
+    else:
+        backend = BACKENDS.get(spec.backend, where="backend")()
+        if spec.checkpoint_every > 0:
+            print(
+                f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
+                "(only sim runs checkpoint); a killed run starts over",
+                file=sys.stderr,
+            )
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
     records = backend.run(job)
+    if isinstance(backend, SimBackend) and backend.resumed_at is not None:
+        print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
     wall = time.perf_counter() - t0
     write_metrics(out / "metrics.parquet", records)
     summary = build_summary(
@@ -82,4 +97,5 @@ def train(
         else [dataclasses.asdict(d) for d in job.dynamic.decisions],
     )
     write_summary(out / "summary.json", summary)
+    checkpoint.unlink(missing_ok=True)  # the results are in: nothing left to resume
     return summary

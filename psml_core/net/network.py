@@ -159,11 +159,16 @@ class FairShareNetwork:
     _pending: bool = False
 
     def __post_init__(self) -> None:
+        # A simulation resumed from a checkpoint starts later: past steps are in force already.
+        start = self.env.now
         for at, bps in sorted(self.bandwidth_steps):
-            self.env.process(self._change_bandwidth(at, bps))
+            if at < start:
+                self.bandwidth_Bps = bps
+            else:
+                self.env.process(self._change_bandwidth(at - start, bps))
 
-    def _change_bandwidth(self, at: float, bps: float) -> Generator[Any, Any, None]:
-        yield self.env.timeout(at)
+    def _change_bandwidth(self, after: float, bps: float) -> Generator[Any, Any, None]:
+        yield self.env.timeout(after)
         self._advance()
         self.bandwidth_Bps = bps
         self._reschedule_soon()

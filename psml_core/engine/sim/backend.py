@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,13 @@ from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.engine.server import BUDGET_KEY, codec_state
+from psml_core.engine.sim.checkpoint import (
+    SimCheckpoint,
+    capture_job,
+    load_checkpoint,
+    restore_job,
+    save_checkpoint,
+)
 from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
@@ -103,15 +111,31 @@ def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
 
 @BACKENDS.register("sim")
 class SimBackend(Backend):
-    """Deterministic discrete-event simulation; see the module docstring."""
+    """Deterministic discrete-event simulation; see the module docstring.
+
+    Args:
+        checkpoint: Where to keep the run's checkpoint (``spec.checkpoint_every`` > 0): it is
+            written at every drain and, if it holds this run's settings, resumed from. None:
+            no checkpoints.
+    """
 
     name = "sim"
     clock = "simulated"
 
+    def __init__(self, checkpoint: Path | None = None) -> None:
+        self.checkpoint = checkpoint
+        self.resumed_at: int | None = None  # the iteration a resumed run started from
+
     def run(self, job: Job) -> list[IterationRecord]:
-        """Simulate the whole run and return its records."""
+        """Simulate the whole run (from its checkpoint, if there is one) and return its records."""
         spec = job.spec
-        env = simpy.Environment()
+        ckpt = None
+        if self.checkpoint is not None and spec.checkpoint_every > 0:
+            ckpt = load_checkpoint(self.checkpoint, spec.config_hash())
+        if ckpt is not None:
+            restore_job(job, ckpt)
+            self.resumed_at = ckpt.iteration
+        env = simpy.Environment(initial_time=ckpt.now if ckpt is not None else 0.0)
         sc = spec.scenario
         net = FairShareNetwork(
             env,
@@ -123,9 +147,14 @@ class SimBackend(Backend):
             bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
             **nic_overrides(job),
         )
-        state = _RunState(job, env, net)
-        for p in range(spec.workers):
-            env.process(state.worker(p))
+        state = _RunState(job, env, net, self.checkpoint)
+        if ckpt is None:
+            for p in range(spec.workers):
+                env.process(state.worker(p))
+        else:
+            vars(state).update(ckpt.run)
+            for p in ckpt.order:  # the order they left the drain in the run that was killed
+                env.process(state.worker(p, ckpt.iteration, ckpt.prev_comm[p], ckpt.arrived[p]))
         env.run()
         return state.records()
 
@@ -133,8 +162,16 @@ class SimBackend(Backend):
 class _RunState:
     """The mutable state of one simulated run."""
 
-    def __init__(self, job: Job, env: simpy.Environment, net: FairShareNetwork) -> None:
+    def __init__(
+        self,
+        job: Job,
+        env: simpy.Environment,
+        net: FairShareNetwork,
+        checkpoint: Path | None = None,
+    ) -> None:
         self.job, self.env, self.net = job, env, net
+        self.checkpoint = checkpoint if job.spec.checkpoint_every > 0 else None
+        self._drain: dict[int, tuple[simpy.Event, list[int], list[float], list[float]]] = {}
         self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
         self.gates = [_Gate(env) for _ in job.shards]
         self.applied: dict[int, int] = {}
@@ -157,20 +194,33 @@ class _RunState:
     def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
         return self.job.ctx(step, ratio, extra)
 
-    def worker(self, p: int) -> Generator[Any, Any, None]:
+    def worker(
+        self, p: int, first: int = 0, prev_comm: float = 0.0, arrived: float | None = None
+    ) -> Generator[Any, Any, None]:
+        """Worker ``p``'s loop, from iteration ``first``.
+
+        A resumed worker starts at the drain it reached at ``arrived``; ``prev_comm`` is its
+        previous round's communication time (PCP's round report).
+        """
         job, env = self.job, self.env
         w = job.workers[p]
-        prev_comm = 0.0  # a round report carries the previous round's communication time
         touched = job.shards[0].pull_mode == "touched"
-        for t in range(job.spec.workload.iterations):
-            # 1. pull (touched: for the keys of the batch drawn now, which compute then uses)
+        every = job.spec.checkpoint_every
+        for t in range(first, job.spec.workload.iterations):
+            # 0. a checkpoint's drain: wait until every worker is here (counted as waiting)
             start = env.now
+            drained = 0.0
+            if t == first and arrived is not None:
+                start, drained = arrived, env.now - arrived
+            elif self.checkpoint is not None and t > 0 and t % every == 0:
+                drained = yield from self.drain(p, t, prev_comm)
+            # 1. pull (touched: for the keys of the batch drawn now, which compute then uses)
             keys = w.touched_keys() if touched else [None] * len(job.shards)
             pulls = [env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
             pull_end = env.now
-            wait = max(x[0] for x in served)
+            wait = max(x[0] for x in served) + drained
             down_by_shard = tuple(x[1] for x in served)
             down = sum(down_by_shard)
             remote_down = sum(x[2] for x in served)
@@ -267,6 +317,54 @@ class _RunState:
                 self.dynamic.observe(
                     p, self.dynamic.chunk_bytes(np.concatenate(keys), np.concatenate(per_key))
                 )
+
+    def drain(self, p: int, t: int, prev_comm: float) -> Generator[Any, Any, float]:
+        """Hold worker ``p`` at iteration ``t`` until all are here; the last saves the state.
+
+        Returns the time ``p`` waited.
+        """
+        spec = self.job.spec
+        if t not in self._drain:
+            self._drain[t] = (self.env.event(), [], [0.0] * spec.workers, [0.0] * spec.workers)
+        done, order, arrived, prev = self._drain[t]
+        order.append(p)
+        arrived[p], prev[p] = self.env.now, prev_comm
+        if len(order) == spec.workers:
+            del self._drain[t]
+            self.save(t, order, arrived, prev)
+            done.succeed()
+        else:
+            yield done
+        return self.env.now - arrived[p]
+
+    def save(self, t: int, order: list[int], arrived: list[float], prev: list[float]) -> None:
+        """Write the checkpoint of the drain before iteration ``t``."""
+        assert self.checkpoint is not None
+        assert not self._open and not any(g.waiting for g in self.gates), "not drained"
+        workers, shards, parts = capture_job(self.job)
+        run = {
+            "applied": self.applied,
+            "evals": self.evals,
+            "rows": self.rows,
+            "feed": self.feed,
+            "extra": self.extra,
+        }
+        save_checkpoint(
+            self.checkpoint,
+            SimCheckpoint(
+                config_hash=self.job.spec.config_hash(),
+                iteration=t,
+                now=self.env.now,
+                arrived=list(arrived),
+                prev_comm=list(prev),
+                # The last to arrive went on at once, the others when the drain released them.
+                order=[order[-1], *order[:-1]],
+                workers=workers,
+                shards=shards,
+                run=run,
+                job=parts,
+            ),
+        )
 
     def migration_point(self, t: int) -> Generator[Any, Any, float]:
         """Hold a worker until every worker's pulls of step ``t`` are in, then move keys.
