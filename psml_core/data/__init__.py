@@ -1,12 +1,14 @@
 """Data sets: sources (registered in :data:`DATASETS`), prepared storage, preparation.
 
-Importing this package registers every source: ``digits``, ``zipf_sparse`` and ``libsvm``.
+Importing this package registers every source: ``digits``, ``zipf_sparse``, ``libsvm`` and
+``cifar10``.
 """
 
 from __future__ import annotations
 
-from psml_core.data import digits, libsvm, zipf_sparse  # noqa: F401  (registers the sources)
+from psml_core.data import cifar, digits, libsvm, zipf_sparse  # noqa: F401  (registers sources)
 from psml_core.data.base import DATASETS, Dataset, DatasetSource, Matrix
+from psml_core.data.cifar import Cifar10Source
 from psml_core.data.digits import DigitsSource
 from psml_core.data.libsvm import LibsvmSource, parse_libsvm
 from psml_core.data.prepare import holdout_split, prepare_dataset
@@ -17,6 +19,7 @@ __all__ = [
     "CALIBRATIONS",
     "DATASETS",
     "Calibration",
+    "Cifar10Source",
     "Dataset",
     "DatasetSource",
     "DigitsSource",

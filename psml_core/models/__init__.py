@@ -3,5 +3,6 @@
 from psml_core.models.base import MODELS, Model, make_model
 from psml_core.models.logreg import LogisticRegression
 from psml_core.models.mlp import MLP
+from psml_core.models.resnet import ResNet18
 
-__all__ = ["MLP", "MODELS", "LogisticRegression", "Model", "make_model"]
+__all__ = ["MLP", "MODELS", "LogisticRegression", "Model", "ResNet18", "make_model"]

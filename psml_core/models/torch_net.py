@@ -1,0 +1,80 @@
+"""Models whose forward pass is a PyTorch module: the PS key space is its flat parameter vector."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from psml_core.models.base import Matrix, Model
+
+__all__ = ["TorchNet", "as_tensor"]
+
+
+def as_tensor(X: Matrix) -> torch.Tensor:
+    """Rows of ``X`` (dense or sparse) as a contiguous float32 tensor."""
+    dense = X.toarray() if sp.issparse(X) else np.asarray(X)
+    return torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32))
+
+
+class TorchNet(Model):
+    """A classifier computed by ``self.net`` with a softmax cross-entropy loss.
+
+    Parameters are copied in and out of the module as one flat vector
+    (``torch.nn.utils.parameters_to_vector`` order: module by module, weight then bias). Gradients
+    come from autograd; with one intra-op thread results are bit-reproducible. Subclasses build
+    ``self.net`` and may reshape rows in :meth:`_inputs`.
+
+    Attributes:
+        net: The module.
+        eval_batch: Rows per forward pass in :meth:`evaluate` (None: all at once).
+    """
+
+    net: nn.Module
+    eval_batch: int | None = None
+
+    def _inputs(self, X: Matrix) -> torch.Tensor:
+        return as_tensor(X)
+
+    def _flat(self) -> torch.Tensor:
+        return nn.utils.parameters_to_vector(self.net.parameters()).detach()
+
+    def _load(self, params: np.ndarray) -> None:
+        # A copy: vector_to_parameters makes the parameters views of the vector it is given.
+        with torch.no_grad():
+            nn.utils.vector_to_parameters(
+                torch.from_numpy(np.array(params, dtype=np.float32)), self.net.parameters()
+            )
+
+    def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Mean cross-entropy plus (l2/2)||theta||^2, and its gradient."""
+        self._load(params)
+        self.net.zero_grad(set_to_none=True)
+        out = self.net(self._inputs(X))
+        loss = nn.functional.cross_entropy(out, torch.from_numpy(np.asarray(y, dtype=np.int64)))
+        if self.l2:
+            loss = loss + 0.5 * self.l2 * sum((p * p).sum() for p in self.net.parameters())
+        loss.backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
+        return float(loss.item()), grad.numpy().astype(np.float32, copy=True)
+
+    def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
+        """Mean cross-entropy and accuracy (``eval_batch`` rows at a time, if set)."""
+        self._load(params)
+        target = np.asarray(y, dtype=np.int64)
+        n = int(X.shape[0])
+        step = self.eval_batch or max(n, 1)
+        loss_sum, correct = 0.0, 0
+        with torch.no_grad():
+            if n <= step:  # one pass: the mean as torch computes it
+                out = self.net(self._inputs(X))
+                t = torch.from_numpy(target)
+                loss = float(nn.functional.cross_entropy(out, t).item())
+                return loss, float((out.argmax(dim=1) == t).double().mean().item())
+            for lo in range(0, n, step):
+                out = self.net(self._inputs(X[lo : lo + step]))
+                t = torch.from_numpy(target[lo : lo + step])
+                loss_sum += float(nn.functional.cross_entropy(out, t, reduction="sum").item())
+                correct += int((out.argmax(dim=1) == t).sum().item())
+        return loss_sum / n, correct / n
