@@ -51,10 +51,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Build a data set and write it with its SHA-256 manifest."""
-    from psml_core.config import DatasetSpec, build
+    from psml_core.config import DatasetSpec, build, check_part
     from psml_core.data.prepare import prepare_dataset
 
-    spec = build(DatasetSpec, _json_arg(args.spec, "--spec"), "dataset")
+    data = _json_arg(args.spec, "--spec")
+    check_part(data, "dataset", source="--spec")
+    spec = build(DatasetSpec, data, "dataset")
     manifest = prepare_dataset(spec, args.out)
     print(f"prepared {spec.name} -> {manifest}")
     return 0

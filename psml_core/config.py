@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ __all__ = [
     "RunSpec",
     "ScenarioSpec",
     "WorkloadSpec",
+    "check_part",
     "config_root",
     "format_error",
     "load_experiment",
@@ -111,6 +113,8 @@ def format_error(err: jsonschema.ValidationError) -> str:
             f"unknown key {', '.join(repr(e) for e in extra)} in {key!r}; "
             f"allowed keys: {', '.join(allowed)}"
         )
+    if v == "type" and isinstance(inst, float) and not math.isfinite(inst):
+        return f"key {key!r}: expected a finite {val}, got {inst!r}"
     if v == "type":
         return f"key {key!r}: expected {val}, got {inst!r} ({type(inst).__name__})"
     if v == "required":
@@ -153,6 +157,30 @@ def _extend_with_defaults(cls: type[jsonschema.protocols.Validator]) -> Any:
 _Validator = _extend_with_defaults(jsonschema.Draft202012Validator)
 
 
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema counts 2.0 as an integer; a setting written 2.0 would break ``range(2.0)``."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _finite_number(checker: Any, instance: Any) -> bool:
+    """A number, but not NaN or infinity (``.nan`` would pass every range check unnoticed)."""
+    return (
+        isinstance(instance, int | float)
+        and not isinstance(instance, bool)
+        and math.isfinite(instance)
+    )
+
+
+_StrictValidator = jsonschema.validators.extend(
+    _Validator,
+    type_checker=_Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _strict_integer, "number": _finite_number}
+    ),
+)
+_STRICT = ("config", "methods")
+"""Schemas of files people write: integers written as integers, numbers finite."""
+
+
 def validate(instance: Any, schema_name: str, *, source: str) -> Any:
     """Validate ``instance`` against ``workflow/schemas/<schema_name>.schema.yaml``.
 
@@ -160,11 +188,78 @@ def validate(instance: Any, schema_name: str, *, source: str) -> Any:
     relevance order) becomes a ConfigError naming ``source``, the key and the allowed values.
     """
     inst = copy.deepcopy(instance)
-    validator = _Validator(_schema(schema_name))
-    err = jsonschema.exceptions.best_match(validator.iter_errors(inst))
+    cls = _StrictValidator if schema_name in _STRICT else _Validator
+    err = jsonschema.exceptions.best_match(cls(_schema(schema_name)).iter_errors(inst))
     if err is not None:
         raise ConfigError(f"invalid {source}: {format_error(err)}")
     return inst
+
+
+@cache
+def _part_schema(part: str) -> dict[str, Any]:
+    """The schema of one part of a run's JSON (``run``, or a ``$defs`` entry such as dataset)."""
+    cfg, methods = _schema("config"), _schema("methods")
+    defs = {**cfg["$defs"], **methods["$defs"]}
+    if part != "run":
+        return {"$defs": defs, "$ref": f"#/$defs/{part}"}
+    top = cfg["properties"]
+    props: dict[str, Any] = {
+        "run_id": {"type": "string", "minLength": 1},
+        "seed": {"type": "integer", "minimum": 0},
+        "colocated": {"type": "boolean"},
+        **{k: top[k] for k in ("tier", "backend", "workers", "shards", "checkpoint_every")},
+        **{k: {"$ref": f"#/$defs/{k}"} for k in ("dataset", "workload", "scenario", "compute")},
+        "method": {"$ref": "#/$defs/recipe"},
+    }
+    required = [f.name for f in dataclasses.fields(RunSpec) if f.name != "checkpoint_every"]
+    return {
+        "$defs": defs,
+        "type": "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": props,
+    }
+
+
+def _unset(data: Any) -> Any:
+    """``data`` without None values: the JSON form of unset optional fields."""
+    if isinstance(data, dict):
+        return {k: _unset(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [_unset(v) for v in data]
+    return data
+
+
+def _unnamed(data: Any, where: str, source: str) -> Any:
+    """A named part (dataset, workload, ...) without its ``name``, which the config holds as key."""
+    if not isinstance(data, dict):
+        return data  # the schema says what is wrong
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(
+            f"invalid {source}: key {where + '.name'!r}: expected a name, got {name!r}"
+        )
+    return {k: v for k, v in data.items() if k != "name"}
+
+
+def check_part(data: Any, part: str, *, source: str) -> None:
+    """Validate a dataclass's JSON form (``RunSpec`` as ``run``, ``DatasetSpec`` as ``dataset``).
+
+    The JSON of a run, or of a dataset given to ``psml prepare``, is built from the validated
+    config, but anybody can also write one by hand: it gets the config's checks (strict types,
+    ranges, allowed values), each violation one ConfigError naming ``source`` and the key.
+    """
+    inst = _unset(data)
+    if part != "run":
+        inst = _unnamed(inst, part, source)
+    elif isinstance(inst, dict):
+        for key in ("dataset", "workload", "scenario", "method"):
+            if key in inst:
+                inst[key] = _unnamed(inst[key], key, source)
+    validator = _StrictValidator(_part_schema(part))
+    err = jsonschema.exceptions.best_match(validator.iter_errors(inst))
+    if err is not None:
+        raise ConfigError(f"invalid {source}: {format_error(err)}")
 
 
 # --------------------------------------------------------------------------- typed settings
@@ -353,6 +448,7 @@ class RunSpec:
     method: MethodRecipe
     scenario: ScenarioSpec
     compute: ComputeSpec
+    checkpoint_every: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-serialisable dict."""
@@ -364,12 +460,20 @@ class RunSpec:
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
-        """Parse :meth:`to_json` output; a malformed string is a ConfigError."""
+        """Parse :meth:`to_json` output; a malformed or invalid run is a ConfigError.
+
+        The run is checked against the same schema definitions as the config (and its method
+        against the methods schema and the block registries), so a hand-written ``--run``
+        fails here, with one line naming the key, and not deep inside training.
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--run is not valid JSON: {exc}") from None
-        return build(cls, data, "run")
+        check_part(data, "run", source="--run")
+        spec = build(cls, data, "run")
+        _check_blocks(spec.method, "--run", "method")
+        return spec
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
@@ -408,6 +512,7 @@ class Experiment:
     description: str = ""
     report: dict[str, Any] = field(default_factory=dict)
     experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
+    checkpoint_every: int = 0
 
     @property
     def all_methods(self) -> tuple[str, ...]:
@@ -437,6 +542,7 @@ class Experiment:
             method=self.recipes[method],
             scenario=self.scenarios[scenario],
             compute=self.compute_for(scenario),
+            checkpoint_every=self.checkpoint_every,
         )
 
     def compute_for(self, scenario: str) -> ComputeSpec:
@@ -533,26 +639,40 @@ def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
     return recipes
 
 
-def _check_blocks(recipe: MethodRecipe, source: str) -> None:
-    from psml_core.codecs import CODECS
+def _check_blocks(recipe: MethodRecipe, source: str, at: str | None = None) -> None:
+    """Every block's name is registered and its params build it (e.g. a ratio in (0, 1]).
+
+    ``at`` is the key that holds the recipe (default: its name, as in config/methods.yaml).
+    """
+    from psml_core.codecs import CODECS, make_codec
     from psml_core.control import CONTROLLERS
+    from psml_core.control.base import make_controller
     from psml_core.placement import PLACEMENTS
+    from psml_core.placement.base import make_placement
     from psml_core.sync import SYNC_POLICIES
+    from psml_core.sync.base import make_sync_policy
 
     blocks = [
-        ("codec", recipe.codec, CODECS),
-        ("codec_down", recipe.codec_down, CODECS),
-        ("sync", recipe.sync, SYNC_POLICIES),
-        ("controller", recipe.controller, CONTROLLERS),
-        ("placement", recipe.placement, PLACEMENTS),
+        ("codec", recipe.codec, CODECS, make_codec),
+        ("codec_down", recipe.codec_down, CODECS, make_codec),
+        ("sync", recipe.sync, SYNC_POLICIES, make_sync_policy),
+        ("controller", recipe.controller, CONTROLLERS, make_controller),
+        ("placement", recipe.placement, PLACEMENTS, make_placement),
     ]
-    for key, block, registry in blocks:
+    what = source if source.startswith("--") else f"methods file {source!r}"
+    for key, block, registry, make in blocks:
         if block is None:
             continue
         try:
-            registry.get(block.name, where=f"{recipe.name}.{key}.name")
+            registry.get(block.name, where=f"{at or recipe.name}.{key}.name")
         except ConfigError as exc:
-            raise ConfigError(f"invalid methods file {source!r}: {exc}") from None
+            raise ConfigError(f"invalid {what}: {exc}") from None
+        try:
+            make(block)
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"invalid {what}: key '{at or recipe.name}.{key}.params': {exc}"
+            ) from None
 
 
 def _shown(path: Path) -> str:
@@ -657,6 +777,7 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             k: build(ExperimentSpec, {"name": k, **v}, f"experiments.{k}")
             for k, v in cfg.get("experiments", {}).items()
         },
+        checkpoint_every=cfg.get("checkpoint_every", 0),
     )
     if not exp.grid():
         raise ConfigError(
@@ -685,9 +806,21 @@ def _check_names(where: str, names: list[str], known: Any, kind: str, what: str)
 SPARSE_SOURCES = ("zipf_sparse", "libsvm")
 """Data sources whose features are sparse (feature hashing applies to them only)."""
 
+IMAGE_MODELS = {"resnet18": ("cifar10",)}
+"""Models that take images, and the data sources whose rows are images of the right layout."""
+
 
 def _check_runs(exp: Experiment) -> None:
-    """Combinations a recipe cannot run: feature hashing needs a sparse data set."""
+    """Combinations that cannot run: image models on non-image data, hashing on dense data."""
+    for w, wl in exp.workloads.items():
+        sources = IMAGE_MODELS.get(wl.model)
+        ds = exp.datasets[wl.dataset]
+        if sources is not None and ds.source not in sources:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes images, but "
+                f"data set {ds.name!r} has source {ds.source!r}; allowed sources: "
+                + ", ".join(sources)
+            )
     for w, m, _s, _seed in exp.grid():
         recipe, ds = exp.recipes[m], exp.datasets[exp.workloads[w].dataset]
         if recipe.hashing is not None and ds.source not in SPARSE_SOURCES:

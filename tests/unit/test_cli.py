@@ -121,3 +121,24 @@ def test_dist_launcher_must_exist(smoke, prepared, tmp_path: Path, capsys, monke
     assert rc == 2
     assert "--launcher srun: 'srun' is not on PATH" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"name": "d", "source": "digits", "test_fraction": 1.5}, "key 'test_fraction': 1.5"),
+        ({"name": "z", "source": "zipf_sparse", "rows": -4}, "key 'rows': -4 is out of range"),
+        ({"name": "z", "source": "zipf_sparse"}, "missing required key(s) rows"),
+        ({"name": "d", "source": "digits", "seed": 1.0}, "key 'seed': expected integer"),
+        ({"name": "d", "source": "digits", "colour": 1}, "unknown key 'colour'"),
+        ({"source": "digits"}, "key 'dataset.name': expected a name"),
+        ([1, 2], "expected object, got [1, 2]"),
+    ],
+)
+def test_prepare_rejects_an_invalid_spec(tmp_path: Path, capsys, spec, fragment):
+    """A hand-written --spec gets the config's checks: one line, exit 2, no output directory."""
+    rc = main(["prepare", "--spec", json.dumps(spec), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("psml prepare: error: ") and err.count("\n") == 1
+    assert fragment in err, err
+    assert not (tmp_path / "out").exists()

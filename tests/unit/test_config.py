@@ -57,6 +57,20 @@ def test_every_tier_is_valid(repo, tier):
         ({"workloads": {"digits_mlp": {"model": "resnet"}}}, "allowed values: logreg, mlp"),
         ({"datasets": {"f": {"source": "libsvm"}}}, "missing required key(s) path"),
         ({"shards": 9}, "cannot be colocated"),
+        # An integer written as a float would reach range(); NaN passes every range check.
+        ({"workers": 2.0}, "key 'workers': expected integer, got 2.0 (float)"),
+        (
+            {"workloads": {"digits_mlp": {"lr": float("nan")}}},
+            "key 'workloads.digits_mlp.lr': expected a finite number, got nan",
+        ),
+        (
+            {"scenarios": {"dc_10g": {"bandwidth_gbps": float("inf")}}},
+            "key 'scenarios.dc_10g.bandwidth_gbps': expected a finite number, got inf",
+        ),
+        (
+            {"datasets": {"digits": {"test_fraction": 1.0}}},
+            "key 'datasets.digits.test_fraction': 1.0 is out of range; must be < 1",
+        ),
     ],
 )
 def test_bad_config_one_clear_message(repo, override, fragment):
@@ -108,6 +122,51 @@ def test_methods_file_unknown_block_name(tmp_path: Path, repo):
     p.write_text(yaml.safe_dump(methods))
     with pytest.raises(ConfigError, match="unknown codec 'zip'.*known codecs: .*none"):
         load_methods(p)
+
+
+@pytest.mark.parametrize(
+    ("block", "fragment"),
+    [
+        ({"name": "topk", "params": {"ratio": 1.5}}, "ratio must be in (0, 1], got 1.5"),
+        ({"name": "topk", "params": {"ratio": 0}}, "ratio must be in (0, 1], got 0"),
+        ({"name": "topk", "params": {"speed": 2}}, "bad params {'speed': 2}"),
+    ],
+)
+def test_methods_file_bad_block_params(tmp_path: Path, repo, block, fragment):
+    """A block's params are checked when the file loads, not when a run reaches them."""
+    methods = yaml.safe_load((repo / "config" / "methods.yaml").read_text())
+    methods["topk_ef"]["codec"] = block
+    p = tmp_path / "methods.yaml"
+    p.write_text(yaml.safe_dump(methods))
+    with pytest.raises(ConfigError) as info:
+        load_methods(p)
+    msg = str(info.value)
+    assert "methods.yaml" in msg and "key 'topk_ef.codec.params'" in msg and fragment in msg
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragment"),
+    [
+        (("workers",), 2.0, "key 'workers': expected integer, got 2.0 (float)"),
+        (("workers",), -1, "key 'workers': -1 is out of range; must be >= 1"),
+        (("workload", "iterations"), 0, "key 'workload.iterations': 0 is out of range"),
+        (("dataset", "test_fraction"), 1.5, "key 'dataset.test_fraction': 1.5 is out of range"),
+        (("method", "pull"), "push", "key 'method.pull': 'push' is not allowed"),
+        (("scenario", "bandwidth_gbps"), "fast", "expected number, got 'fast'"),
+    ],
+)
+def test_run_spec_rejects_invalid_values(smoke, path, value, fragment):
+    """A hand-written --run gets the config's checks before anything runs."""
+    import json
+
+    data = smoke.runs()[0].to_dict()
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError) as info:
+        RunSpec.from_json(json.dumps(data))
+    assert str(info.value).startswith("invalid --run: ") and fragment in str(info.value)
 
 
 def test_missing_and_malformed_yaml(tmp_path: Path):

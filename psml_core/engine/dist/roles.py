@@ -81,6 +81,14 @@ def _codec_name(codec: Any) -> str:
     return str(getattr(codec, "name", type(codec).__name__))
 
 
+def _answer_ratio(extra: dict[str, Any]) -> float:
+    """The step's ratio that shard 0's answer carries (adaptive controllers), in (0, 1]."""
+    ratio = float(extra[RATIO_KEY])
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"ratio {ratio!r} is not in (0, 1]")
+    return ratio
+
+
 def _delayed(faults: Faults, rank: int) -> float:
     """One local step's injected straggler delay (time is measured, so it costs 0 here)."""
     faults.delay(rank)
@@ -147,6 +155,10 @@ class ShardLoop:
         self.applied: Counter[int] = Counter()
         self.evaluate = set(eval_points(job))
         self.outgoing: list[Outgoing] = []
+        # The pushes a barrier (or round) policy holds until its round is complete, decoded
+        # only then: kept here too, so that a payload that does not decode names its sender.
+        self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
+        self.holds = self.shard.policy.barrier or self.shard.policy.rounds
         self.evaluator = Evaluator(job) if s == 0 else None
         self.feed = (
             ControllerFeed(job.controller, self.workers)
@@ -160,6 +172,7 @@ class ShardLoop:
         snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
         while done < self.workers or snapshots:
             hdr, src = self.wire.recv_header()
+            self._check_origin(hdr, src)
             if hdr.kind == Kind.PULL:
                 keys = None
                 if hdr.state_len or hdr.payload_len >= 0:
@@ -167,7 +180,11 @@ class ShardLoop:
                     keys = self._requested(hdr, request)
                     if hdr.state_len:  # the worker's figures of its previous step (controller)
                         if len(figures) != _FIGURES.size:
-                            raise ProtocolError(f"a pull with {len(figures)} bytes of figures")
+                            raise ProtocolError(
+                                f"shard {self.s}: pull {hdr.clock} from "
+                                f"{self.layout.describe(src)} has {len(figures)} bytes of "
+                                f"figures, not {_FIGURES.size}"
+                            )
                         if self.feed is not None:
                             self.feed.report(hdr.worker, hdr.clock - 1, *_FIGURES.unpack(figures))
                 if keys is None and self.shard.pull_mode == "touched":
@@ -186,7 +203,7 @@ class ShardLoop:
                 done += 1
             elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
                 part, _ = self.wire.recv_parts(src, hdr)
-                assert part is not None
+                assert part is not None  # _check_origin: the payload is the shard's values
                 self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
                 snapshots -= 1
             else:
@@ -196,6 +213,34 @@ class ShardLoop:
             o.wait()
         if self.parked:
             raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
+
+    def _check_origin(self, hdr: Header, src: int) -> None:
+        """A message must come from the rank it names, for an iteration of the run.
+
+        The header's worker index and clock select server state (the worker's last published
+        codec state, its clock under the sync policy): a wrong one, from a bug or a mismatched
+        peer, would corrupt it quietly, so it is a ProtocolError naming the sender.
+        """
+        who = self.layout.describe(src) if 0 <= src < self.layout.world_size else f"rank {src}"
+        iterations = self.job.spec.workload.iterations
+        if hdr.kind in (Kind.PULL, Kind.PUSH, Kind.DONE):
+            if not 0 <= hdr.worker < self.workers or self.layout.worker_rank(hdr.worker) != src:
+                raise ProtocolError(
+                    f"shard {self.s}: a {hdr.kind.name} for worker {hdr.worker} from {who}"
+                )
+            if hdr.kind != Kind.DONE and not 0 <= hdr.clock < iterations:
+                raise ProtocolError(
+                    f"shard {self.s}: a {hdr.kind.name} of iteration {hdr.clock} from {who}; "
+                    f"the run has iterations 0..{iterations - 1}"
+                )
+        elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
+            size = 4 * len(self.job.shards[src].keys) if 0 < src < len(self.job.shards) else -1
+            if hdr.worker != src or hdr.clock not in self.evaluate or hdr.payload_len != size:
+                raise ProtocolError(
+                    f"shard {self.s}: a bad SNAPSHOT from {who} (shard {hdr.worker}, "
+                    f"iteration {hdr.clock}, {hdr.payload_len} bytes; expected {size} bytes "
+                    f"of shard {src}'s values after an evaluated iteration)"
+                )
 
     def _requested(self, hdr: Header, request: memoryview | None) -> np.ndarray | None:
         """The key list a touched pull carries (None: no payload part)."""
@@ -214,19 +259,26 @@ class ShardLoop:
     def _push(self, hdr: Header, src: int) -> None:
         payload, state = self.wire.recv_parts(src, hdr)
         if payload is None:
-            raise ProtocolError(f"a push without a payload from rank {src}")
+            raise ProtocolError(f"shard {self.s}: a push without a payload from rank {src}")
         w, t = hdr.worker, hdr.clock
         report = None
         if self.shard.policy.rounds:
             try:
                 report = RoundReport.unpack(state)
             except ValueError as exc:
-                raise ProtocolError(f"push {t} from rank {src}: {exc}") from None
+                raise ProtocolError(f"shard {self.s}: push {t} from rank {src}: {exc}") from None
         pl = Payload(_codec_name(self.shard.codec_up), len(self.shard.keys), payload)  # type: ignore[arg-type]
         # Both ends build the same context: the step, the ratio, the state last sent to w.
         ctx = self.job.ctx(t, hdr.ratio, codec_state(self.last_extra[w]))
-        if not self.shard.push(w, t, pl, ctx, now=time.perf_counter(), report=report):
+        held = self.held.setdefault(t, {}) if self.holds else {}
+        held[w] = (pl, ctx, src)
+        try:
+            applied = self.shard.push(w, t, pl, ctx, now=time.perf_counter(), report=report)
+        except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
+            raise self._bad_push(t, held, exc) from exc
+        if not applied:
             return
+        self.held.pop(t, None)
         self.applied[t] += self.workers if self.shard.policy.barrier else 1
         if self.applied[t] == self.workers:
             del self.applied[t]
@@ -240,6 +292,29 @@ class ShardLoop:
             else:
                 still.append(req)
         self.parked = still
+
+    def _bad_push(
+        self, t: int, held: dict[int, tuple[Payload, CodecContext, int]], exc: ValueError
+    ) -> ProtocolError:
+        """The error for pushes of iteration ``t`` the shard could not apply: who sent what.
+
+        A barrier decodes a round's pushes together once the last one is in, so the push that
+        failed is found by decoding each held one alone (only on this error path).
+        """
+        codec, n = self.shard.codec_up, len(self.shard.keys)
+        for w, (pl, ctx, src) in sorted(held.items()):
+            try:
+                codec.decode(pl, ctx)
+            except ValueError as own:
+                return ProtocolError(
+                    f"shard {self.s}: push {t} of worker {w} from {self.layout.describe(src)} "
+                    f"is no valid {pl.codec!r} payload for {n} keys ({len(pl.buffer)} bytes): "
+                    f"{own}"
+                )
+        senders = ", ".join(self.layout.describe(src) for _pl, _ctx, src in held.values())
+        return ProtocolError(
+            f"shard {self.s}: the pushes of iteration {t} from {senders} do not apply: {exc}"
+        )
 
     def _answer(self, req: _Request, blocked: float) -> None:
         w, t = req.worker, req.clock
@@ -364,23 +439,36 @@ def run_worker(
                 if touched
                 else shard.codec_down
             )
-            answer = Pull(
-                Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
-                decode_state(state),
-                hdr.state_codec,
-            )
-            if s == 0 and feed:
-                ratio = float(answer.extra[RATIO_KEY])
+            where = f"worker {p}: answer {t} from {layout.describe(s)}"
+            try:
+                answer = Pull(
+                    Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
+                    decode_state(state),
+                    hdr.state_codec,
+                )
+                if s == 0 and feed:
+                    ratio = _answer_ratio(answer.extra)
+            except (ProtocolError, ValueError, KeyError, TypeError, struct.error) as exc:
+                raise ProtocolError(
+                    f"{where}: bad codec state ({len(state)} bytes): {type(exc).__name__}: {exc}"
+                ) from exc
             ctx = round_ctx[s] if shard.pull_mode == "aggregate" else None
             # Decoding uses no shard state, so this rank's copy of the shard decodes it.
             if keys is not None:  # touched: the values of exactly the requested keys
                 try:
                     worker.apply_touched(s, keys[s], shard.decode_touched(answer, keys[s]))
                 except ValueError as exc:
-                    raise ProtocolError(f"worker {p}, answer {t} of shard {s}: {exc}") from None
+                    raise ProtocolError(f"{where}: {exc}") from None
                 vector = None
             else:
-                vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
+                try:
+                    vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
+                except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
+                    size = "no" if payload is None else f"{len(payload)}-byte"
+                    raise ProtocolError(
+                        f"{where}: {size} {name!r} payload for {len(shard.keys)} keys "
+                        f"does not decode: {exc}"
+                    ) from exc
             if vector is not None:
                 worker.apply_answer(s, shard.pull_mode, vector)
             extra[s] = answer.extra

@@ -163,8 +163,10 @@ class Header:
 
     @classmethod
     def from_tensor(cls, t: torch.Tensor) -> Header:
-        """Parse and validate eight received words."""
-        w = [int(v) for v in t.tolist()]
+        """Parse and validate eight received words (ProtocolError: what is wrong with them)."""
+        w = [int(v) for v in t.reshape(-1).tolist()]
+        if len(w) != HEADER_WORDS:
+            raise ProtocolError(f"a header of {len(w)} words, not {HEADER_WORDS}: {w}")
         try:
             kind = Kind(w[0])
         except ValueError:
@@ -316,7 +318,7 @@ class Incoming:
             self.work.wait()
         except RuntimeError as exc:
             raise _transport(exc, self.peer) from None
-        hdr = Header.from_tensor(self.buf)
+        hdr = self.wire._parse_header(self.buf, self.peer)
         self.wire._count_header_in(hdr)
         return hdr
 
@@ -407,6 +409,15 @@ class Wire:
         """Send and wait (see :meth:`isend`)."""
         self.isend(dst, header, parts, channel, prepost).wait()
 
+    def _parse_header(self, buf: torch.Tensor, src: int) -> Header:
+        """The header in ``buf``; a malformed one is a ProtocolError naming both ranks."""
+        try:
+            return Header.from_tensor(buf)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"rank {self.rank} got a bad header from rank {src}: {exc}"
+            ) from None
+
     def _count_header_in(self, hdr: Header) -> None:
         self.stats.count("received", hdr.kind, HEADER_BYTES, hdr.protocol_bytes, 1)
 
@@ -423,7 +434,7 @@ class Wire:
             sender = dist.recv(buf, src=src, tag=int(channel))
         except RuntimeError as exc:
             raise _transport(exc, src) from None
-        hdr = Header.from_tensor(buf)
+        hdr = self._parse_header(buf, int(sender))
         self._count_header_in(hdr)
         return hdr, int(sender)
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -249,3 +252,95 @@ def test_checksum_mismatch_shows_both(tmp_path) -> None:
 def test_missing_path_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="path"):
         DATASETS.get("libsvm")(DatasetSpec(name="svm", source="libsvm")).load()
+
+
+# --------------------------------------------------------------------------- psml prepare
+
+
+def _prepare(tmp_path: Path, capsys, **spec) -> tuple[int, str, str, Path]:
+    """``psml prepare`` in-process on a libsvm spec; returns (exit code, stdout, stderr, out)."""
+    from psml_core.cli import main
+
+    out = tmp_path / "prepared" / "svm"
+    capsys.readouterr()
+    rc = main(
+        ["prepare", "--spec", json.dumps({"name": "svm", "source": "libsvm", **spec})]
+        + ["--out", str(out)]
+    )
+    stdout, stderr = capsys.readouterr()
+    return rc, stdout, stderr, out
+
+
+def _lines(n: int) -> bytes:
+    return b"".join(b"%d 1:%d 3:0.5\n" % (1 if i % 2 else -1, i + 1) for i in range(n))
+
+
+@pytest.mark.parametrize(
+    ("content", "spec", "needles"),
+    [
+        # truncated download: the last line stops mid-token and has no newline
+        (_lines(6) + b"-1 2:1 3:", {}, ["line 7", "truncated", "re-download"]),
+        # a corrupted byte in the middle of the file
+        (_lines(3) + b"1 1:\xff\n" + _lines(3), {}, ["line 4", "is not UTF-8 text"]),
+        (_lines(3) + b"1 1:2 \x00:1\n" + _lines(3), {}, ["line 4", "not a positive integer"]),
+        # a label out of range: not a finite number, or not a class
+        (_lines(4) + b"1e400 2:1\n", {}, ["line 5", "label '1e400' is not a finite number"]),
+        (_lines(4) + b"0.5 2:1\n", {}, ["line 5", "label 0.5 is not an integer"]),
+        # an index beyond the declared feature count
+        (_lines(2) + b"1 9:1\n", {"n_features": 4}, ["line 3", "9 > n_features=4"]),
+        (b"", {}, ["empty file (0 bytes)"]),
+        (_lines(4), {"sha256": "0" * 64}, ["SHA-256 mismatch", "expected " + "0" * 64]),
+        # a cut that still parses ("0." is a number) is caught by the checksum
+        (
+            _lines(4)[:-3],
+            {"sha256": hashlib.sha256(_lines(4)).hexdigest()},
+            ["SHA-256 mismatch", "re-download it"],
+        ),
+    ],
+)
+def test_prepare_names_file_and_line_and_writes_nothing(
+    tmp_path, capsys, content: bytes, spec: dict, needles: list[str]
+) -> None:
+    """`psml prepare` on a bad LIBSVM file: exit 3, one line naming file (and line), no output."""
+    path = _write(tmp_path / "bad.svm", content)
+    rc, out, err, prepared = _prepare(tmp_path, capsys, path=str(path), **spec)
+    assert rc == 3, err
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith(f"psml prepare: error: {path}"), err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    assert not prepared.parent.exists()  # no directory, no partial data.npz
+
+
+def test_prepare_bad_test_file_is_named(tmp_path, capsys) -> None:
+    train = _write(tmp_path / "tr.svm", _lines(4))
+    test = _write(tmp_path / "te.svm", _lines(2) + b"-1 1:1 1:2\n")
+    rc, _out, err, prepared = _prepare(tmp_path, capsys, path=str(train), test_path=str(test))
+    assert rc == 3 and f"{test} line 3: feature index 1 appears twice" in err
+    assert not prepared.parent.exists()
+
+
+def test_prepare_good_file_writes_data_and_manifest(tmp_path, capsys) -> None:
+    """The control: the same command on a good file succeeds (so the failures above are real)."""
+    path = _write(tmp_path / "good.svm", _lines(8))
+    sha = hashlib.sha256(_lines(8)).hexdigest()
+    rc, out, err, prepared = _prepare(tmp_path, capsys, path=str(path), sha256=sha)
+    assert rc == 0 and err == "" and "prepared svm" in out
+    assert sorted(p.name for p in prepared.iterdir()) == ["data.npz", "manifest.json"]
+
+
+def test_prepare_bad_file_from_the_command_line_has_no_traceback(tmp_path) -> None:
+    path = _write(tmp_path / "cut.svm", _lines(3) + b"1 2:")
+    spec = json.dumps({"name": "svm", "source": "libsvm", "path": str(path)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "psml_core", "prepare", "--spec", spec, "--out", "out"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"psml prepare: error: {path} line 4: '2:' is not idx:value")
+    assert "truncated" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.svm"]
