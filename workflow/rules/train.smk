@@ -16,17 +16,17 @@ rule train:
         "../envs/psml.yaml"
     threads: train_threads
     resources:
+        # SLURM tasks: P + S for dist, with `mpi` (see TRAIN_TASKS), else one.
+        **TRAIN_TASKS,
         mem_mb=4000,
         runtime=60,
-        tasks=train_tasks,
         # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".
-        # Declaring it also tells the SLURM jobstep plugin to run the command as is.
-        mpi="local",
+        launcher="local",
     params:
         run=run_json,
         data_dir=parent_dir,
         out_dir=out_dir,
     shell:
         "psml train --run {params.run:q} --data {params.data_dir} "
-        "--partition {input.partition} --out {params.out_dir} --launcher {resources.mpi} "
+        "--partition {input.partition} --out {params.out_dir} --launcher {resources.launcher} "
         "> {log} 2>&1"
