@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from wf_helpers import REPO, snakemake_cli
 
 
@@ -53,6 +54,14 @@ def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
     assert "results/small/claims.csv" in proc.stdout
 
 
+def test_list_overrides_on_the_command_line_are_typed(workflow_copy: Path):
+    """`--config 'seeds=[0,1]'` (the README's form): Snakemake hands the items over as strings."""
+    proc = snakemake_cli(["-n", "--config", "tier=smoke", "seeds=[0,1]"], workflow_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for seed in (0, 1):
+        assert f"results/smoke/runs/digits_mlp/dense_bsp/dc_10g/seed{seed}/" in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
@@ -72,6 +81,61 @@ def test_bad_config_stops_before_any_job(workflow_copy: Path, override: str, fra
     assert "Traceback" not in proc.stderr
     for produced in ("results", "data", "reports"):
         assert not (workflow_copy / produced).exists()
+
+
+def _bad_methods_file(wf: Path) -> None:
+    """topk_ef's codec keeps a ratio outside (0, 1]."""
+    path = wf / "config" / "methods.yaml"
+    methods = yaml.safe_load(path.read_text())
+    methods["topk_ef"]["codec"]["params"]["ratio"] = 1.5
+    path.write_text(yaml.safe_dump(methods))
+
+
+def _tier_without_runs(wf: Path) -> None:
+    """The smoke tier with no main-grid method and no experiment."""
+    path = wf / "config" / "tiers" / "smoke.yaml"
+    tier = yaml.safe_load(path.read_text())
+    tier.pop("experiments")
+    tier["methods"] = []
+    path.write_text(yaml.safe_dump(tier))
+
+
+@pytest.mark.parametrize(
+    ("configfile", "edit", "fragment"),
+    [
+        ({"shards": -1}, None, "key 'shards': -1 is out of range; must be >= 1"),
+        ({"workers": 2.0}, None, "key 'workers': expected integer, got 2.0 (float)"),
+        (
+            {"datasets": {"digits": {"test_fraction": 1.5}}},
+            None,
+            "key 'datasets.digits.test_fraction': 1.5 is out of range; must be < 1",
+        ),
+        (
+            {"experiments": {"jpdc": {"methods": []}}},
+            None,
+            "key 'experiments.jpdc.methods': needs at least 1 entry",
+        ),
+        ({}, _bad_methods_file, "key 'topk_ef.codec.params': codec 'topk': ratio must be in"),
+        ({}, _tier_without_runs, "no runs; list methods (the main grid) or define experiments"),
+    ],
+)
+def test_bad_config_file_stops_the_dry_run(workflow_copy: Path, configfile, edit, fragment):
+    """`snakemake -n` with a bad config file (typed YAML), methods file or tier: one error line."""
+    if edit is not None:
+        edit(workflow_copy)
+    cf = workflow_copy / "bad.yaml"
+    cf.write_text(yaml.safe_dump({"tier": "smoke", **configfile}))
+
+    def files() -> dict[str, int]:
+        return {str(p): p.stat().st_mtime_ns for p in workflow_copy.rglob("*")}
+
+    before = files()
+    proc = snakemake_cli(["-n", "--configfile", str(cf)], workflow_copy)
+    assert proc.returncode != 0
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and fragment in err_lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert files() == before  # nothing written, not even .snakemake/
 
 
 def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_job():

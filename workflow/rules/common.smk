@@ -7,6 +7,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
 from snakemake.utils import validate
 
 from psml_core.config import effective_config, load_experiment
@@ -21,6 +23,20 @@ if shutil.which("psml") is None and "CONDA" not in _SDM:
         "error: the `psml` command is not on PATH; activate the environment psml-core is "
         "installed in (`. .venv/bin/activate`, see README) or run with `--sdm conda`"
     )
+
+
+def _typed(value):
+    """A --config value with its list items typed: Snakemake leaves them strings ('[0,1]')."""
+    if isinstance(value, list):
+        return [yaml.safe_load(v) if isinstance(v, str) else _typed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    return value
+
+
+for _key in workflow.config_settings.config or {}:
+    if _key in config:
+        config[_key] = _typed(config[_key])
 
 # psml_core checks what a schema cannot (method names, cross-references) and turns the first
 # violation into one line naming the key and the allowed values; exit before any job runs.
@@ -105,9 +121,12 @@ def train_threads(wildcards):
     return 1
 
 
-def train_tasks(wildcards):
-    """Processes of a training job (SLURM tasks): P + S for dist, else one."""
-    return EXP.workers + EXP.shards if EXP.backend == "dist" else 1
+# Processes of a training job (SLURM tasks): P + S for dist, else one. A dist job also gets
+# `mpi`, which makes the SLURM executor plugins submit its P + S tasks and run its command as
+# is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
+TRAIN_TASKS = (
+    {"tasks": EXP.workers + EXP.shards, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
+)
 
 
 def all_summaries(wildcards):

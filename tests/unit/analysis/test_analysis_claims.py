@@ -61,6 +61,10 @@ def test_up_to_claims_take_the_best_scenario_and_baseline_and_may_exceed():
     res = verdict(claim("speedup", 14.0, up_to=True, baseline=["base", "other"]), runs, "ab")
     assert res.scenario == "b" and res.baseline == "other" and res.ours == pytest.approx(200.0)
     assert res.verdict == "REPRODUCED"  # "up to 14x": we see more in our best case
+    # The detail says the bound is exceeded, not that we are "1329% from" the claim.
+    assert res.detail.startswith("beyond the reported upper bound by 1329%")
+    within = verdict(claim("speedup", 14.0, up_to=True), two_seeds([7.5, 7.5], [100, 100]))
+    assert within.verdict == "REPRODUCED" and within.detail.startswith("5% from the reported")
 
 
 def test_non_up_to_claims_use_the_strongest_baseline():
