@@ -1,84 +1,63 @@
 """An interrupted workflow resumes: finished runs are kept, the cut-off run goes on from its
 checkpoint, and nothing half-written is left behind.
 
-The workflow is interrupted as a user's Ctrl-C does (SIGINT to its whole process group: Snakemake
-and the running `psml train`) while a training run is between checkpoints; the same command is
-then run again.
+The interruption is a training process killed with SIGKILL after its second checkpoint (fault
+injection, ``PSML_FAULT_KILL_AFTER_CHECKPOINT``: what an out-of-memory kill or a lost node does
+to a job), deterministic where a signal sent from outside would race with the run. The same
+`snakemake --cores 1` command is then run again.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from wf_helpers import copy_workflow, env_with_venv, snakemake_cli
 
+from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME, FAULT_ENV
+
 pytestmark = pytest.mark.slow
 
-RUNS = [
+FIRST, CUT, LATER = (
     "digits_mlp/dense_bsp/dc_10g/seed0",
     "digits_mlp/topk_ef/dc_10g/seed0",
     "digits_mlp/dense_bsp/slow_100m/seed0",
-]
+)
+CONFIG = ["--config", "tier=smoke", "checkpoint_every=5"]
+
+
+def targets(*runs: str) -> list[str]:
+    return [f"results/smoke/runs/{r}/summary.json" for r in runs]
 
 
 def test_interrupted_workflow_resumes_without_recomputing(tmp_path: Path) -> None:
     wf = copy_workflow(tmp_path / "wf")
     runs = wf / "results" / "smoke" / "runs"
-    targets = [f"results/smoke/runs/{r}/summary.json" for r in RUNS]
-    args = ["--cores", "1", *targets, "--config", "tier=smoke", "checkpoint_every=5"]
-    first_log = tmp_path / "first.log"
-    with open(first_log, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *args],
-            cwd=wf,
-            env=env_with_venv(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, as a terminal's foreground job
-        )
-    done: list[str] = []
-    cut: list[str] = []
-    deadline = time.monotonic() + 240
-    try:
-        # Stop once one run is finished and another has written a checkpoint.
-        while time.monotonic() < deadline and proc.poll() is None:
-            done = [r for r in RUNS if (runs / r / "summary.json").exists()]
-            cut = [r for r in RUNS if (runs / r / "checkpoint.pkl").exists() and r not in done]
-            if done and cut:
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-            time.sleep(0.01)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert done and cut, (
-        "the workflow ended before it could be interrupted between checkpoints:\n"
-        + first_log.read_text()[-3000:]
-    )
-    assert proc.returncode != 0
-    stamps = {r: (runs / r / "summary.json").stat().st_mtime_ns for r in done}
-    interrupted = cut[0]
-    # The cut-off run left its checkpoint, and no output of its own.
-    left = sorted(p.name for p in (runs / interrupted).iterdir())
-    assert left == ["checkpoint.pkl"], (left, first_log.read_text()[-3000:])
-    assert not (runs / interrupted / "summary.json").exists()
-    assert not (runs / interrupted / "metrics.parquet").exists()
+    first = snakemake_cli(["--cores", "1", *targets(FIRST), *CONFIG], wf)
+    assert first.returncode == 0, first.stderr[-3000:]
+    stamp = (runs / FIRST / "summary.json").stat().st_mtime_ns
 
-    again = snakemake_cli(args, wf, timeout=300)
+    # The next run to start is killed after its 2nd checkpoint; Snakemake stops with an error.
+    cut = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", *targets(FIRST, CUT), *CONFIG],
+        cwd=wf,
+        capture_output=True,
+        text=True,
+        env={**env_with_venv(), FAULT_ENV: "2"},
+        timeout=300,
+    )
+    assert cut.returncode != 0
+    assert sorted(p.name for p in (runs / CUT).iterdir()) == [CHECKPOINT_NAME]
+
+    again = snakemake_cli(["--cores", "1", *targets(FIRST, CUT, LATER), *CONFIG], wf)
     assert again.returncode == 0, again.stderr[-3000:]
-    for r in RUNS:
+    for r in (FIRST, CUT, LATER):
         assert (runs / r / "summary.json").exists(), r
-        assert not (runs / r / "checkpoint.pkl").exists(), r
-    # Finished runs were not recomputed; the interrupted one went on from its checkpoint.
-    for r, stamp in stamps.items():
-        assert (runs / r / "summary.json").stat().st_mtime_ns == stamp, r
-    log = wf / "logs" / "smoke" / "train" / f"{interrupted}.log"
-    assert "resumed from its checkpoint at iteration" in log.read_text()
-    assert not list(runs.rglob("*.tmp")), "a half-written file was left behind"
+        assert not (runs / r / CHECKPOINT_NAME).exists(), r
+    # The finished run was not recomputed; the killed one went on from its checkpoint.
+    assert (runs / FIRST / "summary.json").stat().st_mtime_ns == stamp
+    log = (wf / "logs" / "smoke" / "train" / f"{CUT}.log").read_text()
+    assert "resumed from its checkpoint at iteration 10" in log
+    assert not [p for p in runs.rglob("*") if p.name.endswith(".tmp")], "a half-written file"
