@@ -354,10 +354,12 @@ def test_asp_fast_worker_progresses_past_a_stalled_one(smoke, prepared, monkeypa
     assert slow[-1].iteration == 9  # and the stalled worker still finishes
 
 
-def test_killed_worker_fails_cleanly_from_psml_train(smoke, prepared, tmp_path):
+@pytest.mark.parametrize(("rank", "role"), [(2, "worker 0"), (0, "shard 0")])
+def test_killed_rank_fails_cleanly_from_psml_train(smoke, prepared, tmp_path, rank, role):
+    """A worker or a shard process crashes mid-run: the run fails within 60 s naming it."""
     spec = dist_spec(smoke, iterations=400)
     out = tmp_path / "run"
-    env = {**os.environ, "PSML_DIST_KILL_RANK": "2", "PSML_DIST_KILL_STEP": "5"}
+    env = {**os.environ, "PSML_DIST_KILL_RANK": str(rank), "PSML_DIST_KILL_STEP": "5"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "psml_core", "train", "--run", spec.to_json()]
     cmd += ["--data", str(prepared["digits"]), "--out", str(out)]
@@ -365,7 +367,7 @@ def test_killed_worker_fails_cleanly_from_psml_train(smoke, prepared, tmp_path):
     end = time.time()
     crash = float(re.search(r"crashes at step 5 \(unix time ([\d.]+)\)", proc.stdout).group(1))
     assert proc.returncode == RunError.exit_code, proc.stderr
-    assert "failed: rank 2 (worker 0) exited with code 1" in proc.stderr
+    assert f"failed: rank {rank} ({role}) exited with code 1" in proc.stderr
     assert end - crash < 60
     assert not out.exists() or not any(out.iterdir())
 
