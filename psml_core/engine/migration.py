@@ -29,7 +29,6 @@ import numpy as np
 from psml_core.codecs.base import Codec, ServerCodec
 from psml_core.codecs.error_feedback import ErrorFeedback
 from psml_core.codecs.sparsifiers import RandomKServer
-from psml_core.engine.optim import ServerOptimizer
 from psml_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,10 +66,6 @@ def check_movable(job: Job) -> None:
         raise ConfigError(f"{where}: lossless: {spec.method.lossless!r} is not supported")
 
 
-def _optimizer_arrays(opt: ServerOptimizer) -> list[str]:
-    return [a for a in opt.per_key_state if getattr(opt, a) is not None]
-
-
 def _regroup(
     parts: list[np.ndarray], old: list[np.ndarray], new: list[np.ndarray], n: int
 ) -> list[np.ndarray]:
@@ -99,7 +94,7 @@ def move_keys(job: Job, key_owner: np.ndarray) -> list[np.ndarray]:
     values = _regroup([s.values for s in shards], old, new, n)
     for shard, part in zip(shards, values, strict=True):
         shard.keys, shard.values = new[shard.rank], part
-    for attr in _optimizer_arrays(shards[0].optimizer):
+    for attr in shards[0].optimizer.per_key_state:
         moved = _regroup([getattr(s.optimizer, attr) for s in shards], old, new, n)
         for shard, part in zip(shards, moved, strict=True):
             setattr(shard.optimizer, attr, part)
@@ -107,7 +102,7 @@ def move_keys(job: Job, key_owner: np.ndarray) -> list[np.ndarray]:
         w.shard_keys = new
         _move_residuals(w.codecs, old, new, n)
         if w.optimizers is not None:
-            for attr in _optimizer_arrays(w.optimizers[0]):
+            for attr in w.optimizers[0].per_key_state:
                 moved = _regroup([getattr(o, attr) for o in w.optimizers], old, new, n)
                 for opt, part in zip(w.optimizers, moved, strict=True):
                     setattr(opt, attr, part)

@@ -30,6 +30,7 @@ from psml_core.report.figures import (
     _log_axis,
     _pack,
     _spans,
+    stacked_axes,
 )
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_percent, fmt_seconds, sig
@@ -321,15 +322,8 @@ def _bar_figures(
         heights = [sizes[i] for i in group]
         path = workdir / f"fig_{stem}_{k}.svg"
         with report_style():
-            fig, axes = plt.subplots(
-                len(chosen),
-                1,
-                squeeze=False,
-                layout="constrained",
-                figsize=(TEXT_WIDTH_IN, sum(heights) + _LEGEND_IN),
-                gridspec_kw={"height_ratios": heights},
-            )
-            for ax, (key, _) in zip(axes[:, 0], chosen, strict=True):
+            fig, axes = stacked_axes(heights)
+            for ax, (key, _) in zip(axes, chosen, strict=True):
                 draw(ax, key)
             fig.legend(
                 handles=list(legend),
@@ -549,49 +543,24 @@ def placement_traffic_figure(
             )
     data = pd.DataFrame(rows)
     rank = {m: i for i, m in enumerate(methods)}
-    keys = sorted(set(data["key"]))
-    base = palette(2)
-    colours = [base[0], base[1], base[0], base[1]]
-    log = _spans(data["value"])
-
-    def draw(ax: Axes, key: str) -> None:
-        sub = data[data["key"] == key]
-        order = sorted(dict.fromkeys(sub["label"]), key=lambda lb: rank.get(lb.split(" (")[0], 0))
-        _hbars(
-            ax,
-            sub,
-            order,
-            series,
-            colours,
-            log=log,
-            fmt=fmt_bytes,
-            hatched=("predicted up", "predicted down"),
-        )
-        ax.set(title=key, xlabel="remote bytes per step (all workers)")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
-
-    legend = [
-        Patch(facecolor=colours[0], label="up, measured"),
-        Patch(facecolor=colours[1], label="down, measured"),
-        Patch(facecolor=colours[0], hatch="////", edgecolor="white", label="up, predicted"),
-        Patch(facecolor=colours[1], hatch="////", edgecolor="white", label="down, predicted"),
-    ]
-    n_methods = {k: len(set(data[data["key"] == k]["label"])) for k in keys}
-
-    def caption(k: int, n: int, names: Sequence[str]) -> str:
-        return (
+    return _up_down_bars(
+        data,
+        "key",
+        series,
+        ("up, measured", "down, measured", "up, predicted", "down, predicted"),
+        order=lambda lb: rank.get(lb.split(" (")[0], 0),
+        xlabel="remote bytes per step (all workers)",
+        text=(
             "Traffic per placement: bytes per training step that cross the network (to a shard "
             "on another machine), summed over workers; measured (solid: the run's remote bytes "
             "over its iterations, mean over seeds) and predicted before training from the data "
             "and the placement (hatched: the partition file's expected bytes of one mini-batch "
             "step; drawn only for recipes that pull the touched keys with key/value entries, the "
             "wire format the prediction models). Method (placement) on the left."
-            + (" Logarithmic axis." if log else "")
-            + _bar_part(k, n, names)
-        )
-
-    panels = [(key, 4 * n_methods[key]) for key in keys]
-    return _bar_figures(panels, stem, workdir, draw, legend, caption)
+        ),
+        stem=stem,
+        workdir=workdir,
+    )
 
 
 # --------------------------------------------------------------------------- lossless (Ratatouille)
@@ -633,49 +602,74 @@ def lossless_figure(
         value_name="value",
     )
     long["label"] = [f"{m} · {s}" for m, s in zip(long["method"], long["scenario"], strict=True)]
+    long["workload"] = long["workload"].astype(str)
     rank = {m: i for i, m in enumerate(methods)}
-    base = palette(2)
-    colours = [base[0], base[1], base[0], base[1]]
-    log = _spans(long["value"])
-    keys = sorted(set(long["workload"].astype(str)))
-
-    def draw(ax: Axes, w: str) -> None:
-        sub = long[long["workload"] == w]
-        order = sorted(
-            dict.fromkeys(sub["label"]), key=lambda lb: (rank.get(lb.split(" · ")[0], 0), lb)
-        )
-        _hbars(
-            ax,
-            sub,
-            order,
-            series,
-            colours,
-            log=log,
-            fmt=fmt_bytes,
-            hatched=("Snappy up", "Snappy down"),
-        )
-        ax.set(title=w, xlabel="bytes (all workers, all iterations)")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
-
-    legend = [
-        Patch(facecolor=colours[0], label="up, raw (on the wire)"),
-        Patch(facecolor=colours[1], label="down, raw (on the wire)"),
-        Patch(facecolor=colours[0], hatch="////", edgecolor="white", label="up, Snappy"),
-        Patch(facecolor=colours[1], hatch="////", edgecolor="white", label="down, Snappy"),
-    ]
-
-    def caption(k: int, n: int, names: Sequence[str]) -> str:
-        return (
+    return _up_down_bars(
+        long,
+        "workload",
+        series,
+        ("up, raw (on the wire)", "down, raw (on the wire)", "up, Snappy", "down, Snappy"),
+        order=lambda lb: (rank.get(lb.split(" · ")[0], 0), lb),
+        xlabel="bytes (all workers, all iterations)",
+        text=(
             "Raw against Snappy-compressed bytes, per method · scenario (mean over seeds): raw "
             "is the exact encoded size the run counts as wire bytes; Snappy is the size of the "
             "same payloads after lossless Snappy compression, measured separately and never "
             "part of the wire bytes (no Snappy bar: the recipe does not measure it)."
-            + (" Logarithmic axis." if log else "")
-            + _bar_part(k, n, names)
-        )
+        ),
+        stem=stem,
+        workdir=workdir,
+    )
 
-    n_labels = {w: len(set(long[long["workload"] == w]["label"])) for w in keys}
-    panels = [(w, 4 * n_labels[w]) for w in keys]
+
+def _up_down_bars(
+    data: pd.DataFrame,
+    key_col: str,
+    series: Sequence[str],
+    legend_labels: Sequence[str],
+    *,
+    order: Callable[[str], Any],
+    xlabel: str,
+    text: str,
+    stem: str,
+    workdir: Path,
+) -> list[FigureSpec]:
+    """Byte bars per label in four series: up, down, then the same two hatched.
+
+    One panel per ``key_col`` value; ``data`` has columns ``key_col``, label, series and value.
+    """
+    base = palette(2)
+    colours = [base[0], base[1], base[0], base[1]]
+    log = _spans(data["value"])
+    keys = sorted(set(data[key_col]))
+
+    def draw(ax: Axes, key: str) -> None:
+        sub = data[data[key_col] == key]
+        _hbars(
+            ax,
+            sub,
+            sorted(dict.fromkeys(sub["label"]), key=order),
+            series,
+            colours,
+            log=log,
+            fmt=fmt_bytes,
+            hatched=tuple(series[2:]),
+        )
+        ax.set(title=key, xlabel=xlabel)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
+
+    legend = [
+        Patch(facecolor=colours[0], label=legend_labels[0]),
+        Patch(facecolor=colours[1], label=legend_labels[1]),
+        Patch(facecolor=colours[0], hatch="////", edgecolor="white", label=legend_labels[2]),
+        Patch(facecolor=colours[1], hatch="////", edgecolor="white", label=legend_labels[3]),
+    ]
+
+    def caption(k: int, n: int, names: Sequence[str]) -> str:
+        return text + (" Logarithmic axis." if log else "") + _bar_part(k, n, names)
+
+    n_labels = {key: len(set(data[data[key_col] == key]["label"])) for key in keys}
+    panels = [(key, 4 * n_labels[key]) for key in keys]
     return _bar_figures(panels, stem, workdir, draw, legend, caption)
 
 

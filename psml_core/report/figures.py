@@ -394,17 +394,21 @@ def _bar_panels(
     return [[panels[i] for i in group] for group in _pack(sizes, limit)]
 
 
-def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) -> tuple:
-    heights = [_PANEL_IN + per_item_in * len(its) for _, its in panels]
+def stacked_axes(heights: Sequence[float]) -> tuple:
+    """A text-wide figure of panels stacked vertically (``heights`` in inches) and a legend row."""
     fig, axes = plt.subplots(
-        len(panels),
+        len(heights),
         1,
         squeeze=False,
         layout="constrained",
         figsize=(TEXT_WIDTH_IN, sum(heights) + _LEGEND_IN),
-        gridspec_kw={"height_ratios": heights},
+        gridspec_kw={"height_ratios": list(heights)},
     )
     return fig, axes[:, 0]
+
+
+def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) -> tuple:
+    return stacked_axes([_PANEL_IN + per_item_in * len(its) for _, its in panels])
 
 
 def _bytes_axis(ax: Axes, log: bool) -> None:
