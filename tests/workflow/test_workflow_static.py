@@ -146,3 +146,34 @@ def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_
     assert ci == venv + 'pip install -e ".[test]" && pytest'
     assert f"\n{ci}\n" in readme
     assert f"\n{venv}pip install -e . && snakemake --cores 2\n" in readme
+
+
+def test_user_files_are_inputs_so_replacing_one_reruns_its_jobs(workflow_copy: Path):
+    """A user's data file and delay trace are rule inputs: a changed file re-runs its jobs."""
+    (workflow_copy / "user.svm").write_text("1 1:0.5\n")
+    (workflow_copy / "trace.csv").write_text("step,delay_ms\n0,5\n")
+    cf = workflow_copy / "user.yaml"
+    cf.write_text(
+        yaml.safe_dump(
+            {
+                "tier": "smoke",
+                "datasets": {"digits": {"source": "libsvm", "path": "user.svm", "n_features": 64}},
+                "scenarios": {"dc_10g": {"delay": {"kind": "trace", "path": "trace.csv"}}},
+            }
+        )
+    )
+    proc = snakemake_cli(["-n", "--configfile", str(cf)], workflow_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    jobs = proc.stdout.split("\n\n")
+    prepare = [j for j in jobs if "rule prepare:" in j and "data/smoke/digits/" in j]
+    assert len(prepare) == 1 and "input: user.svm" in prepare[0], prepare
+    trains = [j for j in jobs if "rule train:" in j]
+    traced = [j for j in trains if "/dc_10g/" in j.split("output:")[1].splitlines()[0]]
+    assert traced and all("trace.csv" in j.split("output:")[0] for j in traced)
+    assert not any("trace.csv" in j.split("output:")[0] for j in trains if j not in traced)
+
+    # A missing file is no input: `psml` names the key when the job runs.
+    (workflow_copy / "user.svm").unlink()
+    proc = snakemake_cli(["-n", "--configfile", str(cf)], workflow_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "input: user.svm" not in proc.stdout

@@ -112,6 +112,23 @@ def run_dir(run):
     return f"results/{TIER}/runs/{run.run_id}"
 
 
+def _existing(paths):
+    """The given user files that exist; a missing one is left to `psml`, whose error names the key."""
+    return sorted({p for p in paths if p and Path(p).exists()})
+
+
+def dataset_sources(wildcards):
+    """A data set's user-provided files (libsvm, cifar10), so that replacing one re-prepares it."""
+    spec = EXP.datasets[wildcards.dataset]
+    return _existing([spec.path, spec.test_path])
+
+
+def delay_traces(wildcards):
+    """The delay trace CSV of a run's scenario, if it has one, so that editing it re-trains."""
+    delay = EXP.scenarios[wildcards.scenario].delay or {}
+    return _existing([delay.get("path")] if delay.get("kind") == "trace" else [])
+
+
 def train_threads(wildcards):
     """Cores a training job occupies: one, or one per process of a multi-process backend."""
     if EXP.backend == "dist":

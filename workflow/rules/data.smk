@@ -2,6 +2,8 @@
 
 
 rule prepare:
+    input:
+        sources=dataset_sources,
     output:
         data=f"data/{TIER}/{{dataset}}/data.npz",
         manifest=f"data/{TIER}/{{dataset}}/manifest.json",

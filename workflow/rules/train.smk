@@ -5,6 +5,7 @@ rule train:
     input:
         unpack(prepared),
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
+        traces=delay_traces,
     output:
         metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
         summary=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/summary.json",
