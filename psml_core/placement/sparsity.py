@@ -7,7 +7,9 @@ rows touch each feature, and how Zipf-like that is), and how much the feature se
 parameters sharded over the workers' machines, every extra copy of a feature in some ``N_p``
 is a remote pull and push per iteration.
 
-Dense data is treated by its non-zeros. Everything is vectorised with ``scipy.sparse``.
+Dense data is treated by its non-zeros, as a boolean mask: never as CSR, whose index arrays
+would take several times a dense image set's memory (CIFAR-10: 150M non-zeros). Sparse data is
+vectorised with ``scipy.sparse``.
 
 jpdc hashes the features before it partitions (:mod:`psml_core.data.hashing`), and hashing
 makes the rows denser and more overlapping. Given the recipes' ``hashing`` blocks,
@@ -49,12 +51,37 @@ FIT_MIN_COUNT = 5
 _FIT_MIN_POINTS = 3
 
 
-def _binary_csr(X: Matrix) -> sp.csr_matrix:
-    """CSR view of the non-zero pattern: canonical (sorted, no duplicates, no stored zeros)."""
+Pattern = sp.csr_matrix | np.ndarray
+"""A non-zero pattern: canonical CSR for sparse data, a boolean array for dense data."""
+
+
+def _binary_csr(X: sp.spmatrix) -> sp.csr_matrix:
+    """CSR view of a sparse matrix's non-zeros: canonical (sorted, no duplicates, no zeros)."""
     M = sp.csr_matrix(X, copy=True)
     M.sum_duplicates()
     M.eliminate_zeros()
     return M
+
+
+def _pattern(X: Matrix) -> Pattern:
+    """The non-zero pattern of ``X``: canonical CSR if sparse, else the boolean ``X != 0``."""
+    if sp.issparse(X):
+        return _binary_csr(X)
+    return np.asarray(X) != 0
+
+
+def _row_nnz(P: Pattern) -> np.ndarray:
+    """Non-zeros per row of a pattern (int64)."""
+    if isinstance(P, np.ndarray):
+        return P.sum(axis=1, dtype=np.int64)
+    return np.diff(P.indptr).astype(np.int64)
+
+
+def _feature_nnz(P: Pattern) -> np.ndarray:
+    """Rows in which each feature is non-zero (int64)."""
+    if isinstance(P, np.ndarray):
+        return P.sum(axis=0, dtype=np.int64)
+    return np.bincount(P.indices, minlength=P.shape[1]).astype(np.int64)
 
 
 def feature_counts(X: Matrix) -> np.ndarray:
@@ -66,8 +93,7 @@ def feature_counts(X: Matrix) -> np.ndarray:
     Returns:
         int64 array of length d.
     """
-    M = _binary_csr(X)
-    return np.bincount(M.indices, minlength=M.shape[1]).astype(np.int64)
+    return _feature_nnz(_pattern(X))
 
 
 def fit_zipf_exponent(
@@ -148,14 +174,22 @@ def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
     """
     if workers < 1:
         raise ConfigError(f"workers must be >= 1 for the sparsity analysis, got {workers}")
-    M = _binary_csr(X)
-    n, d = M.shape
+    P = _pattern(X)
+    n, d = P.shape
     owner = np.empty(n, dtype=np.int64)
     for p, rows in enumerate(np.array_split(np.random.default_rng(seed).permutation(n), workers)):
         owner[rows] = p
-    owner_nnz = np.repeat(owner, np.diff(M.indptr))
-    W = sp.csr_matrix((np.ones(M.nnz, dtype=np.int64), (owner_nnz, M.indices)), shape=(workers, d))
-    W.data[:] = 1  # duplicates were summed: back to a 0/1 pattern
+    if isinstance(P, np.ndarray):
+        used = np.zeros((workers, d), dtype=np.int64)
+        for p in range(workers):
+            used[p] = P[owner == p].any(axis=0)
+        W = sp.csr_matrix(used)
+    else:
+        owner_nnz = np.repeat(owner, np.diff(P.indptr))
+        W = sp.csr_matrix(
+            (np.ones(P.nnz, dtype=np.int64), (owner_nnz, P.indices)), shape=(workers, d)
+        )
+        W.data[:] = 1  # duplicates were summed: back to a 0/1 pattern
     sizes = np.diff(W.indptr).astype(np.int64)
     union = int(np.count_nonzero(np.bincount(W.indices, minlength=d)))
     inter = (W @ W.T).toarray()
@@ -174,17 +208,18 @@ def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
     }
 
 
-def _matrix_stats(M: sp.csr_matrix, workers: int, seed: int) -> dict[str, Any]:
-    """Row, feature and overlap statistics of a canonical 0/1 CSR pattern."""
-    n, d = M.shape
-    per_row = np.diff(M.indptr)
-    counts = np.bincount(M.indices, minlength=d)
+def _matrix_stats(P: Pattern, workers: int, seed: int) -> dict[str, Any]:
+    """Row, feature and overlap statistics of a non-zero pattern."""
+    n, d = P.shape
+    per_row = _row_nnz(P)
+    counts = _feature_nnz(P)
+    nnz = int(per_row.sum())
     empty = per_row.size == 0
     return {
         "rows": int(n),
         "features": int(d),
-        "nnz": int(M.nnz),
-        "density": float(M.nnz / (n * d)) if n * d else 0.0,
+        "nnz": nnz,
+        "density": float(nnz / (n * d)) if n * d else 0.0,
         "nnz_per_row": {
             "mean": 0.0 if empty else float(per_row.mean()),
             "median": 0.0 if empty else float(np.median(per_row)),
@@ -192,8 +227,8 @@ def _matrix_stats(M: sp.csr_matrix, workers: int, seed: int) -> dict[str, Any]:
             "min": 0 if empty else int(per_row.min()),
             "max": 0 if empty else int(per_row.max()),
         },
-        "popularity": _popularity(counts, M.nnz),
-        "overlap": worker_overlap(M, workers, seed),
+        "popularity": _popularity(counts, nnz),
+        "overlap": worker_overlap(P, workers, seed),
     }
 
 
@@ -283,7 +318,7 @@ def analyze(
     stats: dict[str, Any] = {
         "dataset": ds.name,
         "split": "train",
-        **_matrix_stats(_binary_csr(ds.X_train), workers, seed),
+        **_matrix_stats(_pattern(ds.X_train), workers, seed),
     }
     specs = [hashing] if isinstance(hashing, HashingSpec) else list(hashing or [])
     if specs:

@@ -35,6 +35,11 @@ def _ds(X) -> Dataset:
     return Dataset("hand", X, np.zeros(5, np.int64), X[:1], np.zeros(1, np.int64), 2, {})
 
 
+def _ds_n(X) -> Dataset:
+    n = X.shape[0]
+    return Dataset("random", X, np.zeros(n, np.int64), X, np.zeros(n, np.int64), 2, {})
+
+
 def _check_hand_example(stats: dict, workers: int) -> None:
     assert stats["rows"] == 5 and stats["features"] == 6 and stats["nnz"] == 11
     assert stats["density"] == pytest.approx(11 / 30)
@@ -131,6 +136,10 @@ def test_overlap_matches_brute_force(n, d, density, workers, seed) -> None:
     X = sp.random(n, d, density=density, format="csr", random_state=seed)
     got = worker_overlap(X, workers, seed)
     want = _brute_force(X, workers, seed)
+    # Dense data takes the boolean-mask path (never CSR): the same answer.
+    assert worker_overlap(X.toarray(), workers, seed) == got
+    dense = analyze(_ds_n(X.toarray()), workers, seed)
+    assert dense == analyze(_ds_n(X), workers, seed)
     assert got["distinct_features"] == want["sizes"] and got["union"] == want["union"]
     assert sum(got["rows_per_worker"]) == n
     assert max(got["rows_per_worker"]) - min(got["rows_per_worker"]) <= 1
@@ -149,8 +158,10 @@ def test_workers_must_be_positive() -> None:
         analyze(_ds(_dense()), workers=0, seed=0)
 
 
-def test_empty_matrix() -> None:
+@pytest.mark.parametrize("dense", [False, True])
+def test_empty_matrix(dense: bool) -> None:
     X = sp.csr_matrix((0, 4), dtype=np.float32)
+    X = X.toarray() if dense else X
     stats = analyze(Dataset("e", X, np.zeros(0, np.int64), X, np.zeros(0, np.int64), 2), 3, 0)
     assert stats["nnz"] == 0 and stats["overlap"]["replication_factor"] is None
     json.dumps(stats, allow_nan=False)
