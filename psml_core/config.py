@@ -133,6 +133,14 @@ def format_error(err: jsonschema.ValidationError) -> str:
             f"key {key!r}: give exactly one of the keys {', '.join(names)}; "
             f"got {', '.join(given) if given else 'none'}"
         )
+    if v == "anyOf" and all(set(b) == {"required"} for b in val):
+        # "at least one of these keys" (e.g. libsvm: path | url)
+        names = [r for b in val for r in b["required"]]
+        return f"key {key!r}: needs one of the keys {' or '.join(names)}; got neither"
+    if v == "dependentRequired":
+        needs = {k: [r for r in req if r not in inst] for k, req in val.items() if k in inst}
+        k, missing = next((k, m) for k, m in needs.items() if m)
+        return f"key {key!r}: {k} needs {', '.join(missing)} too"
     if v == "uniqueItems":
         return f"key {key!r}: entries must be unique, got {inst!r}"
     if v == "pattern":
@@ -283,6 +291,9 @@ class DatasetSpec:
     test_path: str | None = None
     sha256: str | None = None
     n_features: int | None = None
+    url: str | None = None
+    test_url: str | None = None
+    test_sha256: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""CIFAR-10 from the user's local copy of the "CIFAR-10 python version"; never downloaded.
+"""CIFAR-10 from the user's copy of the "CIFAR-10 python version".
 
 ``datasets.<name>.path`` points at either
 
@@ -17,8 +17,12 @@ order, which is the layout the ``resnet18`` model reshapes to (N, 3, 32, 32). No
 mean/std standardisation is applied: the prepared file stays a plain function of the pixels,
 and the model's first GroupNorm, right after the stem convolution, normalises its activations.
 
-Checksum (``datasets.<name>.sha256``, optional): for the archive, the SHA-256 of the file;
-for the extracted directory, the SHA-256 of the ``sha256sum`` listing of the six batches, i.e.
+With ``datasets.<name>.url`` and ``sha256`` (the archive's), the archive is downloaded once
+instead (:mod:`psml_core.data.download`); nothing in the tests or CI downloads it.
+
+Checksum (``datasets.<name>.sha256``, optional without ``url``): for the archive, the SHA-256
+of the file; for the extracted directory, the SHA-256 of the ``sha256sum`` listing of the six
+batches, i.e.
 what ``cd cifar-10-batches-py && sha256sum data_batch_1 data_batch_2 data_batch_3 data_batch_4
 data_batch_5 test_batch | sha256sum`` prints.
 
@@ -43,6 +47,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
+from psml_core.data.download import local_file
 from psml_core.data.store import file_sha256
 from psml_core.errors import ConfigError, DataError
 
@@ -294,14 +299,16 @@ class Cifar10Source(DatasetSource):
         spec = self.spec
         where = f"datasets.{spec.name}"
         key = f"{where}.path"
-        if not spec.path:
+        local = local_file(spec.path, spec.url, spec.sha256, where)
+        if not local:
             example = json.dumps({spec.name: {"path": "/data/cifar-10-python.tar.gz"}})
             raise ConfigError(
                 f"{key}: required for source cifar10 and not set; {_GET}, then give its path "
                 f"(the .tar.gz or the extracted {DIR_NAME} directory), e.g. "
-                f"--config 'datasets={example}'"
+                f"--config 'datasets={example}'; or give {where}.url and {where}.sha256 (the "
+                f"archive's) to have it downloaded once"
             )
-        path = Path(spec.path)
+        path = Path(local)
         if not path.exists():
             raise DataError(
                 f"{path}: not found (config key {key}); fix the path, or {_GET} and put it there"
@@ -329,7 +336,8 @@ class Cifar10Source(DatasetSource):
         meta: dict[str, Any] = {
             "source": self.name,
             "origin": f"CIFAR-10 python version (Krizhevsky 2009), {URL}",
-            "path": str(spec.path),
+            "path": str(local),
+            "url": spec.url,
             "kind": kind,
             "sha256": sha,
             "sha256_of": "archive file" if kind == "archive" else "sha256sum listing of batches",

@@ -7,6 +7,8 @@ Format, one row per line::
 Indices are 1-based decimal integers; they may come in any order but not twice in a row.
 Blank lines and comment-only lines are skipped; a row may have no features. Data (outside
 comments) must be ASCII. Explicit zero values are dropped. ``qid:`` tokens are not supported.
+A file compressed with bzip2, gzip or xz (as the LIBSVM site ships them: ``rcv1_train.binary.bz2``)
+is recognised by its first bytes and read as is; its checksum is that of the compressed file.
 
 Parsing runs a fast path (per line, a few string operations; numbers converted a chunk of lines
 at a time by numpy) and, the moment anything looks wrong, re-parses the offending line(s) with
@@ -15,16 +17,20 @@ a slow token-by-token checker that produces the error message; both apply the sa
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
+from psml_core.data.download import local_file
 from psml_core.data.prepare import holdout_split
 from psml_core.data.store import file_sha256
 from psml_core.errors import ConfigError, DataError
@@ -268,35 +274,63 @@ class _Reader:
         )
 
 
+_COMPRESSED = (
+    (b"BZh", "bzip2", bz2.open),
+    (b"\x1f\x8b", "gzip", gzip.open),
+    (b"\xfd7zXZ\x00", "xz", lzma.open),
+)
+
+
+def _open(path: Path) -> tuple[IO[bytes], str | None]:
+    """The file's bytes, decompressed if its first bytes are a bzip2, gzip or xz header."""
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    for magic, kind, opener in _COMPRESSED:
+        if head.startswith(magic):
+            return opener(path, "rb"), kind
+    return open(path, "rb"), None
+
+
 def read_rows(path: str | os.PathLike[str], what: str = "path") -> Rows:
     """Parse a LIBSVM file into raw rows (labels not yet mapped, indices still 1-based).
 
     Args:
-        path: The file.
+        path: The file, plain or compressed (bzip2, gzip, xz).
         what: The config key that named the file, for error messages.
 
     Returns:
         The rows.
 
     Raises:
-        DataError: Missing, empty or malformed file; the message names the file and line.
+        DataError: Missing, empty, damaged (compressed stream) or malformed file; the message
+            names the file and line.
     """
     p = Path(path)
     _check_file(p, what)
     reader = _Reader(str(path))
-    with open(p, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.endswith(b"\n"):
-                reader.unterminated = lineno
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _line_error(
-                    str(path), lineno, "is not UTF-8 text", lineno == reader.unterminated
-                ) from None
-            text = text.partition("#")[0]
-            if text.strip():
-                reader.add(lineno, text)
+    fh, kind = _open(p)
+    lineno = 0
+    try:
+        with fh:
+            for lineno, raw in enumerate(fh, 1):
+                if not raw.endswith(b"\n"):
+                    reader.unterminated = lineno
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _line_error(
+                        str(path), lineno, "is not UTF-8 text", lineno == reader.unterminated
+                    ) from None
+                text = text.partition("#")[0]
+                if text.strip():
+                    reader.add(lineno, text)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        if kind is None:
+            raise
+        raise DataError(
+            f"{path}: damaged {kind} file after line {lineno} ({exc}); it is truncated or "
+            f"corrupt: re-download it (config key {what})"
+        ) from None
     return reader.rows()
 
 
@@ -370,34 +404,38 @@ class LibsvmSource(DatasetSource):
 
     name = "libsvm"
 
-    def _verify(self, path: Path, where: str) -> str:
-        """Check the file exists and matches ``sha256`` when given; return its SHA-256."""
-        _check_file(path, f"{where}.path")
+    @staticmethod
+    def _verify(path: Path, expected: str | None, where: str, prefix: str = "") -> str:
+        """Check the file exists and matches ``expected`` when given; return its SHA-256."""
+        _check_file(path, f"{where}.{prefix}path")
         actual = file_sha256(path)
-        expected = self.spec.sha256
         if expected and actual != expected.lower():
             raise DataError(
                 f"{path}: SHA-256 mismatch (expected {expected.lower()}, actual {actual}); "
                 f"the file is corrupt or another version — re-download it, or update "
-                f"{where}.sha256 if the new version is intended"
+                f"{where}.{prefix}sha256 if the new version is intended"
             )
         return actual
 
     def load(self) -> Dataset:
-        """Verify, parse and split the file(s)."""
+        """Download (``url``) if needed, verify, parse and split the file(s)."""
         spec = self.spec
         where = f"datasets.{spec.name}"
-        if not spec.path:
-            raise ConfigError(f"{where}.path: required for source libsvm")
-        sha = self._verify(Path(spec.path), where)
-        parts = [read_rows(spec.path, f"{where}.path")]
-        if spec.test_path:
-            parts.append(read_rows(spec.test_path, f"{where}.test_path"))
+        path = local_file(spec.path, spec.url, spec.sha256, where)
+        if not path:
+            raise ConfigError(f"{where}.path: required for source libsvm (or url with sha256)")
+        test_path = local_file(spec.test_path, spec.test_url, spec.test_sha256, where, "test_")
+        sha = self._verify(Path(path), spec.sha256, where)
+        parts = [read_rows(path, f"{where}.path")]
+        test_sha = None
+        if test_path:
+            test_sha = self._verify(Path(test_path), spec.test_sha256, where, "test_")
+            parts.append(read_rows(test_path, f"{where}.test_path"))
         key = f"{where}.n_features"
         n_features = spec.n_features or max(max(r.max_index for r in parts), 1)
         mats = [r.to_csr(n_features, key) for r in parts]
         ys, n_classes, mapping = _labels(parts)
-        if spec.test_path:
+        if test_path:
             X_train, X_test, (y_train, y_test) = mats[0], mats[1], ys
         else:
             train, test = holdout_split(mats[0].shape[0], spec.test_fraction, spec.seed)
@@ -405,14 +443,16 @@ class LibsvmSource(DatasetSource):
             y_train, y_test = ys[0][train], ys[0][test]
         meta: dict[str, Any] = {
             "source": self.name,
-            "path": str(spec.path),
+            "path": str(path),
+            "url": spec.url,
             "sha256": sha,
-            "test_path": str(spec.test_path) if spec.test_path else None,
-            "test_sha256": file_sha256(spec.test_path) if spec.test_path else None,
+            "test_path": str(test_path) if test_path else None,
+            "test_url": spec.test_url,
+            "test_sha256": test_sha,
             "n_features_inferred": spec.n_features is None,
             "label_map": mapping,
             "seed": spec.seed,
-            "test_fraction": None if spec.test_path else spec.test_fraction,
+            "test_fraction": None if test_path else spec.test_fraction,
         }
         return Dataset(
             name=spec.name,

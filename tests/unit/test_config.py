@@ -55,7 +55,7 @@ def test_every_tier_is_valid(repo, tier):
             "unknown dataset 'nope'",
         ),
         ({"workloads": {"digits_mlp": {"model": "resnet"}}}, "allowed values: logreg, mlp"),
-        ({"datasets": {"f": {"source": "libsvm"}}}, "missing required key(s) path"),
+        ({"datasets": {"f": {"source": "libsvm"}}}, "needs one of the keys path or url"),
         ({"shards": 9}, "cannot be colocated"),
         # An integer written as a float would reach range(); NaN passes every range check.
         ({"workers": 2.0}, "key 'workers': expected integer, got 2.0 (float)"),

@@ -1,0 +1,124 @@
+"""Fetch a data set's file from ``datasets.<name>.url`` once, checked by its SHA-256.
+
+A data set entry names its file by ``path`` (your copy), by ``url`` (downloaded on first use),
+or both (downloaded to ``path`` when that file does not exist yet). A download needs the
+expected ``sha256``: a file that does not match is deleted, never used. Without ``path`` the file
+goes to ``data/downloads/<first 16 hex digits of sha256>-<file name>``, relative to the working
+directory (the workflow's), so that every tier and data set entry shares one copy.
+
+The transfer streams to ``<dest>.part-<pid>`` and is renamed into place only after its checksum
+matched, so an interrupted or bad download leaves nothing behind. Tests use ``file://`` URLs;
+nothing in the test suite reaches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path, PurePosixPath
+
+from psml_core.errors import DataError
+
+__all__ = ["DOWNLOAD_DIR", "fetch", "local_file"]
+
+DOWNLOAD_DIR = Path("data") / "downloads"
+"""Where files named only by their URL are kept (relative to the working directory)."""
+
+_CHUNK = 1 << 20
+_TIMEOUT_S = 60.0
+
+
+def _file_name(url: str) -> str:
+    """The last path segment of ``url`` (``download`` when it has none)."""
+    name = PurePosixPath(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).name
+    return name or "download"
+
+
+def fetch(url: str, dest: Path, sha256: str, where: str, prefix: str = "") -> None:
+    """Download ``url`` to ``dest``, atomically, keeping it only if its SHA-256 matches.
+
+    Args:
+        url: An http(s), ftp or file URL.
+        dest: The file to create (its directory is created).
+        sha256: The expected lowercase hex digest.
+        where: The data set's config key (``datasets.<name>``), for messages.
+        prefix: ``""`` for the main file (``url``, ``sha256``, ``path``), ``"test_"`` for
+            the test file.
+
+    Raises:
+        DataError: The transfer failed, or the file's SHA-256 differs; nothing is left at
+            ``dest``.
+    """
+    url_key, sha_key, path_key = (f"{where}.{prefix}{f}" for f in ("url", "sha256", "path"))
+    made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.part-{os.getpid()}")
+
+    def discard() -> None:
+        """Remove the partial file and the directories this call created."""
+        tmp.unlink(missing_ok=True)
+        for d in made:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+    digest = hashlib.sha256()
+    print(f"psml: downloading {url} -> {dest}", file=sys.stderr)
+    try:
+        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp, open(tmp, "wb") as out:
+            while chunk := resp.read(_CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        discard()
+        reason = getattr(exc, "reason", None) or exc
+        raise DataError(
+            f"{url}: download failed ({reason}) (config key {url_key}); check the address and "
+            f"the network, or download the file yourself and give its path as {path_key}"
+        ) from None
+    actual = digest.hexdigest()
+    if actual != sha256.lower():
+        discard()
+        raise DataError(
+            f"{url}: the downloaded file's SHA-256 is {actual}, not {sha256.lower()} "
+            f"({sha_key}); it was deleted. The server has another version or the transfer "
+            f"was damaged: retry, or update {sha_key} if the new version is intended"
+        )
+    os.replace(tmp, dest)
+
+
+def local_file(
+    path: str | None, url: str | None, sha256: str | None, where: str, prefix: str = ""
+) -> str | None:
+    """The local file of a data set entry, downloading it first when only its URL is known.
+
+    Args:
+        path: ``path`` (or ``test_path``), or None.
+        url: ``url`` (or ``test_url``), or None.
+        sha256: The expected SHA-256 (required with a URL; the schema enforces it too).
+        where: The data set's config key, ``datasets.<name>``, for messages.
+        prefix: ``""`` for the main file, ``"test_"`` for the test file.
+
+    Returns:
+        ``path`` unchanged when there is no URL or the file already exists; else the path the
+        file was downloaded to; None when neither is given.
+
+    Raises:
+        DataError: See :func:`fetch`.
+    """
+    if not url:
+        return path
+    if not sha256:
+        raise DataError(
+            f"{where}.{prefix}url needs {where}.{prefix}sha256: a download is kept only if its "
+            "SHA-256 matches"
+        )
+    dest = Path(path) if path else DOWNLOAD_DIR / f"{sha256.lower()[:16]}-{_file_name(url)}"
+    if not dest.exists():
+        fetch(url, dest, sha256, where, prefix)
+    return str(dest)
