@@ -1,4 +1,4 @@
-"""CIFAR-shaped synthetic images: shape, determinism, learnability, and the paper tier's ResNet-18."""
+"""CIFAR-shaped synthetic images: shape, determinism, learnability, ResNet-18 on them."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_registered_shape_range_and_balance() -> None:
     ds = _load(rows=500, test_fraction=0.2)
     assert ds.X_train.shape == (400, 3072) and ds.X_test.shape == (100, 3072)
     assert ds.X_train.dtype == np.float32 and not ds.sparse and ds.n_classes == 10
-    assert 0.0 <= ds.X_train.min() and ds.X_train.max() <= 1.0
+    assert ds.X_train.min() >= 0.0 and ds.X_train.max() <= 1.0
     counts = np.bincount(np.concatenate([ds.y_train, ds.y_test]), minlength=10)
     assert counts.tolist() == [50] * 10
 
