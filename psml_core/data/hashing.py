@@ -26,7 +26,6 @@ import dataclasses
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import murmurhash3_32
 
 from psml_core.config import HashingSpec
 from psml_core.data.base import Dataset, Matrix
@@ -38,6 +37,7 @@ __all__ = [
     "hash_features",
     "hashed_dataset",
     "hashing_matrix",
+    "murmurhash3_32",
 ]
 
 _U32 = 1 << 32
@@ -61,8 +61,18 @@ def feature_buckets(ids: np.ndarray, buckets: int, seed: int) -> np.ndarray:
     """
     if buckets < 1:
         raise ConfigError(f"feature hashing: buckets must be >= 1, got {buckets}")
-    h = murmurhash3_32(_check_ids(ids), seed=(2 * seed) % _U32, positive=True)
-    return np.asarray(h, dtype=np.int64) % buckets
+    return murmurhash3_32(_check_ids(ids), (2 * seed) % _U32) % buckets
+
+
+def murmurhash3_32(ids: np.ndarray, seed: int) -> np.ndarray:
+    """scikit-learn's vectorised MurmurHash3 of int32 ids, as unsigned 32-bit values (int64).
+
+    scikit-learn is imported on first use: importing it costs every ``psml`` process about
+    1.7 s, and only hashing recipes and placements need it.
+    """
+    from sklearn.utils import murmurhash3_32 as sk_murmurhash3_32
+
+    return np.asarray(sk_murmurhash3_32(ids, seed=seed, positive=True), dtype=np.int64)
 
 
 def feature_signs(ids: np.ndarray, seed: int) -> np.ndarray:
@@ -72,9 +82,7 @@ def feature_signs(ids: np.ndarray, seed: int) -> np.ndarray:
         ids: Feature ids in ``[0, 2^31)``.
         seed: The run seed; the sign hash uses ``2 * seed + 1 mod 2^32``.
     """
-    h = np.asarray(
-        murmurhash3_32(_check_ids(ids), seed=(2 * seed + 1) % _U32, positive=True), dtype=np.int64
-    )
+    h = murmurhash3_32(_check_ids(ids), (2 * seed + 1) % _U32)
     return (1 - 2 * (h & 1)).astype(np.int8)
 
 

@@ -19,8 +19,8 @@ No parameters. Use it as a stateless baseline; for balance guarantees use ``rand
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils import murmurhash3_32
 
+from psml_core.data.hashing import murmurhash3_32
 from psml_core.errors import ConfigError
 from psml_core.placement.base import PLACEMENTS, Assignment, Placement, PlacementProblem
 
@@ -44,10 +44,7 @@ def hash_owner(n: int, parts: int, seed: int, what: str) -> np.ndarray:
     """
     if not 1 <= parts <= n:
         raise ConfigError(f"cannot split {n} {what} over {parts} parts; use fewer workers/shards")
-    h = np.asarray(
-        murmurhash3_32(np.arange(n, dtype=np.int32), seed=seed % _U32, positive=True),
-        dtype=np.int64,
-    )
+    h = murmurhash3_32(np.arange(n, dtype=np.int32), seed % _U32)
     owner = (h % parts).astype(np.int32)
     counts = np.bincount(owner, minlength=parts)
     for p in np.flatnonzero(counts == 0):

@@ -46,9 +46,8 @@ _DROP = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RE
 
 def _context() -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver")
-    # No-op once the forkserver runs. torch.use_deterministic_algorithms imports
-    # torch._inductor.config lazily, which alone takes seconds: import it once, here.
-    ctx.set_forkserver_preload(["psml_core.engine.dist.launch", "torch._inductor.config"])
+    # No-op once the forkserver runs: the ranks fork from a process that imported psml already.
+    ctx.set_forkserver_preload(["psml_core.engine.dist.launch"])
     return ctx
 
 
