@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from psml_core.config import DatasetSpec
-from psml_core.data.base import DATASETS
+from psml_core.data.base import DATASETS, Dataset, Matrix
 from psml_core.data.store import save_prepared
 
-__all__ = ["holdout_split", "prepare_dataset"]
+__all__ = ["holdout_dataset", "holdout_split", "prepare_dataset"]
 
 
 def holdout_split(n_rows: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +33,25 @@ def holdout_split(n_rows: int, test_fraction: float, seed: int) -> tuple[np.ndar
         n_test = min(max(n_test, 1), n_rows - 1)
     perm = np.random.default_rng(seed).permutation(n_rows)
     return np.sort(perm[n_test:]).astype(np.int64), np.sort(perm[:n_test]).astype(np.int64)
+
+
+def holdout_dataset(
+    spec: DatasetSpec, X: Matrix, y: np.ndarray, n_classes: int, meta: dict[str, object]
+) -> Dataset:
+    """The data set of all rows ``X``, ``y``, with ``spec.test_fraction`` of them held out.
+
+    The split is :func:`holdout_split` with ``spec.seed``.
+    """
+    train, test = holdout_split(X.shape[0], spec.test_fraction, spec.seed)
+    return Dataset(
+        name=spec.name,
+        X_train=X[train],
+        y_train=y[train],
+        X_test=X[test],
+        y_test=y[test],
+        n_classes=n_classes,
+        meta=dict(meta),
+    )
 
 
 def prepare_dataset(spec: DatasetSpec, out_dir: str | os.PathLike[str]) -> Path:

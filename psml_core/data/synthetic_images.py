@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
-from psml_core.data.prepare import holdout_split
+from psml_core.data.prepare import holdout_dataset
 from psml_core.errors import ConfigError
 
 __all__ = ["CHANNELS", "CLASSES", "SIDE", "SyntheticImagesSource"]
@@ -71,15 +71,12 @@ class SyntheticImagesSource(DatasetSource):
             img += rng.normal(0.0, _NOISE_SD, size=img.shape)
             np.clip(img, 0.0, 1.0, out=img)
             X[start : start + n] = img.reshape(n, -1)
-        train, test = holdout_split(spec.rows, spec.test_fraction, spec.seed)
-        return Dataset(
-            name=spec.name,
-            X_train=X[train],
-            y_train=y[train],
-            X_test=X[test],
-            y_test=y[test],
-            n_classes=CLASSES,
-            meta={
+        return holdout_dataset(
+            spec,
+            X,
+            y,
+            CLASSES,
+            {
                 "source": self.name,
                 "shape": [CHANNELS, SIDE, SIDE],
                 "layout": "channels first, row by row (CIFAR-10's)",

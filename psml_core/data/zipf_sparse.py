@@ -54,7 +54,7 @@ import scipy.sparse as sp
 
 from psml_core.config import DatasetSpec
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
-from psml_core.data.prepare import holdout_split
+from psml_core.data.prepare import holdout_dataset
 from psml_core.errors import ConfigError
 
 __all__ = [
@@ -375,7 +375,6 @@ class ZipfSparseSource(DatasetSource):
         spec = self.spec
         params = resolve_params(spec)
         X, y, stats = generate(params, spec.seed)
-        train, test = holdout_split(params.rows, spec.test_fraction, spec.seed)
         meta = {
             "source": self.name,
             "calibration": spec.calibration,
@@ -385,12 +384,4 @@ class ZipfSparseSource(DatasetSource):
             "test_fraction": spec.test_fraction,
             **stats,
         }
-        return Dataset(
-            name=spec.name,
-            X_train=X[train],
-            y_train=y[train],
-            X_test=X[test],
-            y_test=y[test],
-            n_classes=2,
-            meta=meta,
-        )
+        return holdout_dataset(spec, X, y, 2, meta)
