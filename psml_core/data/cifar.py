@@ -22,9 +22,8 @@ instead (:mod:`psml_core.data.download`); nothing in the tests or CI downloads i
 
 Checksum (``datasets.<name>.sha256``, optional without ``url``): for the archive, the SHA-256
 of the file; for the extracted directory, the SHA-256 of the ``sha256sum`` listing of the six
-batches, i.e.
-what ``cd cifar-10-batches-py && sha256sum data_batch_1 data_batch_2 data_batch_3 data_batch_4
-data_batch_5 test_batch | sha256sum`` prints.
+batches, i.e. what ``cd cifar-10-batches-py && sha256sum data_batch_1 data_batch_2 data_batch_3
+data_batch_4 data_batch_5 test_batch | sha256sum`` prints.
 
 Security: the batches are pickles, and unpickling can run arbitrary code named by the file.
 They are read with a restricted unpickler that resolves only the few numpy globals an array

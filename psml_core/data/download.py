@@ -6,21 +6,22 @@ expected ``sha256``: a file that does not match is deleted, never used. Without 
 goes to ``data/downloads/<first 16 hex digits of sha256>-<file name>``, relative to the working
 directory (the workflow's), so that every tier and data set entry shares one copy.
 
-The transfer streams to ``<dest>.part-<pid>`` and is renamed into place only after its checksum
-matched, so an interrupted or bad download leaves nothing behind. Tests use ``file://`` URLs;
+The transfer streams to a temporary file beside ``dest`` (:func:`psml_core.atomic.atomic_path`)
+that is renamed into place only after its checksum matched, so an interrupted or bad download
+leaves nothing behind. Tests use ``file://`` URLs;
 nothing in the test suite reaches the network.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path, PurePosixPath
 
+from psml_core.atomic import atomic_path
 from psml_core.errors import DataError
 
 __all__ = ["DOWNLOAD_DIR", "fetch", "local_file"]
@@ -55,41 +56,40 @@ def fetch(url: str, dest: Path, sha256: str, where: str, prefix: str = "") -> No
     """
     url_key, sha_key, path_key = (f"{where}.{prefix}{f}" for f in ("url", "sha256", "path"))
     made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f"{dest.name}.part-{os.getpid()}")
-
-    def discard() -> None:
-        """Remove the partial file and the directories this call created."""
-        tmp.unlink(missing_ok=True)
-        for d in made:
+    digest = hashlib.sha256()
+    print(f"psml: downloading {url} -> {dest}", file=sys.stderr)
+    try:
+        with atomic_path(dest) as tmp:
+            try:
+                with (
+                    urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp,
+                    open(tmp, "wb") as out,
+                ):
+                    while chunk := resp.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                reason = getattr(exc, "reason", None) or exc
+                raise DataError(
+                    f"{url}: download failed ({reason}) (config key {url_key}); check the address "
+                    f"and the network, or download the file yourself and give its path as "
+                    f"{path_key}"
+                ) from None
+            actual = digest.hexdigest()
+            if actual != sha256.lower():
+                raise DataError(
+                    f"{url}: the downloaded file's SHA-256 is {actual}, not {sha256.lower()} "
+                    f"({sha_key}); it was deleted. The server has another version or the "
+                    f"transfer was damaged: retry, or update {sha_key} if the new version is "
+                    "intended"
+                )
+    except DataError:
+        for d in made:  # the directories made for this download, innermost first
             try:
                 d.rmdir()
             except OSError:
                 break
-
-    digest = hashlib.sha256()
-    print(f"psml: downloading {url} -> {dest}", file=sys.stderr)
-    try:
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp, open(tmp, "wb") as out:
-            while chunk := resp.read(_CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        discard()
-        reason = getattr(exc, "reason", None) or exc
-        raise DataError(
-            f"{url}: download failed ({reason}) (config key {url_key}); check the address and "
-            f"the network, or download the file yourself and give its path as {path_key}"
-        ) from None
-    actual = digest.hexdigest()
-    if actual != sha256.lower():
-        discard()
-        raise DataError(
-            f"{url}: the downloaded file's SHA-256 is {actual}, not {sha256.lower()} "
-            f"({sha_key}); it was deleted. The server has another version or the transfer "
-            f"was damaged: retry, or update {sha_key} if the new version is intended"
-        )
-    os.replace(tmp, dest)
+        raise
 
 
 def local_file(

@@ -43,7 +43,7 @@ def _served(tmp_path: Path, name: str, data: bytes) -> str:
 
 
 def _leftovers(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if ".part-" in p.name]
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]  # atomic_path's temp files
 
 
 # --------------------------------------------------------------------------- download
