@@ -172,9 +172,13 @@ def worker_overlap(X: Matrix, workers: int, seed: int) -> dict[str, Any]:
     Raises:
         ConfigError: ``workers < 1``.
     """
+    return _overlap(_pattern(X), workers, seed)
+
+
+def _overlap(P: Pattern, workers: int, seed: int) -> dict[str, Any]:
+    """:func:`worker_overlap` of a non-zero pattern (no second copy of it)."""
     if workers < 1:
         raise ConfigError(f"workers must be >= 1 for the sparsity analysis, got {workers}")
-    P = _pattern(X)
     n, d = P.shape
     owner = np.empty(n, dtype=np.int64)
     for p, rows in enumerate(np.array_split(np.random.default_rng(seed).permutation(n), workers)):
@@ -228,7 +232,7 @@ def _matrix_stats(P: Pattern, workers: int, seed: int) -> dict[str, Any]:
             "max": 0 if empty else int(per_row.max()),
         },
         "popularity": _popularity(counts, nnz),
-        "overlap": worker_overlap(P, workers, seed),
+        "overlap": _overlap(P, workers, seed),
     }
 
 
