@@ -60,6 +60,11 @@ def _value_bounded_setup(x: np.ndarray, ratio: float) -> tuple[dict[str, Any], n
     return {"schedule": "fixed", "theta0": _quantile_threshold(x, ratio), "warmup": 0}, x
 
 
+def _matched_setup(x: np.ndarray, ratio: float) -> tuple[dict[str, Any], np.ndarray]:
+    """``topk_matched``'s shadow filter with the bound that keeps the ratio (as value_bounded)."""
+    return {"schedule": "fixed", "theta0": _quantile_threshold(x, ratio), "warmup": 0}, x
+
+
 SETUPS: dict[str, str | Setup] = {
     "none": "fixed",
     "fp16": "fixed",
@@ -73,6 +78,8 @@ SETUPS: dict[str, str | Setup] = {
     "threshold": _threshold_setup,
     "omnireduce": _omnireduce_setup,
     "value_bounded": _value_bounded_setup,
+    "topk_matched": _matched_setup,
+    "kv": "fixed",
 }
 
 

@@ -2,8 +2,10 @@
 
 Both models scale with the FLOPs of the batch (``Model.flops``), so a batch twice as large, or
 a sparse batch with twice the non-zeros, takes twice as long. They differ in where the FLOP rate
-comes from: a device profile (deterministic, machine-independent) or one measurement on this
-machine at the start of the run (realistic for this host, not bit-reproducible).
+comes from: a device profile (``config/devices/<name>.yaml``: measured once with ``psml bench
+calibrate`` or cited, committed, deterministic and machine-independent at run time) or one
+measurement on this machine at the start of the run (realistic for this host, not
+bit-reproducible).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import statistics
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,6 +22,7 @@ import numpy as np
 from psml_core.config import ComputeSpec, HeterogeneitySpec
 from psml_core.errors import ConfigError
 from psml_core.models.base import Matrix, Model
+from psml_core.net.device import ComputeProfile, Device, device_names, load_device
 from psml_core.registry import Registry
 
 __all__ = [
@@ -33,28 +37,33 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class DeviceProfile:
-    """A device's sustained training throughput.
+DeviceProfile = ComputeProfile
+"""A device's sustained training throughput (the ``compute`` block of its device file)."""
 
-    Attributes:
-        flops_per_s: Sustained FLOP/s on training kernels (not the datasheet peak).
-        overhead_s: Fixed per-iteration cost (framework, kernel launches, data loading).
-        source: Where the figures come from.
+
+class _DeviceProfiles(Mapping[str, ComputeProfile]):
+    """Device name -> its compute profile, read from ``config/devices/*.yaml`` on access.
+
+    There are no numbers in the code: every profile is a device file, with its source.
     """
 
-    flops_per_s: float
-    overhead_s: float
-    source: str
+    def __getitem__(self, name: str) -> ComputeProfile:
+        if name not in self:
+            raise KeyError(name)
+        return load_device(name).compute
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(device_names())
+
+    def __len__(self) -> int:
+        return len(device_names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in device_names()
 
 
-# [ours] Sustained rates are about 40% of fp32 peak for GPUs, a common utilisation for small
-# batches; the CPU figure is one AVX2 core. Datasheet peaks: V100 15.7 TFLOP/s, A100 19.5 TFLOP/s.
-DEVICE_PROFILES: dict[str, DeviceProfile] = {
-    "cpu-core": DeviceProfile(1.0e10, 50e-6, "[ours] one x86 core, AVX2, sustained"),
-    "v100": DeviceProfile(6.3e12, 1e-3, "[ours] 40% of the V100 fp32 peak (15.7 TFLOP/s)"),
-    "a100": DeviceProfile(7.8e12, 1e-3, "[ours] 40% of the A100 fp32 peak (19.5 TFLOP/s)"),
-}
+DEVICE_PROFILES: Mapping[str, ComputeProfile] = _DeviceProfiles()
+"""Device name -> compute profile, from the device files (see :mod:`psml_core.net.device`)."""
 
 
 class ComputeModel(ABC):
@@ -82,28 +91,31 @@ COMPUTE_MODELS: Registry[type[ComputeModel]] = Registry("compute model")
 class ProfileCompute(ComputeModel):
     """FLOPs of the batch over the device profile's sustained rate, plus its overhead.
 
-    Deterministic: the same batch always takes the same simulated time on any machine.
+    The rate and the overhead come from the device file ``config/devices/<device>.yaml``
+    (:func:`~psml_core.net.device.load_device`), measured with ``psml bench calibrate`` or
+    cited, each with its source. Deterministic: the same batch always takes the same simulated
+    time on any machine; nothing is timed at run time.
+
+    Args:
+        spec: The compute settings (``device`` names the file).
+        root: Config directory holding ``devices/`` (default: :func:`config_root`).
     """
 
     name = "profile"
     deterministic = True
 
-    def __init__(self, spec: ComputeSpec) -> None:
-        if spec.device not in DEVICE_PROFILES:
-            raise ConfigError(
-                f"key 'compute.device': {spec.device!r} is not allowed; allowed values: "
-                + ", ".join(sorted(DEVICE_PROFILES))
-            )
+    def __init__(self, spec: ComputeSpec, root: str | Path | None = None) -> None:
         self.device = spec.device
-        self.profile = DEVICE_PROFILES[spec.device]
+        self.device_profile: Device = load_device(spec.device, root)
+        self.profile: ComputeProfile = self.device_profile.compute
 
     def seconds(self, model: Model, X: Matrix) -> float:
         """Overhead + flops / rate."""
         return self.profile.overhead_s + model.flops(X) / self.profile.flops_per_s
 
     def describe(self) -> dict[str, Any]:
-        """The device profile."""
-        return {"model": self.name, "device": self.device, **asdict(self.profile)}
+        """The device profile: rate, overhead, their source and the device file's SHA-256."""
+        return {"model": self.name, **self.device_profile.describe()}
 
 
 @COMPUTE_MODELS.register("measured")

@@ -142,3 +142,120 @@ def test_prepare_rejects_an_invalid_spec(tmp_path: Path, capsys, spec, fragment)
     assert rc == 2 and err.startswith("psml prepare: error: ") and err.count("\n") == 1
     assert fragment in err, err
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- bench calibrate
+
+
+def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, capsys):
+    from psml_core.bench import calibrate as cal
+    from psml_core.net.codec_cost import CodecCostModel
+    from psml_core.net.device import load_device
+
+    out = tmp_path / "devices" / "cpu-core.yaml"
+    rc = main(
+        [
+            "bench",
+            "calibrate",
+            "--quick",
+            "--device",
+            "cpu-core",
+            "--out",
+            str(out),
+            "--estimate-gpu",
+            "v100,a100",
+            "--note",
+            "a test",
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "| codec | ratio | op |" in text and f"wrote {out}" in text
+    dev = load_device("cpu-core", root=tmp_path)  # validates against device.schema.yaml
+    assert dev.compute.source.kind == "measured"
+    assert "--quick" in dev.compute.source.detail and "a test" in dev.compute.source.detail
+    assert "threads: 1" in dev.codec_costs.source.detail
+    assert {"error_feedback", "momentum_correction"} <= set(dev.codec_costs.wrappers)
+    assert dev.codec_costs.wrappers["error_feedback"].inner_decode  # observed, not assumed
+    for gpu in ("v100", "a100"):
+        g = load_device(gpu, root=tmp_path)
+        assert g.compute.source.kind == "cited" and g.codec_costs.source.kind == "estimated"
+        assert set(g.codec_costs.codecs) == set(dev.codec_costs.codecs)
+    # every curve holds one measured time per calibrated size, and the model returns them
+    cc = dev.codec_costs
+    assert cc.sizes == cal.QUICK.sizes and len(cc.reference.times) == len(cc.sizes)
+    topk = cc.codecs["topk"][0]
+    assert topk.ratio == cal.QUICK.ratios[0]
+    model = CodecCostModel.for_device("cpu-core", root=tmp_path)
+    for op, curve in topk.ops.items():
+        assert len(curve.times) == len(cc.sizes) and min(curve.times) > 0
+        assert [model.op_s("topk", op, n, topk.ratio) for n in cc.sizes] == list(curve.times)
+    assert model.op_s("topk", "encode", 4 * cc.sizes[-1], topk.ratio) == pytest.approx(
+        4 * topk.ops["encode"].times[-1]
+    )
+    # the GPU estimate, point by point: relative to the memcpy at the same size, moved at HBM
+    spec = cal.GPU_SPECS["v100"]
+    gpu = load_device("v100", root=tmp_path).codec_costs
+    assert gpu.sizes == cc.sizes
+    for i, n in enumerate(cc.sizes):
+        ratio_to_memcpy = topk.ops["encode"].times[i] / cc.reference.times[i]
+        want = cal.GPU_CALL_OVERHEAD_S + ratio_to_memcpy * 8 * n / spec.hbm_bytes_per_s
+        assert gpu.codecs["topk"][0].ops["encode"].times[i] == pytest.approx(want, rel=1e-3)
+
+    # --from regenerates the GPU files from an existing CPU file without measuring
+    (tmp_path / "devices" / "v100.yaml").unlink()
+    assert main(["bench", "calibrate", "--from", str(out), "--estimate-gpu", "v100"]) == 0
+    assert load_device("v100", root=tmp_path).codec_costs == gpu
+
+
+def test_bench_calibrate_from_a_file_without_measured_points_is_one_line(tmp_path, capsys):
+    import yaml
+
+    old = tmp_path / "old.yaml"
+    line = {"a": 1e-5, "b": 1e-9}
+    old.write_text(
+        yaml.safe_dump(
+            {
+                "compute": {
+                    "flops_per_s": 1e10,
+                    "overhead_s": 0.0,
+                    "source": {"kind": "measured", "detail": "t"},
+                },
+                "codec_costs": {
+                    "source": {"kind": "measured", "detail": "t"},
+                    "reference": line,
+                    "codecs": {"none": [{"ratio": None, "encode": line}]},
+                    "wrappers": {},
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    assert main(["bench", "calibrate", "--from", str(old), "--estimate-gpu", "v100"]) != 0
+    err = capsys.readouterr().err
+    assert "invalid device file 'old.yaml'" in err and err.count("\n") == 1
+    assert not (tmp_path / "v100.yaml").exists()
+
+
+def test_calibrated_points_are_floored_and_carry_their_spread():
+    from psml_core.bench.calibrate import _curve
+    from psml_core.net.device import TIME_FLOOR_S
+
+    got = _curve([(0.0, 0.0), (-1e-9, 0.25), (2.00004e-6, 0.125)])
+    assert got == {"times": [TIME_FLOOR_S, TIME_FLOOR_S, 2e-6], "spread": 0.25}
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["bench", "calibrate"], "needs --out"),
+        (["bench", "calibrate", "--from", "x.yaml"], "--from only feeds --estimate-gpu"),
+        (["bench", "calibrate", "--out", "a.yaml", "--from", "b.yaml"], "not both"),
+        (["bench", "calibrate", "--out", "a.yaml", "--estimate-gpu", "h100"], "known GPUs: a100"),
+        (["bench", "calibrate", "--from", "missing.yaml", "--estimate-gpu", "v100"], "not exist"),
+    ],
+)
+def test_bench_calibrate_bad_arguments_are_one_line(argv, fragment, capsys):
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1

@@ -1,0 +1,272 @@
+"""What compression costs on the simulated clock: a per-codec cost model read from a device file.
+
+Encoding, decoding, selection and aggregation take time; charging nothing for them makes every
+compressor's speed-up an upper bound. :class:`CodecCostModel` prices each operation from the
+device's cost table (``codec_costs`` in ``config/devices/<name>.yaml``, written by ``psml bench
+calibrate``): per codec and operation, the measured median seconds at each calibrated size
+(``times``, aligned with ``codec_costs.calibration.sizes``), at a list of calibrated ratios for
+codecs whose cost depends on the density. It is a pure function of the table — it never times
+anything — so the sim backend stays bit-reproducible.
+
+Operations (the table's ``ops``), as the engine sees them:
+
+=================  ============================================================  ==============
+method             what                                                          table op
+=================  ============================================================  ==============
+``encode_s``       a worker's ``codec.encode`` of its n-vector (+ wrappers)      encode
+``decode_s``       the server's decode of one push, added into the sum          aggregate
+``encode_down_s``  the server's ``ServerCodec.encode_down`` of the aggregate     encode_down
+                   (``pull=True``: a ``codec_down``'s ``encode`` of a pull)      (encode)
+``decode_down_s``  a worker's ``ServerCodec.decode_down`` of the broadcast       decode_down
+                   (``pull=True``: a ``codec_down``'s ``decode``)                (decode)
+=================  ============================================================  ==============
+
+Rules:
+
+* **Size.** ``t(n)`` is the stored time at a calibrated size, and between two calibrated sizes
+  the linear interpolation of ``log t`` against ``log n`` (a power law through the two points;
+  it is monotone when they are). Below the smallest calibrated size it is that size's time (a
+  fixed per-call cost dominates there); above the largest it grows linearly,
+  ``t(s_max) n / s_max``. A stored time of 0 or less would have no logarithm: times below
+  :data:`~psml_core.net.device.TIME_FLOOR_S` (1e-12 s) are read as that floor (the calibration
+  writes such a measurement as the floor, and the loader rejects non-positive times). See
+  :class:`~psml_core.net.device.CostCurve`.
+* **Ratio.** The density looked up is, in order: the ``ratio`` argument (e.g. the density a
+  threshold-style codec actually sent, known from its payload), the codec's own ``ratio``
+  parameter when set, else ``ctx.ratio``. Between calibrated ratios ``log t(n)`` is
+  interpolated linearly in ``log(ratio)``; outside, the nearest calibrated ratio's ``t(n)`` is
+  used (clamped). Ratio-independent codecs have a single entry (``ratio: null``).
+* **Wrappers.** A codec with an ``inner`` codec attribute is a wrapper (``ErrorFeedback``;
+  DGC-style momentum correction). Its name is its class's ``wrapper_name`` attribute, else the
+  class name in snake case (``ErrorFeedback`` -> ``error_feedback``). ``encode_s`` adds the
+  table's ``wrappers.<name>`` curve, plus the inner codec's ``decode`` when the wrapper decodes
+  what it sent (``inner_decode``, error feedback's residual update). Server-side operations are
+  the inner codec's (a wrapper reuses its server).
+* **DFS cost reports.** When the codec's ``reports_due(ctx)`` is true (DFS, dynamic, with
+  ``ctx.extra["dfs_report"]``) the encode evaluates every candidate block size: ``encode_s``
+  uses ``encode_report`` and ``decode_s`` ``aggregate_report``.
+* **kv** (PS-lite key/value, ``KVCodec.encode_keys``): ``n`` is the number of keys in the
+  message.
+* A codec or wrapper missing from the table is a ConfigError naming the device file and the
+  calibration command that adds it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from psml_core.codecs.base import Codec, CodecContext
+from psml_core.errors import ConfigError
+from psml_core.net.device import CodecCostEntry, CodecCostTable, Device, load_device
+
+__all__ = ["CodecCostModel", "unwrap", "wrapper_name"]
+
+
+def wrapper_name(codec: Codec | type[Codec]) -> str:
+    """A wrapper's table name: its class's ``wrapper_name``, else the class name in snake case.
+
+    Args:
+        codec: The wrapper, or its class.
+    """
+    cls = codec if isinstance(codec, type) else type(codec)
+    explicit = getattr(cls, "wrapper_name", None)  # on the class: no __getattr__ relay
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+
+def unwrap(codec: Codec) -> tuple[list[str], Codec]:
+    """``(wrapper names, outermost first; the innermost codec)``.
+
+    A wrapper is a codec holding another in its ``inner`` attribute (looked up in the
+    instance's own attributes, so a wrapper's attribute relay to its inner codec cannot make a
+    plain codec look wrapped).
+    """
+    names: list[str] = []
+    c = codec
+    while True:
+        inner = vars(c).get("inner") if hasattr(c, "__dict__") else None
+        if not isinstance(inner, Codec):
+            return names, c
+        names.append(wrapper_name(c))
+        c = inner
+
+
+class CodecCostModel:
+    """Seconds of each codec operation on one device (see the module docstring).
+
+    Args:
+        table: The device's codec cost table.
+        device: The device name (for messages).
+        path: The device file (for messages and provenance).
+    """
+
+    def __init__(self, table: CodecCostTable, device: str = "", path: str | Path = "") -> None:
+        self.table = table
+        self.device = device
+        self.path = str(path)
+
+    @classmethod
+    def for_device(cls, name: str, root: str | Path | None = None) -> CodecCostModel:
+        """The cost model of ``config/devices/<name>.yaml`` (see :func:`load_device`)."""
+        return cls.from_device(load_device(name, root))
+
+    @classmethod
+    def from_device(cls, device: Device) -> CodecCostModel:
+        """The cost model of a loaded device profile."""
+        return cls(device.codec_costs, device.name, device.path)
+
+    # ------------------------------------------------------------------ the engine's view
+
+    def encode_s(
+        self, codec: Codec, n: int, ctx: CodecContext, *, ratio: float | None = None
+    ) -> float:
+        """A worker's encode of an n-element vector, wrappers and DFS's cost report included.
+
+        Args:
+            codec: The worker's codec (possibly wrapped).
+            n: Elements of the vector (kv: keys in the message).
+            ctx: The step's codec context (ratio, ``extra``).
+            ratio: The density to price instead of the codec's ``ratio`` or ``ctx.ratio``.
+        """
+        names, base = unwrap(codec)
+        r = self._ratio(base, ctx, ratio)
+        op = "encode_report" if self._report(base, ctx) else "encode"
+        total = self.op_s(base.name, op, n, r)
+        for w in names:
+            cost = self.table.wrappers.get(w)
+            if cost is None:
+                raise self._missing(f"wrapper {w!r}")
+            total += cost.curve.at(n)
+            if cost.inner_decode:
+                total += self.op_s(base.name, "decode", n, r)
+        return total
+
+    def decode_s(
+        self, codec: Codec, n: int, ctx: CodecContext, *, ratio: float | None = None
+    ) -> float:
+        """The server's decode of one push, including adding it into the sum (per push)."""
+        _, base = unwrap(codec)
+        op = "aggregate_report" if self._report(base, ctx) else "aggregate"
+        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio))
+
+    def encode_down_s(
+        self,
+        codec: Codec,
+        n: int,
+        ctx: CodecContext,
+        *,
+        ratio: float | None = None,
+        pull: bool = False,
+    ) -> float:
+        """The server's encode of what it sends down.
+
+        Args:
+            codec: The up codec whose server encodes the aggregate (``pull=False``), or the
+                ``codec_down`` that encodes a params/delta pull (``pull=True``).
+            n: Elements of the vector.
+            ctx: The step's codec context.
+            ratio: The density to price instead of the codec's ``ratio`` or ``ctx.ratio``.
+            pull: Price ``codec.encode`` (a codec_down) instead of its server's
+                ``encode_down``.
+        """
+        if pull:
+            return self.encode_s(codec, n, ctx, ratio=ratio)
+        _, base = unwrap(codec)
+        return self.op_s(base.name, "encode_down", n, self._ratio(base, ctx, ratio))
+
+    def decode_down_s(
+        self,
+        codec: Codec,
+        n: int,
+        ctx: CodecContext,
+        *,
+        ratio: float | None = None,
+        pull: bool = False,
+    ) -> float:
+        """A worker's decode of what it receives (``pull=True``: a codec_down's ``decode``)."""
+        _, base = unwrap(codec)
+        op = "decode" if pull else "decode_down"
+        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio))
+
+    # ------------------------------------------------------------------ the table
+
+    def op_s(self, name: str, op: str, n: int, ratio: float | None = None) -> float:
+        """Seconds of operation ``op`` of codec ``name`` on ``n`` elements at density ``ratio``.
+
+        Raises:
+            ConfigError: the codec, or this operation of it, is not in the table.
+            ValueError: a negative ``n``.
+        """
+        if n < 0:
+            raise ValueError(f"a vector of {n} elements cannot be priced")
+        entries = self.table.codecs.get(name)
+        if entries is None:
+            raise self._missing(f"codec {name!r}")
+        if any(op not in e.ops for e in entries):
+            raise self._missing(f"operation {op!r} of codec {name!r}")
+        if len(entries) == 1 or entries[0].ratio is None:
+            return entries[0].ops[op].at(n)
+        r = ratio if ratio is not None and math.isfinite(ratio) else 1.0
+        lo, hi = self._bracket(entries, r)
+        t_lo = lo.ops[op].at(n)
+        if lo is hi:
+            return t_lo
+        assert lo.ratio is not None and hi.ratio is not None
+        t_hi = hi.ops[op].at(n)  # both > 0: a curve's times are floored at TIME_FLOOR_S
+        w = (math.log(r) - math.log(lo.ratio)) / (math.log(hi.ratio) - math.log(lo.ratio))
+        return math.exp(math.log(t_lo) + w * (math.log(t_hi) - math.log(t_lo)))
+
+    def describe(self) -> dict[str, Any]:
+        """The table's identity and source, for a run's provenance."""
+        return {
+            "device": self.device,
+            "device_file": f"devices/{Path(self.path).name}" if self.path else "",
+            "source": self.table.source.as_dict(),
+        }
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _bracket(
+        entries: tuple[CodecCostEntry, ...], r: float
+    ) -> tuple[CodecCostEntry, CodecCostEntry]:
+        """The calibrated entries around ``r`` (the same entry twice when clamped or exact)."""
+        first, last = entries[0], entries[-1]
+        assert first.ratio is not None and last.ratio is not None
+        if r <= first.ratio:
+            return first, first
+        if r >= last.ratio:
+            return last, last
+        for lo, hi in zip(entries[:-1], entries[1:], strict=True):
+            assert lo.ratio is not None and hi.ratio is not None
+            if r == lo.ratio:
+                return lo, lo
+            if lo.ratio < r < hi.ratio:
+                return lo, hi
+        return last, last  # r == last.ratio (handled above); kept for the type checker
+
+    @staticmethod
+    def _ratio(base: Codec, ctx: CodecContext, ratio: float | None) -> float:
+        if ratio is not None:
+            return float(ratio)
+        own = getattr(base, "ratio", None)
+        if isinstance(own, int | float) and not isinstance(own, bool):
+            return float(own)
+        return float(ctx.ratio)
+
+    @staticmethod
+    def _report(base: Codec, ctx: CodecContext) -> bool:
+        due = getattr(base, "reports_due", None)
+        return bool(due(ctx)) if callable(due) else False
+
+    def _missing(self, what: str) -> ConfigError:
+        where = self.path or f"config/devices/{self.device}.yaml"
+        dev = self.device or Path(where).stem
+        return ConfigError(
+            f"device file {where!r} has no codec cost for {what}; calibrate it with "
+            f"`psml bench calibrate --device {dev} --out {where}` (or add the entry)"
+        )
