@@ -8,16 +8,24 @@ bandwidth: the server-NIC contention the specs ask for. A message costs
     per-message overhead  +  (payload + header bytes) at the fair-share rate  +  latency,
 
 and a message between a worker and its colocated shard (same machine) costs nothing on the wire.
+
+Optional cross-traffic (:mod:`psml_core.net.cross_traffic`) adds competing long-lived elastic
+flows on the NIC links, a time-varying number per link: they take their max-min fair share of
+the link like any message, so a message alone on its bottleneck with ``c`` competitors moves
+at ``B / (c + 1)`` and its transfer time grows with its bytes and the competition.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import simpy
+
+from psml_core.net.cross_traffic import CrossTraffic
 
 __all__ = ["FairShareNetwork", "max_min_rates", "two_link_rates"]
 
@@ -57,16 +65,27 @@ def max_min_rates(
     return rates
 
 
-def two_link_rates(src: np.ndarray, dst: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def two_link_rates(
+    src: np.ndarray,
+    dst: np.ndarray,
+    capacity: np.ndarray,
+    competing: np.ndarray | None = None,
+) -> np.ndarray:
     """Max-min fair rates of flows that each cross exactly two links, vectorised.
 
     The same progressive filling as :func:`max_min_rates`, one NumPy pass per bottleneck level
     instead of per flow: the simulator's hot path with hundreds of concurrent flows.
 
+    Competing flows (cross-traffic) are elastic flows of unbounded demand that cross one link
+    each: the same result as :func:`max_min_rates` with each of them a one-link flow. They are
+    constrained by their own link only, so they matter only on links that still carry an
+    unfrozen flow, and freeze with the flows there when the link saturates.
+
     Args:
         src: First link of each flow (its sender's egress).
         dst: Second link of each flow (its receiver's ingress).
         capacity: Capacity of every link.
+        competing: Competing flows on every link (integers >= 0), or None for none.
     """
     rates = np.zeros(src.size)
     cap = capacity.astype(np.float64).copy()
@@ -76,6 +95,8 @@ def two_link_rates(src: np.ndarray, dst: np.ndarray, capacity: np.ndarray) -> np
         a_src, a_dst = src[active], dst[active]
         counts = np.bincount(a_src, minlength=nlinks) + np.bincount(a_dst, minlength=nlinks)
         used = counts > 0
+        if competing is not None:
+            counts = counts + competing
         share = np.full(nlinks, np.inf)
         share[used] = cap[used] / counts[used]
         level = share.min()
@@ -142,6 +163,9 @@ class FairShareNetwork:
             whatever the bandwidth steps say.
         nic_latency: Machine -> its own latency (s); a message takes the larger of its two
             endpoints' latencies.
+        cross_traffic: Competing flows on the NIC links (None: none). The network asks it
+            for the counts in force whenever it recomputes rates, and wakes at its next change
+            only while messages are in flight, so an idle network schedules nothing.
     """
 
     env: simpy.Environment
@@ -153,10 +177,13 @@ class FairShareNetwork:
     bandwidth_steps: tuple[tuple[float, float], ...] = ()
     nic_bandwidth: dict[int, float] = field(default_factory=dict)
     nic_latency: dict[int, float] = field(default_factory=dict)
+    cross_traffic: CrossTraffic | None = None
     _flows: _FlowTable = field(default_factory=_FlowTable)
     _last: float = 0.0
     _generation: int = 0
     _pending: bool = False
+    _ct_flows: np.ndarray | None = None  # competing flows per link now
+    _ct_next: float = -math.inf  # when they next change: before it, _ct_flows holds
 
     def __post_init__(self) -> None:
         # A simulation resumed from a checkpoint starts later: past steps are in force already.
@@ -239,16 +266,34 @@ class FairShareNetwork:
         capacity = np.full(2 * self.machines, float(self.bandwidth_Bps))
         for m, bps in self.nic_bandwidth.items():
             capacity[m] = capacity[self.machines + m] = bps
-        f.rate[live] = two_link_rates(f.src[live], f.dst[live], capacity)
+        now = self.env.now
+        if self.cross_traffic is not None and self._ct_next <= now:
+            self._set_competition(now)  # a change passed while no message was in flight
+        f.rate[live] = two_link_rates(f.src[live], f.dst[live], capacity, self._ct_flows)
         nxt = float(np.min(np.maximum(f.remaining[live], 0.0) / f.rate[live]))
+        change = None
+        if self.cross_traffic is not None and self._ct_next - now <= nxt:
+            # Wake at the next change of competition rather than at the next completion.
+            change, nxt = self._ct_next, max(self._ct_next - now, 0.0)
         self._generation += 1
-        self.env.process(self._wake(self._generation, nxt))
+        self.env.process(self._wake(self._generation, nxt, change))
 
-    def _wake(self, generation: int, delay: float) -> Generator[Any, Any, None]:
+    def _set_competition(self, at: float) -> None:
+        assert self.cross_traffic is not None
+        self._ct_flows = self.cross_traffic.link_flows(at)
+        self._ct_next = self.cross_traffic.next_change(at)
+
+    def _wake(
+        self, generation: int, delay: float, change: float | None = None
+    ) -> Generator[Any, Any, None]:
         yield self.env.timeout(delay)
         if generation != self._generation:
             return  # superseded by a later change of the flow set
         self._advance()
+        if change is not None:
+            # The competition changes now. Query at the change's own time, not at `now`: the
+            # clock may sit an ulp short of it after `now + (change - now)`.
+            self._set_competition(change)
         f = self._flows
         # Relative tolerance: the flow that set this wake-up has only rounding error left. A
         # flow whose remainder would drain within the clock's resolution at `now` is done too:

@@ -179,3 +179,50 @@ def test_tiny_remainders_late_in_a_long_run_still_finish(start):
         env.process(send(i % 2, 2, nbytes, wait))
     env.run()
     assert len(ends) == 4 and all(t >= start for t in ends)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=40),
+    st.lists(st.floats(1.0, 100.0), min_size=12, max_size=12),
+    st.lists(st.integers(0, 6), min_size=12, max_size=12),
+)
+def test_vectorised_rates_with_competing_flows_equal_the_reference(pairs, caps, competing):
+    """Cross-traffic: each competing flow is a one-link flow of unbounded demand."""
+    import numpy as np
+
+    from psml_core.net.network import two_link_rates
+
+    flows: dict[int, tuple[int, ...]] = {i: (s, 6 + d) for i, (s, d) in enumerate(pairs)}
+    for link, c in enumerate(competing):
+        for _ in range(c):
+            flows[len(flows)] = (link,)
+    ref = max_min_rates(flows, dict(enumerate(caps)))
+    fast = two_link_rates(
+        np.array([s for s, _ in pairs]),
+        np.array([6 + d for _, d in pairs]),
+        np.array(caps),
+        np.array(competing),
+    )
+    assert fast == pytest.approx([ref[i] for i in range(len(pairs))], rel=1e-9)
+    # Feasible, and no message beats the competitors on a link it saturates.
+    load = np.bincount(
+        [link for i in range(len(pairs)) for link in flows[i]],
+        weights=[fast[i] for i in range(len(pairs)) for _ in flows[i]],
+        minlength=12,
+    )
+    comp_rate = {link: ref[i] for i, ls in flows.items() if len(ls) == 1 for link in ls}
+    load += np.array([competing[k] * comp_rate.get(k, 0.0) for k in range(12)])
+    assert (load <= np.array(caps) * (1 + 1e-9)).all()
+
+
+def test_competing_flows_take_their_share():
+    import numpy as np
+
+    from psml_core.net.network import two_link_rates
+
+    # One message 0 -> ingress 3, 2 competitors on link 0, 1 on link 3: 1/3 of link 0.
+    rates = two_link_rates(np.array([0]), np.array([3]), np.full(4, 900.0), np.array([2, 0, 0, 1]))
+    assert rates == pytest.approx([300.0])
+    # Competitors on links no message uses change nothing.
+    rates = two_link_rates(np.array([0]), np.array([3]), np.full(4, 900.0), np.array([0, 7, 7, 0]))
+    assert rates == pytest.approx([900.0])
