@@ -22,7 +22,9 @@ kv              PS-lite key/value entries (uint64 key, float32 value)  12 m
 ==============  =====================================================  =========================
 
 ``sparse(n, k)`` is the cheapest of COO (8k), bitmap (ceil(n/8) + 4k) and dense (4n); see
-:mod:`.formats`. Any codec can be wrapped in :class:`ErrorFeedback` (``error_feedback: true``).
+:mod:`.formats`. Any codec can be wrapped in :class:`ErrorFeedback` (``error_feedback: true``);
+a sparsifier in :class:`MomentumCorrection` instead (``momentum_correction: true``: DGC's
+momentum correction and factor masking, with the workload's momentum moved onto the workers).
 """
 
 from psml_core.codecs.base import (
@@ -40,6 +42,7 @@ from psml_core.codecs.error_feedback import ErrorFeedback
 from psml_core.codecs.fp16 import FP16Codec
 from psml_core.codecs.kv import KVCodec
 from psml_core.codecs.matched import MatchedTopKCodec
+from psml_core.codecs.momentum_correction import MomentumCorrection
 from psml_core.codecs.omnireduce import OmniReduceCodec, OmniReduceServer
 from psml_core.codecs.qsgd import QSGDCodec
 from psml_core.codecs.sign import ScaledSignCodec, SignSGDCodec
@@ -59,6 +62,7 @@ __all__ = [
     "FP16Codec",
     "KVCodec",
     "MatchedTopKCodec",
+    "MomentumCorrection",
     "OmniReduceCodec",
     "OmniReduceServer",
     "Payload",

@@ -14,7 +14,8 @@ Roles:
   workers' payloads (the sum of what they sent) and ``encode_down`` the result for the broadcast
   to workers, keeping its own state (a down-direction residual, a block mask). Because the down
   payload is made by the codec, down-direction bytes are exact too.
-* :class:`ErrorFeedback` (in :mod:`.error_feedback`) wraps any codec with residual memory.
+* :class:`ErrorFeedback` (in :mod:`.error_feedback`) wraps any codec with residual memory;
+  :class:`MomentumCorrection` (in :mod:`.momentum_correction`) with DGC's momentum correction.
 """
 
 from __future__ import annotations
@@ -174,15 +175,36 @@ class ServerCodec:
 CODECS: Registry[type[Codec]] = Registry("codec")
 
 
-def make_codec(spec: BlockSpec) -> Codec:
+def make_codec(spec: BlockSpec, momentum: float = 0.0) -> Codec:
     """Instantiate a codec from its recipe block; bad parameters are a ConfigError.
 
-    ``params.error_feedback: true`` wraps the codec in :class:`ErrorFeedback`.
+    Two wrapper switches in ``params``, at most one of them:
+
+    * ``error_feedback: true`` wraps the codec in :class:`ErrorFeedback`;
+    * ``momentum_correction: true`` wraps it in
+      :class:`~psml_core.codecs.momentum_correction.MomentumCorrection` (DGC's momentum
+      correction and factor masking) with ``momentum``, the workload's momentum that
+      :func:`~psml_core.engine.job.build_job` moves onto the workers (0.0 elsewhere, e.g. when a
+      recipe is only validated, or for the server's copy, which needs no momentum state).
+
+    Args:
+        spec: The recipe's codec block.
+        momentum: ``m`` of the momentum correction, in [0, 1); ignored without it.
     """
     from psml_core.codecs.error_feedback import ErrorFeedback
+    from psml_core.codecs.momentum_correction import MomentumCorrection
 
     params = dict(spec.params)
     ef = params.pop("error_feedback", False)
+    mc = params.pop("momentum_correction", False)
+    for key, flag in (("error_feedback", ef), ("momentum_correction", mc)):
+        if not isinstance(flag, bool):
+            raise ConfigError(f"codec {spec.name!r}: {key} must be true or false, got {flag!r}")
+    if ef and mc:
+        raise ConfigError(
+            f"codec {spec.name!r}: momentum_correction accumulates what was not sent itself "
+            "(its accumulation is the error feedback); remove error_feedback: true"
+        )
     cls = CODECS.get(spec.name, where="codec.name")
     try:
         codec = cls(**params)
@@ -190,9 +212,15 @@ def make_codec(spec: BlockSpec) -> Codec:
         raise ConfigError(f"codec {spec.name!r}: bad params {spec.params!r} ({exc})") from None
     except ValueError as exc:
         raise ConfigError(f"codec {spec.name!r}: {exc}") from None
-    if ef and getattr(codec, "carries_residual", False):
+    if (ef or mc) and getattr(codec, "carries_residual", False):
+        key = "error_feedback" if ef else "momentum_correction"
         raise ConfigError(
-            f"codec {spec.name!r} keeps its own residual; error_feedback: true would carry "
+            f"codec {spec.name!r} keeps its own residual; {key}: true would carry "
             "the unsent part twice — remove it"
         )
+    if mc:
+        try:
+            return MomentumCorrection(codec, momentum)
+        except ValueError as exc:
+            raise ConfigError(f"codec {spec.name!r}: momentum_correction: {exc}") from None
     return ErrorFeedback(codec) if ef else codec

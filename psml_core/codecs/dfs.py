@@ -164,9 +164,11 @@ class DFSCodec(Codec):
     communication in distributed machine learning", Computer Networks 229, 2023. The paper's text
     was not available; this is the suite's spec (``specs/methods.md`` section 2, tagged [ours]).
 
-    Algorithm (worker, per step; ``v`` is the input — the error-feedback residual is added by
-    the :class:`~psml_core.codecs.error_feedback.ErrorFeedback` wrapper, so **DFS recipes must set
-    ``error_feedback: true``** to get the spec's ``e <- v - g_hat``):
+    Algorithm (worker, per step; ``v`` is the input — what was not sent is carried by a wrapper,
+    so **DFS recipes must set** ``error_feedback: true`` (the spec's ``e <- v - g_hat``,
+    :class:`~psml_core.codecs.error_feedback.ErrorFeedback`) or, under SGD with momentum,
+    ``momentum_correction: true`` (DGC's accumulated velocity,
+    :class:`~psml_core.codecs.momentum_correction.MomentumCorrection`; see Convergence)):
 
     1. Cut ``v`` into ``nblk = ceil(n/B)`` blocks of ``B`` elements (the last may be shorter).
     2. Score ``s_b = ||v_b||^2``, times ``1 + lam`` when ``b`` is in ``M_{t-1}``, the block mask of
@@ -215,38 +217,55 @@ class DFSCodec(Codec):
     optional down sparsification with a server residual, ``B`` + mask bitmap broadcast).
 
     Tuning: ``rho = 0.01`` matches the top-k baseline budget (also 0.001, 0.1); ``lam = 1`` is the
-    spec's default (0 turns the bonus off, and the mask is then not broadcast); ``reselect_every
-    = 50`` is the cheap mode of the dynamic block size (a 4 |candidates|-byte report per push and
-    the selection's compute every 50 steps instead of every step); ``dynamic = false`` with a
-    fixed ``block_size`` isolates the dynamic-B gain. Small ``B`` tracks the gradient's energy
-    better, large ``B`` pays fewer ids; with a pure ``rho`` budget every ``B`` sends about
-    ``rho n`` elements, so the choice is driven by the union (overlap between workers) and by
-    the rounding of ``ceil(rho n / B) B``; ``energy`` makes the kept counts, hence the reports,
-    depend on how the gradient's energy is laid out.
+    spec's default (0 turns the bonus off, and the mask is then not broadcast) but under a tight
+    budget use ``lam = 0`` (see Convergence); ``reselect_every = 50`` is the cheap mode of the
+    dynamic block size (a 4 |candidates|-byte report per push and the selection's compute every
+    50 steps instead of every step); ``dynamic = false`` with a fixed ``block_size`` isolates the
+    dynamic-B gain. Small ``B`` tracks the gradient's energy better, large ``B`` pays fewer ids;
+    with a pure ``rho`` budget every ``B`` sends about ``rho n`` elements, so the choice is
+    driven by the union (overlap between workers) and by the rounding of ``ceil(rho n / B) B``;
+    the rule minimises bytes per step, not bytes to accuracy, and drifts to the largest ``B``
+    that still fits the budget in one block. Choose the candidates so that a push keeps at
+    least ~3 blocks, ``B <= rho n / 3`` (1% of a 2150-element shard: {2, 4, 8}; the spec's
+    {32, ..., 1024} suits shards of 10^5 elements and more). ``energy`` makes the kept counts,
+    hence the reports, depend on how the gradient's energy is laid out.
 
-    Convergence — use ``energy``, not a small ``rho`` alone. At ``B = 1`` and ``lam = 0`` DFS
-    *is* element top-k with error feedback (same kept set and residual; a digits-MLP run is
-    bit-identical to ``topk_ef`` when ``ceil(rho n) = floor(rho n)``), so what follows is inherent
-    in whole-block selection, not a defect. Measured on the smoke digits MLP (P = 4, 2 shards of
-    2405 parameters, SGD lr 0.1 with momentum 0.9, test accuracy at step 80, 3 seeds):
+    Convergence — at ``rho = 0.01`` use ``momentum_correction`` with ``lam = 0`` and small
+    blocks. At ``B = 1`` and ``lam = 0`` DFS *is* element top-k (same kept set; with error
+    feedback a digits-MLP run is bit-identical to ``topk_ef`` when ``ceil(rho n) = floor(rho
+    n)``), so what follows is inherent in whole-block selection. A block is kept for its summed
+    energy, so the kept set holds a smaller share of ``||v||^2`` than as many largest elements
+    and the largest coordinates of the other blocks wait, to go out late in bursts; momentum at
+    the server amplifies the bursts, and the alignment bonus (workers keep re-sending the
+    blocks of the last broadcast) makes the others wait longer. Moving the momentum onto the
+    workers (DGC's momentum correction and factor masking: a coordinate sent after ``T`` steps
+    carries what momentum SGD would have applied over them, and its stale velocity is dropped)
+    fixes the bursts, provided each push holds several blocks. Measured on the small tier's
+    digits MLP (P = 8, 8 shards of ~2150 parameters, lr 0.05, momentum 0.9, 400 steps,
+    target 0.93, evaluated every 20 steps, seeds 0/1/2; "reached" = first evaluation from which
+    the accuracy stays >= 0.93; bytes up + down):
 
-    * ``rho = 0.01`` diverges after ~40 steps: 0.31 (dynamic, which picks ``B = 32``) and 0.51
-      (fixed ``B = 256``) against 0.83 for element top-k at 1% and 0.96 dense. A block is kept for
-      its summed energy, so the kept set holds a smaller share of ``||v||^2`` than as many largest
-      elements (7-8% per push at ``B`` = 8-32 vs 12% for top-k; ``B = 64`` at ``rho = 0.1``: 34%
-      vs 63%), and the largest coordinates of the other blocks wait in the residual and go out
-      late, in bursts that server momentum amplifies. It is not too few coordinates: one block of
-      256 is already 10.6% of a shard, yet converges worse than top-k at 1%. Without momentum
-      DFS at ``B = 256`` matches top-k (seed 0: 0.83 vs 0.79); lr 0.03 also rescues it (0.86).
-    * The alignment bonus makes it worse under a tight budget (``lam = 0``: 0.57): the workers
-      pick the same blocks (at ``B = 32`` the union is often 2 of a possible 4 blocks per
-      shard-step), so the other blocks wait longer in the residual.
-    * What converges is keeping a share of the energy: ``energy = 0.5`` with ``ratio`` as a cap
-      (0.3): 0.93 (fixed ``B = 256``: 0.90) at about 9x top-k's up bytes (3.6 kB vs 0.38 kB per
-      worker-step); ``energy = 0.4`` is marginal (0.84, one seed 0.72), 0.3 is not (0.79). The
-      ``dfs`` recipes use ``ratio 0.3, energy 0.5``; a cap of 0.2 binds too often at
-      ``B = 256`` on small shards (0.79). DGC-style momentum correction (momentum on the workers,
-      plain SGD at the server) would need the optimizer moved and is not a codec parameter.
+    * The ``dfs`` recipe (``rho 0.01``, momentum correction, ``lam 0``, B-set {2, 4, 8}, which
+      settles on ``B = 8``: 3 blocks, 1.1% of a shard) reaches 0.93 at step 239/359/279 with
+      14/21/16 MB (final 0.964/0.950/0.975); fixed ``B = 4``: 219/299/159, 14/19/10 MB. Element
+      top-k with the same correction (``topk_mc``): 179/179/279, 12/12/19 MB; with error feedback
+      and server momentum (``topk_ef``): 299/279/319, 18/17/20 MB; dense: 119/79/79, 132/88/88
+      MB. Per step DFS sends 12% fewer bytes than ``topk_mc`` (23.5 vs 26.9 MB in 400 steps); at
+      equal accuracy the difference is within the seed spread.
+    * Error feedback with server momentum instead (same B-set, ``lam = 0``): 379/359/never.
+      ``lam = 1`` with momentum correction: 399/359/399 (only at the last evaluations), with
+      the spec's B-set {32, ..., 1024}: never/never/359 (final 0.92/0.90/0.95); the old bare
+      setting (error feedback, ``lam = 1``, spec's B-set) ends at 0.85/0.75/0.86.
+    * On the smoke MLP (P = 4, 2 shards of 2405, lr 0.1) with 240 steps: corrected 0.95/0.96/0.95,
+      error feedback 0.87/0.85/0.88, dense 0.97. There the B-set {4, ..., 32} settles on one
+      block of 32 per push and does not converge (0.47/0.45/0.58 at step 80).
+    * DGC's density warm-up (25%, 6.25%, 1.56%, then 1%, one stage per ~epoch of 5 steps) gave
+      no gain (B-set {4, ..., 32}: 339/319/299 vs 319/279/279, 15% more bytes); clipping each
+      shard's gradient to norm 0.1 helped the single-block smoke case (0.74/0.81/0.77) less
+      than smaller blocks do. Neither is implemented.
+    * Keeping an energy share instead (the former recipe: ``energy = 0.5`` with ``ratio`` capped
+      at 0.3, error feedback, server momentum) reaches 0.93 at 159/139/139 with 68/60/60 MB,
+      3-4x ``topk_ef``'s bytes to target and 6.9x its total (1.7e8 B): not the spec's budget.
 
     Args:
         ratio: ``rho`` in (0, 1], the element budget; None = use ``ctx.ratio``. Default None.

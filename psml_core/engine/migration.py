@@ -16,8 +16,9 @@ is element-wise and sums over workers in a fixed order; only a codec whose selec
 the shard's key set (top-k per shard) picks differently afterwards.
 
 Only state that is a plain per-key vector can be moved this way, so the dynamic placement is
-limited to the codecs below (optionally with ``error_feedback: true``), BSP, and the
-``params``/``aggregate`` pull modes: :func:`check_movable` says so with the fix.
+limited to the codecs below (optionally with ``error_feedback: true``; not with
+``momentum_correction``, whose velocity is not moved), BSP, and the ``params``/``aggregate`` pull
+modes: :func:`check_movable` says so with the fix.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def check_movable(job: Job) -> None:
         )
     if spec.method.pull not in ("params", "aggregate"):
         raise ConfigError(f"{where} supports pull: params or aggregate, not {spec.method.pull!r}")
+    if spec.method.codec.params.get("momentum_correction"):
+        raise ConfigError(
+            f"{where}: codec {spec.method.codec.name!r} with momentum_correction keeps per-shard "
+            f"state (each worker's velocity and accumulation) that cannot be moved with the "
+            f"keys; use one of {list(MOVABLE_CODECS)} with error_feedback, or a static placement"
+        )
     if spec.method.codec.name not in MOVABLE_CODECS or any(
         type(s.server_codec) not in (ServerCodec, RandomKServer) for s in job.shards
     ):

@@ -10,7 +10,14 @@ import numpy as np
 from psml_core.config import WorkloadSpec
 from psml_core.registry import Registry
 
-__all__ = ["OPTIMIZERS", "AdaGrad", "ServerOptimizer", "SGD", "make_optimizer"]
+__all__ = [
+    "OPTIMIZERS",
+    "AdaGrad",
+    "ServerOptimizer",
+    "SGD",
+    "make_optimizer",
+    "optimizer_class",
+]
 
 
 class ServerOptimizer(ABC):
@@ -19,6 +26,8 @@ class ServerOptimizer(ABC):
     name: ClassVar[str]
     per_key_state: ClassVar[tuple[str, ...]] = ()
     """Attributes holding one value per key (moved with the keys by a dynamic placement)."""
+    uses_momentum: ClassVar[bool] = False
+    """Whether the workload's ``momentum`` enters the update (what momentum correction moves)."""
 
     @abstractmethod
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
@@ -40,6 +49,7 @@ class SGD(ServerOptimizer):
 
     name = "sgd"
     per_key_state = ("velocity",)
+    uses_momentum = True
 
     def __init__(self, n: int, lr: float, momentum: float) -> None:
         self.lr, self.momentum = np.float32(lr), np.float32(momentum)
@@ -80,7 +90,22 @@ class AdaGrad(ServerOptimizer):
         values -= self.lr * grad / (np.sqrt(self.accum) + self.eps)
 
 
-def make_optimizer(workload: WorkloadSpec, n: int) -> ServerOptimizer:
-    """The workload's optimizer for a shard of ``n`` keys."""
-    cls = OPTIMIZERS.get(workload.optimizer, where=f"workloads.{workload.name}.optimizer")
-    return cls(n, workload.lr, workload.momentum)
+def make_optimizer(
+    workload: WorkloadSpec, n: int, momentum: float | None = None
+) -> ServerOptimizer:
+    """The workload's optimizer for a shard of ``n`` keys.
+
+    Args:
+        workload: The workload (optimizer name, lr, momentum).
+        n: Number of keys.
+        momentum: Overrides the workload's momentum (None: keep it). ``build_job`` passes 0.0
+            to the optimizers that apply the averaged update when the workers correct momentum
+            themselves (codec ``momentum_correction: true``).
+    """
+    cls = optimizer_class(workload)
+    return cls(n, workload.lr, workload.momentum if momentum is None else momentum)
+
+
+def optimizer_class(workload: WorkloadSpec) -> type[ServerOptimizer]:
+    """The class of the workload's optimizer."""
+    return OPTIMIZERS.get(workload.optimizer, where=f"workloads.{workload.name}.optimizer")

@@ -1,10 +1,11 @@
-"""DFS convergence: B = 1 is element top-k with error feedback; the recipes train.
+"""DFS convergence: B = 1 is element top-k with error feedback; the recipes train at 1%.
 
-Why the ``dfs`` recipes keep an energy share (``energy = 0.5``) rather than the spec's bare
-``rho = 0.01`` is in the :class:`~psml_core.codecs.dfs.DFSCodec` docstring (Convergence): at
-``B = 1`` and ``lam = 0`` DFS is exactly element top-k with error feedback (the first tests), so
-the divergence of whole-block selection at ``rho = 0.01`` under momentum 0.9 is inherent in the
-blocks, not a defect of the residual, the server or the broadcast.
+At ``B = 1`` and ``lam = 0`` DFS is exactly element top-k with error feedback (the first tests),
+so what whole-block selection changes is the blocks, not the residual, the server or the
+broadcast. At the spec's budget (``rho = 0.01``) the ``dfs`` recipes use DGC's momentum
+correction and factor masking on the workers (plain SGD at the server) instead of error feedback
+with server momentum, which does not reach the target there: the :class:`~psml_core.codecs.dfs.
+DFSCodec` docstring (Convergence) has the measurements, and the last tests check both sides.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from psml_core.codecs import CodecContext, ErrorFeedback
 from psml_core.codecs.blocks import block_budget
 from psml_core.codecs.dfs import KEY_MASK, DFSCodec
 from psml_core.codecs.sparsifiers import TopKCodec, keep_count
-from psml_core.config import Experiment, load_methods
+from psml_core.config import Experiment, MethodRecipe, load_methods
+from psml_core.metrics.records import IterationRecord
 
 # ---------------------------------------------------------------- B = 1: element top-k with EF
 
@@ -100,34 +102,79 @@ def test_b1_dynamic_off_ignores_candidates_and_matches_reference() -> None:
         np.testing.assert_array_equal(codec.residual, resid)
 
 
-# ---------------------------------------------------------------- the recipes train
+# ---------------------------------------------------------------- the recipes train at 1%
 
-# Test accuracy of the smoke digits MLP (P = 4, two shards, lr 0.1, momentum 0.9) at step 80,
-# measured for seeds 0/1/2: dfs 0.953/0.919/0.919 and dfs_fixed_b 0.917/0.903/0.894 (the spec's
-# bare rho = 0.01 gave 0.250/0.353/0.325 and 0.464/0.472/0.578; topk_ef at 1% 0.883/0.878/0.719,
-# dense 0.956). The test runs seed 0; the bars leave room for float-level changes in the engine
-# but not for a return of the divergence.
-BARS = {"dfs": 0.85, "dfs_fixed_b": 0.83}
+# The smoke digits MLP (P = 4, two shards of 2405 parameters, lr 0.1, momentum 0.9) trained for
+# 240 steps instead of the smoke tier's 80, so that a 1% budget gets through the model a few
+# times; test accuracy at the last step, measured for seeds 0/1/2: dfs and dfs_fixed_b (the rule
+# settles on B = 4 here, so the two train alike) 0.953/0.961/0.950; the same recipe with plain
+# error feedback and momentum 0.9 at the server 0.869/0.850/0.878; dense_bsp 0.969/0.967/0.969.
+# The test runs seed 0. The tolerances leave room for float-level changes in the engine (runs
+# at a 1% budget are chaotic) but not for a return of the divergence: the corrected run must be
+# within DENSE_GAP of dense and beat the uncorrected one by UNCORRECTED_GAP.
+STEPS = 240
+DENSE_GAP = 0.04
+UNCORRECTED_GAP = 0.04
 
 
-@pytest.mark.parametrize("name", ["dfs", "dfs_fixed_b"])
-def test_dfs_recipes_train_the_digits_mlp(
-    name: str, smoke: Experiment, prepared: dict[str, Path]
-) -> None:
+def _train(
+    smoke: Experiment, prepared: dict[str, Path], recipe: MethodRecipe
+) -> tuple[list[tuple[int, float, float]], list[IterationRecord], list[int]]:
+    """Test evaluations ``(iteration, accuracy, loss)``, records and shard sizes, 240 steps."""
     from psml_core.data.store import load_prepared
     from psml_core.engine import SimBackend, build_job
 
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
-    spec = dataclasses.replace(run, method=load_methods()[name])
-    assert spec.workload.iterations == 80 and spec.workload.momentum == 0.9
+    wl = dataclasses.replace(run.workload, iterations=STEPS)
+    spec = dataclasses.replace(run, method=recipe, workload=wl)
+    assert spec.workload.momentum == 0.9 and spec.workers == 4
     job = build_job(spec, load_prepared(prepared["digits"]))
-    recs = [r for r in SimBackend().run(job) if r.worker == 0]
+    recs = SimBackend().run(job)
     evals = [
-        (r.iteration, r.test_accuracy, r.test_loss) for r in recs if not math.isnan(r.test_loss)
+        (r.iteration, r.test_accuracy, r.test_loss)
+        for r in recs
+        if r.worker == 0 and not math.isnan(r.test_loss)
     ]
+    return evals, recs, [len(shard.keys) for shard in job.shards]
+
+
+@pytest.fixture(scope="module")
+def dense_acc(smoke: Experiment, prepared: dict[str, Path]) -> float:
+    evals, _, _ = _train(smoke, prepared, load_methods()["dense_bsp"])
+    return evals[-1][1]
+
+
+@pytest.mark.parametrize("name", ["dfs", "dfs_fixed_b"])
+def test_dfs_at_one_percent_with_momentum_correction_trains_like_dense(
+    name: str, smoke: Experiment, prepared: dict[str, Path], dense_acc: float
+) -> None:
+    """rho = 0.01 with DGC's momentum correction: within DENSE_GAP of dense_bsp after 240
+    steps, above the workload's target over the last quarter, at about 1% density."""
+    recipe = load_methods()[name]
+    params = recipe.codec.params
+    assert params["ratio"] == 0.01 and params["momentum_correction"] is True
+    assert "energy" not in params and "error_feedback" not in params
+    evals, recs, sizes = _train(smoke, prepared, recipe)
     it, acc, loss = evals[-1]
-    assert it == 79
-    assert acc >= BARS[name], evals
-    # No late divergence: the last evaluation is about as good as the best one.
-    assert acc >= max(a for _, a, _ in evals) - 0.05, evals
+    assert it == STEPS - 1
+    assert acc >= dense_acc - DENSE_GAP, (acc, dense_acc, evals)
+    target = smoke.workloads["digits_mlp"].target_accuracy
+    assert all(a >= target for i, a, _ in evals if i >= 0.75 * STEPS), evals
     assert loss < 0.5 * evals[0][2], evals
+    # About 1%: no push carries more than a 1.5%-dense COO message would (8 B per element),
+    # cost report included.
+    caps = [8 * math.ceil(0.015 * n) for n in sizes]
+    assert all(b <= cap for r in recs for b, cap in zip(r.shard_bytes_up, caps, strict=True)), caps
+
+
+def test_uncorrected_one_percent_does_worse(smoke: Experiment, prepared: dict[str, Path]) -> None:
+    """The same recipe with plain error feedback (momentum 0.9 at the server) ends at least
+    UNCORRECTED_GAP below the corrected run: the test can fail for the old divergent setting."""
+    dfs = load_methods()["dfs"]
+    params = {k: v for k, v in dfs.codec.params.items() if k != "momentum_correction"}
+    plain = dataclasses.replace(
+        dfs, codec=dataclasses.replace(dfs.codec, params={**params, "error_feedback": True})
+    )
+    corrected, _, _ = _train(smoke, prepared, dfs)
+    uncorrected, _, _ = _train(smoke, prepared, plain)
+    assert uncorrected[-1][1] <= corrected[-1][1] - UNCORRECTED_GAP, (uncorrected, corrected)

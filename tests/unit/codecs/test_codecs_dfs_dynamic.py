@@ -578,23 +578,31 @@ def test_sim_backend_runs_dynamic_dfs(smoke, prepared):
 @pytest.mark.parametrize(
     ("name", "codec", "checks"),
     [
-        ("dfs", "dfs", {"dynamic": True, "ratio": 0.3, "energy": 0.5, "lam": 1.0}),
+        (
+            "dfs",
+            "dfs",
+            {"dynamic": True, "ratio": 0.01, "energy": None, "lam": 0.0, "candidates": (2, 4, 8)},
+        ),
         (
             "dfs_fixed_b",
             "dfs",
-            {"dynamic": False, "block_size": 256, "ratio": 0.3, "energy": 0.5},
+            {"dynamic": False, "block_size": 4, "ratio": 0.01, "energy": None, "lam": 0.0},
         ),
         ("omnireduce", "omnireduce", {"block_size": 256, "threshold": 0.0, "topk": False}),
         ("topk_omnireduce", "omnireduce", {"block_size": 256, "topk": True, "ratio": 0.01}),
+        ("topk_mc", "topk", {"ratio": 0.01, "down_ratio": None}),
     ],
 )
 def test_recipes_build_the_intended_codecs(name, codec, checks):
+    """Every sparsifier of the dfs experiment runs at 1% with DGC's momentum correction."""
+    from psml_core.codecs import MomentumCorrection
     from psml_core.config import load_methods
 
     recipe = load_methods()[name]
     assert recipe.codec.name == codec and recipe.pull == "aggregate"
-    built = make_codec(recipe.codec)
-    inner = built.inner if isinstance(built, ErrorFeedback) else built
+    built = make_codec(recipe.codec, momentum=0.9)
+    inner = built.inner if isinstance(built, MomentumCorrection) else built
     assert {k: getattr(inner, k) for k in checks} == checks
-    assert isinstance(built, ErrorFeedback) == (name != "omnireduce")
+    assert isinstance(built, MomentumCorrection) == (name != "omnireduce")
+    assert not isinstance(built, ErrorFeedback)
     assert recipe.role == ("method" if name == "dfs" else "baseline")
