@@ -46,6 +46,7 @@ __all__ = [
     "load_methods",
     "load_yaml",
     "schema_dir",
+    "sweep_recipes",
     "validate",
 ]
 
@@ -312,6 +313,7 @@ class WorkloadSpec:
     l2: float = 0.0
     eval_every: int = 10
     target_accuracy: float = 0.9
+    target_window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -339,9 +341,11 @@ class ScenarioSpec:
     bandwidth_gbps: float
     latency_us: float = 50.0
     message_overhead_us: float = 10.0
+    overlap: bool = True
     header_bytes: int = 0
     description: str = ""
     delay: dict[str, Any] | None = None
+    cross_traffic: dict[str, Any] | None = None
     bandwidth_steps: tuple[BandwidthStep, ...] = ()
     nics: tuple[NicOverride, ...] = ()
     heterogeneity: HeterogeneitySpec | None = None
@@ -365,6 +369,7 @@ class ComputeSpec:
     model: str
     device: str = "cpu-core"
     threads: int = 1
+    codec_costs: bool = True
     heterogeneity: HeterogeneitySpec | None = None
 
 
@@ -502,6 +507,7 @@ class ExperimentSpec:
     seeds: tuple[int, ...] = ()
     description: str = ""
     paper: str | None = None
+    sweep: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -760,6 +766,11 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
+    for name, ex in cfg.get("experiments", {}).items():
+        if ex.get("sweep"):
+            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
+            recipes.update(derived)
+            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
     exp = Experiment(
         tier=cfg["tier"],
         backend=cfg["backend"],
@@ -796,6 +807,65 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
         )
     _check_runs(exp)
     return exp
+
+
+def _label(value: float) -> str:
+    text = f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
+    return text.lower()
+
+
+def sweep_recipes(
+    recipes: dict[str, MethodRecipe], sweep: dict[str, Any], where: str
+) -> dict[str, MethodRecipe]:
+    """The recipes of an experiment's parameter sweep: one per value, ``<method>__<label>``.
+
+    Each is the swept recipe with every path of ``sweep["params"]`` set to the value (and the
+    value named in its description); its blocks are checked like any recipe's.
+
+    Raises:
+        ConfigError: an unknown method, a path the recipe does not have, labels that do not
+            match the values, or a value its block rejects (naming the key).
+    """
+    method = sweep["method"]
+    if method not in recipes:
+        raise ConfigError(
+            f"invalid config: key '{where}.method': unknown method {method!r}; known methods "
+            f"(config/methods.yaml): {', '.join(sorted(recipes))}"
+        )
+    values = list(sweep["values"])
+    labels = list(sweep.get("labels") or [])
+    last = sweep["params"][0].rsplit(".", 1)[-1]
+    if labels and len(labels) != len(values):
+        raise ConfigError(
+            f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
+            "values; give one per value or none"
+        )
+    labels = labels or [f"{last}_{_label(v)}" for v in values]
+    base = dataclasses.asdict(recipes[method])
+    out: dict[str, MethodRecipe] = {}
+    for value, label in zip(values, labels, strict=True):
+        data = copy.deepcopy(base)
+        for path in sweep["params"]:
+            node: Any = data
+            parts = path.split(".")
+            for part in parts[:-1]:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(
+                        f"invalid config: key '{where}.params': recipe {method!r} has no "
+                        f"{path!r} (no {part!r} block)"
+                    )
+                node = node[part]
+            node[parts[-1]] = value
+        name = f"{method}__{label}"
+        shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
+        data.update(name=name, description=f"{data['description']} [sweep: {shown}]")
+        try:
+            recipe = build(MethodRecipe, data, name)
+        except ConfigError as exc:
+            raise ConfigError(f"invalid config: key '{where}': {exc}") from None
+        _check_blocks(recipe, f"--config {where}", name)
+        out[name] = recipe
+    return out
 
 
 def _used_methods(cfg: dict[str, Any]) -> list[str]:

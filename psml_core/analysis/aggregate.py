@@ -35,9 +35,10 @@ __all__ = [
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "run_id", "tier", "backend", "clock", "seed", "method", "workload", "scenario", "dataset",
     "workers", "shards", "iterations", "final_test_accuracy", "final_test_loss",
-    "final_train_loss", "target_accuracy", "time_to_target_s", "total_time_s", "bytes_up",
-    "bytes_down", "bytes_total", "remote_bytes_up", "remote_bytes_down", "compute_s", "comm_s",
-    "wait_s",
+    "final_train_loss", "target_accuracy", "time_to_target_s", "target_censored",
+    "first_target_s", "bytes_to_target", "samples_to_target", "samples_processed",
+    "total_time_s", "bytes_up", "bytes_down", "bytes_total", "remote_bytes_up",
+    "remote_bytes_down", "compute_s", "comm_s", "wait_s", "codec_s",
 )  # fmt: skip
 
 # Taken from ``provenance``; ``versions`` and ``data_sha256`` are canonical JSON strings so that
@@ -101,9 +102,10 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         migration_bytes=sum(int(d["migration_bytes"]) for d in moved),
         placement_best_saving=max(cuts) if cuts else math.nan,
     )
-    # JSON null (target never reached) becomes NaN, so the column stays numeric.
-    if row["time_to_target_s"] is None:
-        row["time_to_target_s"] = math.nan
+    # JSON null (target never held: censored) becomes NaN, so the columns stay numeric.
+    for col in ("time_to_target_s", "first_target_s", "bytes_to_target", "samples_to_target"):
+        if row[col] is None:
+            row[col] = math.nan
     return row
 
 

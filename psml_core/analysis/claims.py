@@ -1,32 +1,52 @@
 """Reported versus reproduced: each paper's claims measured on our runs, with a verdict.
 
-A claim (``config/papers/<id>.yaml``, schema ``workflow/schemas/paper.schema.yaml``) names the
-quantity the paper reports and how we measure the same quantity: an experiment of the tier, the
-method, the baseline(s), the summary metrics (the first is the headline) and how scenarios are
-combined. Per scenario, runs of the method and the baseline are paired by seed; the effect is
-computed per seed, and its mean and range over seeds are reported.
+A claim (``config/papers/<id>.yaml``, schema ``workflow/schemas/paper.schema.yaml``) fixes
+before any run how it is judged: the experiment, the method, the baseline(s), the metric (the
+first of ``metrics``; the others are shown beside it, never used in its place) and the
+scenario(s). Nothing is chosen after the fact: with several baselines the verdict is against
+the *strongest* (the one least favourable to the method), and with several scenarios every one
+must pass (the verdict is the worst).
 
-Effects (``reported.kind``), for a metric where lower is better (times, bytes, waiting):
+**Effects.** Per scenario and baseline, the method's and the baseline's runs are paired by
+(workload, seed) and each pair gives one effect. Multiplicative effects are judged on a log
+scale through the *gain* ``g``: ``log(baseline / ours)`` for a lower-is-better metric (times,
+bytes), ``log(ours / baseline)`` for a higher-is-better one (accuracy, utilisation), so ``g > 0``
+always means the method is better. ``reported.kind`` says how the gain is written:
 
-* ``reduction``: ``100 * (1 - ours / baseline)`` (%);
-* ``speedup``: ``baseline / ours``;
+* ``speedup``: ``exp(g)`` (``"41x faster"``);
+* ``reduction``: ``100 (1 - exp(-g))`` % (``"74% less"``);
 * ``ratio``: ``ours / baseline``;
-* ``value``: the method's own metric (no baseline);
-* ``qualitative``: the method is better than the baseline on every metric.
+* ``value``: the method's own metric (no baseline; judged on ``log(ours)``);
+* ``qualitative``: a direction only, on every listed metric.
 
-For higher-is-better metrics (accuracy, utilisation) ``reduction`` and ``speedup`` invert so
-that a positive reduction and a speed-up above 1 always mean "better".
+**Verdicts** (the interval is the two-sided 95% Student-t interval of the mean gain over seeds):
 
-Verdicts:
+* REPRODUCED — at least 3 seeds, no censored run, and the whole interval inside the band
+  ``|g - g_reported| <= log(1 + tolerance.reproduced)``. An "up to" claim is judged like any
+  other: exceeding the reported value beyond the band is no reproduction of it (the setup is
+  more favourable than the paper's; see its regime).
+  One-sided claims (a ``ratio`` of a higher-is-better metric, e.g. "accuracy falls by at most
+  0.6%"): the interval's lower end at or above ``g_reported - log(1 + tolerance)``.
+* PARTIAL — the effect clears the *partial floor* ``tolerance.partial * g_reported`` (default
+  half the claimed effect on the log scale): the interval's lower end with 3 or more seeds,
+  every seed with fewer. One-sided claims: the mean inside the band.
+* NOT REPRODUCED — otherwise.
+* NOT RUN — the tier has no runs for the claim (its experiment, method, baseline or scenario
+  is not in the tier).
+* SETUP FACT — ``setup_fact: true``: the quantity is set by our own choice of setup (a
+  comm/compute ratio fixed by the link we chose); its value is stated, not judged.
 
-* REPRODUCED — within the claim's relative tolerance of the reported value (an "up to" claim
-  also when we exceed it); qualitative: better on every metric beyond the seed spread (the
-  method's worst seed beats the baseline's best);
-* PARTIAL — the effect has the claimed direction but misses the tolerance; qualitative: better
-  on every metric on average, or beyond the spread on some;
-* NOT REPRODUCED — otherwise, or when the runs needed are missing (said so).
+Qualitative claims: per metric and scenario, the strongest baseline is the one with the best
+mean; REPRODUCED needs 3 or more seeds and the method's worst seed beating the baseline's best
+on every pair; PARTIAL, a better mean on every pair; otherwise NOT REPRODUCED.
 
-Time to target falls back to the next metric when a run of the pair never reached the target.
+**Censoring.** A run that never holds its target has no time (bytes, samples) to target: it is
+censored at its end, where its total is a bound. Its pair's gain is then a bound too: at most
+``log(baseline / our total)`` when the method's run is censored, at least ``log(baseline total
+/ ours)`` when the baseline's is, unknown when both are. A claim with a censored run is never
+REPRODUCED; one whose method is censored is NOT REPRODUCED (it did not reach the target); with
+only the baseline censored it is PARTIAL when every bound clears the floor. The detail says
+which seeds were censored.
 """
 
 from __future__ import annotations
@@ -37,23 +57,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
 __all__ = [
+    "CENSORED_BOUND",
     "HIGHER_IS_BETTER",
     "VERDICTS",
     "ClaimResult",
+    "censored_values",
     "evaluate_claims",
+    "gain_to_effect",
+    "effect_to_gain",
     "load_papers",
     "metric_values",
 ]
 
-VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED")
+VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED", "NOT RUN", "SETUP FACT")
 HIGHER_IS_BETTER = frozenset({"final_test_accuracy", "utilisation"})
-DEFAULT_TOLERANCE = 0.25
+MIN_SEEDS = 3
+"""Seeds a REPRODUCED verdict needs (an interval over fewer is not evidence)."""
+
+CENSORED_BOUND = {
+    "time_to_target_s": "total_time_s",
+    "bytes_to_target": "bytes_total",
+    "samples_to_target": "samples_processed",
+}
+"""Metrics a run may not reach (censored), and the run total that bounds them from below."""
+
+_RANK = {"NOT REPRODUCED": 0, "PARTIAL": 1, "REPRODUCED": 2}
 
 
 def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -66,14 +102,31 @@ def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
             raise ConfigError(
                 f"invalid paper file {path!r}: id {data['id']!r} must match the file name"
             )
+        for claim in data["claims"]:
+            kind = claim["reported"]["kind"]
+            if kind not in ("qualitative",) and "value" not in claim["reported"]:
+                raise ConfigError(
+                    f"invalid paper file {path!r}: claim {claim['id']!r} of kind {kind!r} needs "
+                    "reported.value"
+                )
+            if kind not in ("value", "qualitative") and not claim["measure"].get("baseline"):
+                raise ConfigError(
+                    f"invalid paper file {path!r}: claim {claim['id']!r} of kind {kind!r} needs "
+                    "measure.baseline"
+                )
         papers[data["id"]] = data
     return papers
 
 
 def metric_values(runs: pd.DataFrame, metric: str) -> pd.Series:
-    """A summary metric per run, derived ones included (see the paper schema's ``metrics``)."""
+    """A summary metric per run, derived ones included (see the paper schema's ``metrics``).
+
+    Censored metrics (:data:`CENSORED_BOUND`) are NaN where the run never held its target.
+    """
     num = {c: pd.to_numeric(runs[c], errors="coerce") for c in runs.columns if c.endswith("_s")}
     busy = num["compute_s"] + num["comm_s"] + num["wait_s"]
+    if "codec_s" in num:  # device time spent on codecs (sim cost model) is busy, not compute
+        busy = busy + num["codec_s"].fillna(0.0)
     if metric == "remote_bytes_total":
         return pd.to_numeric(runs["remote_bytes_up"]) + pd.to_numeric(runs["remote_bytes_down"])
     if metric == "wait_fraction":
@@ -85,61 +138,70 @@ def metric_values(runs: pd.DataFrame, metric: str) -> pd.Series:
     return pd.to_numeric(runs[metric], errors="coerce").astype(float)
 
 
-@dataclass
-class ClaimResult:
-    """One claim's outcome (all numbers read from the runs)."""
+def censored_values(runs: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, censored)`` per run: a censored run's value is its bound (the run's total).
 
-    paper: str
-    claim: str
-    statement: str
-    source: str
-    kind: str
-    reported: float | None
-    unit: str
-    up_to: bool
-    metric: str = ""
-    ours: float = math.nan
-    low: float = math.nan
-    high: float = math.nan
-    seeds: int = 0
-    scenario: str = ""
-    baseline: str = ""
-    verdict: str = "NOT REPRODUCED"
-    detail: str = ""
-    explanation: str = ""
-    per_metric: list[dict[str, Any]] = field(default_factory=list)
-
-    def row(self) -> dict[str, Any]:
-        """A flat dict for tables (``per_metric`` as text)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "per_metric"}
-        out["per_metric"] = "; ".join(
-            f"{m['metric']}: {m['method']:.4g} vs {m['baseline']:.4g}" for m in self.per_metric
-        )
-        return out
+    For metrics that cannot be censored, ``censored`` is all False.
+    """
+    values = metric_values(runs, metric).to_numpy(dtype=float)
+    bound = CENSORED_BOUND.get(metric)
+    if bound is None:
+        return values, np.zeros(values.size, dtype=bool)
+    censored = np.isnan(values)
+    totals = pd.to_numeric(runs[bound], errors="coerce").to_numpy(dtype=float)
+    return np.where(censored, totals, values), censored
 
 
-def _effect(kind: str, metric: str, ours: float, base: float) -> float:
-    if kind == "value":
-        return ours
-    if kind == "ratio":
-        return ours / base if base else math.nan
+# --------------------------------------------------------------------------- gains and effects
+
+
+def effect_to_gain(kind: str, metric: str, effect: float) -> float:
+    """The log gain of an effect written as ``kind`` (see the module docstring)."""
     higher = metric in HIGHER_IS_BETTER
-    if kind == "reduction":
-        if not base:
-            return math.nan
-        return 100.0 * ((ours / base - 1.0) if higher else (1.0 - ours / base))
     if kind == "speedup":
-        if not ours or not base:
+        return math.log(effect) if effect > 0 else math.nan
+    if kind == "reduction":
+        rest = 1.0 - effect / 100.0
+        if higher:  # "x% more" of a higher-is-better metric
+            return math.log(1.0 + effect / 100.0) if effect > -100 else math.nan
+        return -math.log(rest) if rest > 0 else math.inf
+    if kind in ("ratio", "value"):
+        if effect <= 0:
             return math.nan
-        return ours / base if higher else base / ours
+        return math.log(effect) if (higher or kind == "value") else -math.log(effect)
+    raise ValueError(f"no gain for kind {kind!r}")
+
+
+def gain_to_effect(kind: str, metric: str, gain: float) -> float:
+    """Inverse of :func:`effect_to_gain`."""
+    if not math.isfinite(gain):
+        if kind == "reduction" and gain == math.inf and metric not in HIGHER_IS_BETTER:
+            return 100.0
+        return math.nan
+    higher = metric in HIGHER_IS_BETTER
+    if kind == "speedup":
+        return math.exp(gain)
+    if kind == "reduction":
+        return 100.0 * (math.exp(gain) - 1.0) if higher else 100.0 * (1.0 - math.exp(-gain))
+    if kind in ("ratio", "value"):
+        return math.exp(gain) if (higher or kind == "value") else math.exp(-gain)
     raise ValueError(f"no effect for kind {kind!r}")
 
 
-def _favourable(kind: str, reported: float | None) -> int:
-    """+1 if a larger effect supports the claim, -1 if a smaller one does."""
-    if kind in ("reduction", "speedup") or reported is None:
-        return 1
-    return 1 if reported >= 1 or kind == "value" else -1
+@dataclass
+class _Gains:
+    """Per-seed gains of one (scenario, baseline) pairing, with censoring."""
+
+    scenario: str
+    baseline: str
+    seeds: list[int]
+    gains: np.ndarray  # exact gains, or the bound where censored (NaN: unknown)
+    bound: list[str]  # per seed: "" exact, "at most" (method censored), "at least", "unknown"
+
+    @property
+    def mean(self) -> float:
+        finite = self.gains[np.isfinite(self.gains)]
+        return float(finite.mean()) if finite.size else math.nan
 
 
 def _pairs(
@@ -156,100 +218,254 @@ def _pairs(
     return m.add_prefix("m_").join(b.add_prefix("b_"), how="inner")
 
 
-def _scenario_effects(
-    claim: dict[str, Any],
-    runs: pd.DataFrame,
-    baseline: str | None,
-    scenario: str,
-) -> tuple[str, list[float]] | None:
-    """(metric used, per-seed effects) under one scenario, falling back past unreached targets."""
-    meas, kind = claim["measure"], claim["reported"]["kind"]
+def _gains(
+    runs: pd.DataFrame, meas: dict[str, Any], metric: str, baseline: str | None, scenario: str
+) -> _Gains | None:
     pairs = _pairs(runs, meas["method"], baseline, scenario, meas.get("workload"))
     if pairs.empty:
         return None
     mine = pairs.filter(regex="^m_").rename(columns=lambda c: c[2:])
+    ours, our_cens = censored_values(mine, metric)
+    seeds = [int(s) for _, s in pairs.index]
+    higher = metric in HIGHER_IS_BETTER
+    if baseline is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gains = np.log(np.where(ours > 0, ours, np.nan))
+        bounds = ["at least" if c else "" for c in our_cens]
+        return _Gains(scenario, "", seeds, gains, bounds)
     theirs = pairs.filter(regex="^b_").rename(columns=lambda c: c[2:])
-    for metric in meas["metrics"]:
-        ours = [float(v) for v in metric_values(mine, metric)]
-        base = (
-            [float(v) for v in metric_values(theirs, metric)]
-            if baseline
-            else [math.nan] * len(ours)
+    base, base_cens = censored_values(theirs, metric)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where((ours > 0) & (base > 0), ours / base, np.nan)
+        gains = np.log(ratio) if higher else -np.log(ratio)
+    bounds = []
+    for i, (mc, bc) in enumerate(zip(our_cens, base_cens, strict=True)):
+        if mc and bc:
+            bounds.append("unknown")
+            gains[i] = math.nan
+        elif mc:  # our true value exceeds the bound (lower is better): the gain is at most this
+            bounds.append("at most")
+        elif bc:
+            bounds.append("at least")
+        else:
+            bounds.append("")
+    return _Gains(scenario, baseline, seeds, gains, bounds)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class ClaimResult:
+    """One claim's outcome (all numbers read from the runs).
+
+    ``ours``, ``ci_low``/``ci_high`` (95% interval of the mean) and ``low``/``high`` (range over
+    seeds) are in the claim's own unit (``kind``); ``floor`` is the partial floor and
+    ``band_low``/``band_high`` the REPRODUCED band, in the same unit. ``baseline`` is the
+    strongest of the fixed ``baselines``; ``scenario`` the deciding one of the fixed scenarios.
+    """
+
+    paper: str
+    claim: str
+    statement: str
+    source: str
+    kind: str
+    reported: float | None
+    unit: str
+    up_to: bool
+    metric: str = ""
+    ours: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    seeds: int = 0
+    censored: int = 0
+    bound: str = ""
+    scenario: str = ""
+    baseline: str = ""
+    baselines: str = ""
+    floor: float = math.nan
+    band_low: float = math.nan
+    band_high: float = math.nan
+    verdict: str = "NOT RUN"
+    detail: str = ""
+    explanation: str = ""
+    per_metric: list[dict[str, Any]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        """A flat dict for tables (``per_metric`` as text)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "per_metric"}
+        out["per_metric"] = "; ".join(
+            f"{m['metric']} ({m['scenario']}): {m['method']:.4g} vs {m['baseline']:.4g} "
+            f"({m['strongest']})"
+            for m in self.per_metric
         )
-        effects = [_effect(kind, metric, o, b) for o, b in zip(ours, base, strict=True)]
-        if effects and all(math.isfinite(e) for e in effects):
-            return metric, effects
-    return None
+        return out
+
+
+def _interval(gains: np.ndarray) -> tuple[float, float]:
+    """Two-sided 95% Student-t interval of the mean (NaN with fewer than 2 values)."""
+    n = gains.size
+    if n < 2:
+        return math.nan, math.nan
+    mean, sd = float(gains.mean()), float(gains.std(ddof=1))
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dict[str, float]]:
+    """(verdict, detail, numbers in gain space) of one scenario's strongest pairing."""
+    rep = claim["reported"]
+    tol = claim.get("tolerance", {})
+    g_rep = effect_to_gain(rep["kind"], metric, float(rep["value"]))
+    width = math.log(1.0 + float(tol.get("reproduced", 0.25)))
+    one_sided = rep["kind"] == "ratio" and metric in HIGHER_IS_BETTER
+    floor = g_rep - width if one_sided else float(tol.get("partial", 0.5)) * g_rep
+    n = len(g.seeds)
+    exact = np.array([b == "" for b in g.bound])
+    ci = _interval(g.gains) if exact.all() else (math.nan, math.nan)
+    nums = {"g_rep": g_rep, "width": width, "floor": floor, "ci_low": ci[0], "ci_high": ci[1]}
+    censored = [s for s, b in zip(g.seeds, g.bound, strict=True) if b]
+    cens_note = ""
+    if censored:
+        what = CENSORED_BOUND.get(metric, "its total")
+        cens_note = (
+            f"censored (target never held; bounded by {what}) in seed"
+            f"{'s' if len(censored) > 1 else ''} {', '.join(map(str, censored))}"
+        )
+    mean = g.mean
+    band = (g_rep - width, g_rep + width)
+    if any(b in ("at most", "unknown") for b in g.bound):
+        who = (
+            "the method did not hold the target in every seed"
+            if any(b == "at most" for b in g.bound)
+            else "neither run held the target in some seed"
+        )
+        return "NOT REPRODUCED", f"{who}: {cens_note}", nums
+    if censored:
+        ok = bool(np.all(g.gains >= floor))
+        verdict = "PARTIAL" if ok else "NOT REPRODUCED"
+        side = "clears" if ok else "does not clear"
+        return verdict, f"the baseline {cens_note}; the bound {side} the partial floor", nums
+    if one_sided:
+        if n >= MIN_SEEDS and ci[0] >= floor:
+            return "REPRODUCED", "the interval's lower end is within tolerance (one-sided)", nums
+        if mean >= floor:
+            why = f"n = {n} < {MIN_SEEDS}" if n < MIN_SEEDS else "the interval reaches below it"
+            return "PARTIAL", f"the mean is within tolerance (one-sided), but {why}", nums
+        return "NOT REPRODUCED", "below the reported value by more than the tolerance", nums
+    inside = n >= MIN_SEEDS and band[0] <= ci[0] and ci[1] <= band[1]
+    if inside:
+        return "REPRODUCED", "the 95% interval lies inside the tolerance band", nums
+    clears = bool(ci[0] >= floor) if n >= MIN_SEEDS else bool(np.all(g.gains >= floor))
+    if g_rep <= 0:  # a claim of no gain: there is no floor to clear
+        clears = False
+    if clears:
+        if n < MIN_SEEDS:
+            why = f"n = {n} < {MIN_SEEDS} seeds (no interval)"
+        elif ci[0] > band[1]:
+            why = "the interval lies above the tolerance band (a more favourable setup)"
+        elif mean > band[1]:
+            why = "the interval reaches above the tolerance band"
+        else:
+            why = "the interval reaches below the tolerance band"
+        return "PARTIAL", f"clears the partial floor; {why}", nums
+    where = "the interval reaches below" if n >= MIN_SEEDS else "a seed falls below"
+    return "NOT REPRODUCED", f"{where} the partial floor", nums
+
+
+def _set_numbers(res: ClaimResult, g: _Gains, metric: str, nums: dict[str, float]) -> None:
+    kind = res.kind
+
+    def eff(x: float) -> float:
+        return gain_to_effect(kind, metric, x)
+
+    vals = [eff(x) for x in g.gains if math.isfinite(x)]
+    res.ours = eff(g.mean)
+    res.low, res.high = (min(vals), max(vals)) if vals else (math.nan, math.nan)
+    lo, hi = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
+    res.ci_low, res.ci_high = lo, hi
+    res.floor = eff(nums["floor"])
+    res.band_low, res.band_high = sorted(
+        (eff(nums["g_rep"] - nums["width"]), eff(nums["g_rep"] + nums["width"]))
+    )
+    res.seeds = len(g.seeds)
+    res.censored = sum(1 for b in g.bound if b)
+    bounds = sorted({b for b in g.bound if b})
+    res.bound = "/".join(bounds)
 
 
 def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
                   runs: pd.DataFrame) -> None:  # fmt: skip
-    meas, rep = claim["measure"], claim["reported"]
+    meas = claim["measure"]
+    metric = meas["metrics"][0]
     baselines = meas.get("baseline")
     baselines = [baselines] if isinstance(baselines, str) or baselines is None else baselines
-    sign = _favourable(rep["kind"], rep.get("value"))
-    best_case = meas.get("combine", "mean") == "best" or rep.get("up_to", False)
-    per_scenario = []
+    res.metric, res.baselines = metric, ", ".join(b for b in baselines if b)
+    outcomes = []
+    missing = []
     for sc in scenarios:
         options = []
         for b in baselines:
-            got = _scenario_effects(claim, runs, b, sc)
-            if got is not None:
-                metric, eff = got
-                options.append((sign * sum(eff) / len(eff), b, metric, eff))
+            got = _gains(runs, meas, metric, b, sc)
+            if got is None:
+                missing.append(f"{b or meas['method']} under {sc}")
+                continue
+            options.append(got)
         if not options:
             continue
-        # "Up to": the pairing most favourable to the claim; otherwise the strongest baseline.
-        chosen = max(options) if best_case else min(options)
-        per_scenario.append((chosen[0], sc, *chosen[1:]))
-    if not per_scenario:
-        res.detail = "the runs this claim needs are missing (run the experiment's tier)"
+        # The strongest baseline: the least favourable to the method (bounds count as values).
+        strongest = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
+        verdict, detail, nums = _judge(claim, strongest, metric)
+        outcomes.append((verdict, sc, strongest, detail, nums))
+    if not outcomes or missing:
+        res.verdict = "NOT RUN"
+        gone = ", ".join(missing) if missing else f"the runs of {meas['method']}"
+        res.detail = f"not run in this tier: no runs of {gone}"
         return
-    if best_case:
-        score, sc, base, metric, eff = max(per_scenario)
-        res.scenario, res.baseline, res.metric = sc, base or "", metric
-        values = eff
-    else:
-        res.scenario = ", ".join(p[1] for p in per_scenario)
-        res.baseline = ", ".join(sorted({p[2] or "" for p in per_scenario}))
-        res.metric = ", ".join(sorted({p[3] for p in per_scenario}))
-        values = [e for p in per_scenario for e in p[4]]
-    res.ours = sum(values) / len(values)
-    res.low, res.high = min(values), max(values)
-    res.seeds = len(values) if best_case else len(per_scenario[0][4])
-    reported = rep.get("value")
-    tol = claim.get("tolerance", {}).get("reproduced", DEFAULT_TOLERANCE)
-    if reported is None:
-        res.verdict = "NOT REPRODUCED"
-        res.detail = "no reported value to compare with"
-        return
-    rel = abs(res.ours - reported) / abs(reported) if reported else math.inf
-    exceeds = sign * (res.ours - reported) >= 0
-    beyond = rep.get("up_to", False) and exceeds and rel > tol
-    if rel <= tol or beyond:
-        res.verdict = "REPRODUCED"
-    elif _right_direction(rep["kind"], res.ours, reported, claim):
-        res.verdict = "PARTIAL"
-    else:
-        res.verdict = "NOT REPRODUCED"
-    if beyond:  # an "up to" bound that we exceed holds; the distance is no miss
-        res.detail = (
-            f"beyond the reported upper bound by {100 * rel:.0f}% (an 'up to' claim: "
-            "exceeding it reproduces it)"
-        )
-    else:
-        res.detail = f"{100 * rel:.0f}% from the reported value (tolerance {100 * tol:.0f}%)"
+    # Every fixed scenario must pass: the worst decides (ties: the first listed).
+    verdict, sc, g, detail, nums = min(outcomes, key=lambda o: _RANK[o[0]])
+    res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
+    _set_numbers(res, g, metric, nums)
+    res.detail = detail
+    if len(outcomes) > 1:
+        res.detail += "; " + ", ".join(f"{o[1]}: {o[0]}" for o in outcomes)
+    for extra in meas["metrics"][1:]:  # shown beside the headline, never in its place
+        other = _gains(runs, meas, extra, g.baseline or None, sc)
+        if other is not None and math.isfinite(other.mean):
+            sel = runs[runs["scenario"] == sc]
+            mine = metric_values(sel[sel["method"] == meas["method"]], extra).mean()
+            theirs = metric_values(sel[sel["method"] == g.baseline], extra).mean()
+            res.per_metric.append(
+                {"metric": extra, "scenario": sc, "method": float(mine),
+                 "baseline": float(theirs), "strongest": g.baseline, "beyond_spread": False}
+            )  # fmt: skip
 
 
-def _right_direction(kind: str, ours: float, reported: float, claim: dict[str, Any]) -> bool:
-    floor = claim.get("tolerance", {}).get("partial", 0.0) * abs(reported)
-    if kind == "reduction":
-        return ours > floor
-    if kind == "speedup":
-        return ours > 1.0 + floor
-    # ratio / value: the same side of 1 (ratio) or of 0 (value), at least `partial` of it.
-    ref = 1.0 if kind == "ratio" else 0.0
-    return (ours - ref) * (reported - ref) > 0 and abs(ours - ref) >= floor
+def _setup_fact(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
+                runs: pd.DataFrame) -> None:  # fmt: skip
+    meas = claim["measure"]
+    metric = meas["metrics"][0]
+    res.metric = metric
+    vals = []
+    for sc in scenarios:
+        sel = runs[(runs["scenario"] == sc) & (runs["method"] == meas["method"])]
+        if meas.get("workload"):
+            sel = sel[sel["workload"] == meas["workload"]]
+        vals.append((sc, metric_values(sel, metric).dropna()))
+    if not any(len(v) for _, v in vals):
+        res.verdict = "NOT RUN"
+        res.detail = f"not run in this tier: no runs of {meas['method']}"
+        return
+    res.verdict = "SETUP FACT"
+    res.scenario = ", ".join(sc for sc, v in vals if len(v))
+    allv = pd.concat([v for _, v in vals if len(v)])
+    res.ours, res.low, res.high = float(allv.mean()), float(allv.min()), float(allv.max())
+    res.seeds = int(allv.size)
+    res.detail = "set by our own choice of setup, not a finding: " + "; ".join(
+        f"{sc}: {v.mean():.3g}" for sc, v in vals if len(v)
+    )
 
 
 def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
@@ -257,66 +473,88 @@ def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     meas = claim["measure"]
     baselines = meas.get("baseline")
     baselines = [baselines] if isinstance(baselines, str) else list(baselines or [])
+    res.baselines = ", ".join(baselines)
     better_mean = better_spread = total = 0
+    seeds = 0
+    censored = 0
+    missing = []
     for metric in meas["metrics"]:
         sign = 1 if metric in HIGHER_IS_BETTER else -1
         for sc in scenarios:
             sel = runs[runs["scenario"] == sc]
             if meas.get("workload"):
                 sel = sel[sel["workload"] == meas["workload"]]
-            ours = metric_values(sel[sel["method"] == meas["method"]], metric).dropna()
-            if ours.empty:
+            mine = sel[sel["method"] == meas["method"]]
+            if mine.empty:
+                missing.append(f"{meas['method']} under {sc}")
                 continue
-            # The strongest baseline on this metric (best mean).
+            ours, our_c = censored_values(mine, metric)
+            # A censored run of ours took longer than its bound: count it as never (conservative);
+            # a censored baseline run keeps its bound (it looks faster than it was).
+            ours = np.where(our_c, -sign * math.inf, ours)
+            censored += int(our_c.sum())
             cands = []
             for b in baselines:
-                vals = metric_values(sel[sel["method"] == b], metric).dropna()
-                if not vals.empty:
-                    cands.append((sign * vals.mean(), b, vals))
+                rows = sel[sel["method"] == b]
+                if rows.empty:
+                    missing.append(f"{b} under {sc}")
+                    continue
+                vals, vc = censored_values(rows, metric)
+                censored += int(vc.sum())
+                cands.append((sign * float(np.mean(vals)), b, vals))
             if not cands:
                 continue
             _, name, base = max(cands)
             total += 1
-            mean_better = sign * (ours.mean() - base.mean()) > 0
-            spread_better = sign * ((ours.min() if sign > 0 else ours.max())
-                                    - (base.max() if sign > 0 else base.min())) > 0  # fmt: skip
-            better_mean += mean_better
-            better_spread += spread_better
+            seeds = max(seeds, len(ours))
+            with np.errstate(invalid="ignore"):
+                mean_better = sign * (float(np.mean(ours)) - float(np.mean(base))) > 0
+            worst = ours.min() if sign > 0 else ours.max()
+            best = base.max() if sign > 0 else base.min()
+            spread_better = sign * (worst - best) > 0
+            better_mean += bool(mean_better)
+            better_spread += bool(spread_better)
             res.per_metric.append(
                 {
                     "metric": metric,
                     "scenario": sc,
-                    "baseline": float(base.mean()),
-                    "method": float(ours.mean()),
+                    "baseline": float(np.mean(base)),
+                    "method": float(np.mean(ours)),
                     "strongest": name,
                     "beyond_spread": bool(spread_better),
                 }  # fmt: skip
             )
-    if total == 0:
-        res.detail = "the runs this claim needs are missing (run the experiment's tier)"
+    if missing or total == 0:
+        res.verdict = "NOT RUN"
+        res.detail = "not run in this tier: no runs of " + ", ".join(missing or [meas["method"]])
         return
     res.metric = ", ".join(meas["metrics"])
     res.scenario = ", ".join(scenarios)
-    res.baseline = ", ".join(baselines)
-    res.seeds = int(runs[runs["method"] == meas["method"]]["seed"].nunique())
-    if better_spread == total:
+    res.baseline = ", ".join(sorted({m["strongest"] for m in res.per_metric}))
+    res.seeds, res.censored = seeds, censored
+    if better_spread == total and seeds >= MIN_SEEDS:
         res.verdict = "REPRODUCED"
-    elif better_mean == total or better_spread > 0:
+    elif better_mean == total:
         res.verdict = "PARTIAL"
     else:
         res.verdict = "NOT REPRODUCED"
     res.ours, res.low, res.high = float(better_mean), float(better_spread), float(total)
     res.detail = (
         f"better on {better_mean} of {total} metric-scenario pairs on average, "
-        f"{better_spread} beyond the seed spread"
+        f"{better_spread} beyond the seed spread (worst seed of the method beats the best of "
+        f"the strongest baseline); n = {seeds}"
     )
+    if better_spread == total and seeds < MIN_SEEDS:
+        res.detail += f" (REPRODUCED needs {MIN_SEEDS} seeds)"
+    if censored:
+        res.detail += f"; {censored} censored run(s) (never held the target) counted as bounds"
 
 
 def evaluate_claims(
     papers: dict[str, dict[str, Any]],
     runs: pd.DataFrame,
     experiments: dict[str, dict[str, Any]],
-    scenarios: list[str],
+    scenarios: list[str] | None = None,
 ) -> list[ClaimResult]:
     """Measure every claim on the runs and give it a verdict.
 
@@ -324,11 +562,11 @@ def evaluate_claims(
         papers: :func:`load_papers`.
         runs: The runs table (``runs.csv``).
         experiments: The tier's experiments (name -> its config block).
-        scenarios: Every scenario of the tier (an experiment's default).
+        scenarios: Unused (kept for callers); every claim names its own scenarios.
 
     Returns:
         One :class:`ClaimResult` per claim, in paper and claim order. A claim whose experiment
-        the tier does not define is NOT REPRODUCED with a detail saying so.
+        or runs the tier lacks is NOT RUN, with a detail saying what is missing.
     """
     out = []
     for pid, paper in papers.items():
@@ -345,22 +583,24 @@ def evaluate_claims(
                 up_to=rep.get("up_to", False),
                 explanation=claim.get("explanation", ""),
             )
-            ex = experiments.get(claim["measure"]["experiment"])
+            meas = claim["measure"]
+            ex = experiments.get(meas["experiment"])
             if ex is None:
                 res.detail = (
-                    f"this tier has no experiment {claim['measure']['experiment']!r}; "
-                    "run the small or paper tier"
+                    f"not run in this tier: it has no experiment {meas['experiment']!r} "
+                    "(run the small or paper tier)"
                 )
                 out.append(res)
                 continue
-            wanted = claim["measure"].get("scenarios") or ex.get("scenarios") or scenarios
-            # Only the experiment's workloads (runs of other experiments may share names).
+            wanted = list(meas["scenarios"])
             mine = runs
-            if ex.get("workloads"):
+            if ex.get("workloads"):  # only the experiment's workloads (others may share names)
                 mine = runs[runs["workload"].isin(ex["workloads"])]
-            if rep["kind"] == "qualitative":
-                _qualitative(claim, res, list(wanted), mine)
+            if claim.get("setup_fact"):
+                _setup_fact(claim, res, wanted, mine)
+            elif rep["kind"] == "qualitative":
+                _qualitative(claim, res, wanted, mine)
             else:
-                _quantitative(claim, res, list(wanted), mine)
+                _quantitative(claim, res, wanted, mine)
             out.append(res)
     return out

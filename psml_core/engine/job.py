@@ -18,7 +18,7 @@ from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_dataset
 from psml_core.engine.migration import check_movable
-from psml_core.engine.optim import make_optimizer
+from psml_core.engine.optim import make_optimizer, optimizer_class
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
@@ -34,7 +34,14 @@ from psml_core.placement import (
 from psml_core.placement.cost import machine_of_shard
 from psml_core.sync import make_sync_policy
 
-__all__ = ["Job", "build_job"]
+__all__ = [
+    "Job",
+    "build_job",
+    "corrects_momentum",
+    "make_worker_codec",
+    "update_momentum",
+    "worker_momentum",
+]
 
 DENSE = BlockSpec("none")
 
@@ -97,9 +104,14 @@ class Job:
         )
 
     def should_evaluate(self, iteration: int) -> bool:
-        """Evaluate every ``eval_every`` iterations and after the last one."""
+        """Evaluate every ``eval_every`` iterations and after the last one.
+
+        Under a round policy the last round is the one that spends the step budget
+        (:attr:`ServerShard.finished`), which ends the run before ``iterations`` rounds.
+        """
         wl = self.spec.workload
-        return (iteration + 1) % wl.eval_every == 0 or iteration == wl.iterations - 1
+        last = iteration == wl.iterations - 1 or any(s.finished for s in self.shards)
+        return (iteration + 1) % wl.eval_every == 0 or last
 
 
 def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec) -> None:
@@ -144,8 +156,33 @@ def _hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
     return dataset
 
 
-def _worker_codec(spec: RunSpec, rank: int) -> Codec:
-    codec = make_codec(spec.method.codec)
+def corrects_momentum(spec: RunSpec) -> bool:
+    """Whether the recipe's workers correct momentum (codec ``momentum_correction: true``)."""
+    return bool(spec.method.codec.params.get("momentum_correction", False))
+
+
+def worker_momentum(spec: RunSpec) -> float:
+    """``m`` of the workers' momentum correction: the workload's momentum, moved off the server.
+
+    0.0 without momentum correction, and with an optimizer that has no momentum (AdaGrad),
+    where there is nothing to move.
+    """
+    if not corrects_momentum(spec) or not optimizer_class(spec.workload).uses_momentum:
+        return 0.0
+    return float(spec.workload.momentum)
+
+
+def update_momentum(spec: RunSpec) -> float | None:
+    """Momentum of the optimizers that apply the averaged update (server shards, replicas).
+
+    0.0 under momentum correction (the workers apply it), else None: the workload's own.
+    """
+    return 0.0 if corrects_momentum(spec) else None
+
+
+def make_worker_codec(spec: RunSpec, rank: int) -> Codec:
+    """Worker ``rank``'s up codec: the recipe's, with the momentum moved onto the workers."""
+    codec = make_codec(spec.method.codec, momentum=worker_momentum(spec))
     codec.for_worker(rank)
     return codec
 
@@ -198,6 +235,17 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             f"of the requested keys, never through codec_down; remove codec_down "
             f"({down.name!r}) or use pull: params"
         )
+    if corrects_momentum(spec) and policy.rounds:
+        raise ConfigError(
+            f"method {spec.method.name!r}: momentum_correction moves the gradient momentum onto "
+            f"the workers' codecs, but sync policy {spec.method.sync.name!r} pushes model changes "
+            f"of local optimizer steps; use error_feedback: true"
+        )
+    if down is not None and down.params.get("momentum_correction"):
+        raise ConfigError(
+            f"method {spec.method.name!r}: momentum_correction belongs to the workers' up codec; "
+            f"remove it from codec_down (use error_feedback: true there)"
+        )
     if policy.rounds and spec.method.pull != "params":
         raise ConfigError(
             f"method {spec.method.name!r}: sync policy {spec.method.sync.name!r} merges model "
@@ -214,10 +262,12 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 y=dataset.y_train[rows],
                 batch_size=spec.workload.batch_size,
                 seed=spec.seed,
-                codecs=[_worker_codec(spec, p) for _ in shard_keys],
+                codecs=[make_worker_codec(spec, p) for _ in shard_keys],
                 shard_keys=shard_keys,
                 init_params=init,
-                optimizers=[make_optimizer(spec.workload, len(k)) for k in shard_keys]
+                optimizers=[
+                    make_optimizer(spec.workload, len(k), update_momentum(spec)) for k in shard_keys
+                ]
                 if aggregate
                 else None,
                 local_optimizer=make_optimizer(spec.workload, model.n_params)
@@ -235,8 +285,10 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             policy=make_sync_policy(spec.method.sync),
             codec_up=make_codec(spec.method.codec),
             codec_down=make_codec(spec.method.codec_down or DENSE),
-            optimizer=make_optimizer(spec.workload, len(keys)),
+            optimizer=make_optimizer(spec.workload, len(keys), update_momentum(spec)),
             pull_mode=spec.method.pull,
+            # Round policies: the same samples as any other run (P x iterations steps).
+            step_budget=spec.workers * spec.workload.iterations if policy.rounds else None,
         )
         for s, keys in enumerate(shard_keys)
     ]

@@ -84,7 +84,11 @@ class ServerShard:
     Round policies (PCP): a clock is a round; each push carries a worker's accumulated model
     change and its :class:`~psml_core.sync.pcp.RoundReport`; once all P are in, the shard adds
     their weighted sum to its values and asks the policy for the next round's budgets, which
-    shard 0 sends with its pull answers (4 bytes each).
+    shard 0 sends with its pull answers (4 bytes each). A run of a round policy processes the
+    same number of samples as one of any other policy: ``step_budget`` local steps in all
+    (P x iterations). The budgets are trimmed so that the total does not pass it (each worker
+    keeps at least one step, so the last round may pass it by fewer than P steps), and once it
+    is spent every budget is 0: the workers stop (:attr:`finished`).
 
     Args:
         rank: Shard rank.
@@ -96,6 +100,8 @@ class ServerShard:
         codec_down: Encodes pulls in ``params`` mode.
         optimizer: Turns the aggregated gradient into an update of ``values``.
         pull_mode: One of :data:`PULL_MODES`.
+        step_budget: Round policies: the local steps of all workers together after which the
+            run ends (None: no budget, rounds run to the iteration count).
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class ServerShard:
         codec_down: Codec,
         optimizer: ServerOptimizer,
         pull_mode: str = "params",
+        step_budget: int | None = None,
     ) -> None:
         if pull_mode not in PULL_MODES:
             raise ValueError(f"pull_mode must be one of {PULL_MODES}, got {pull_mode!r}")
@@ -127,6 +134,9 @@ class ServerShard:
         self._reports: dict[int, dict[int, RoundReport]] = {}
         self._rounds: dict[int, tuple[Pull, list[int]]] = {}
         self.budgets = [1] * workers
+        self.step_budget = step_budget
+        self.steps_done = 0
+        self.finished = False
         self.views = [self.values.copy() for _ in range(workers)] if pull_mode == "delta" else None
         self.kv = KVCodec()  # the answer format of touched pulls
         if policy.rounds and pull_mode != "params":
@@ -201,9 +211,29 @@ class ServerShard:
             merged += weights[w] * self.codec_up.decode(pending[w], ctx)
             policy.report(w, reports[w])
         self.values += merged
-        self.budgets = policy.budgets(self.workers)
+        self.steps_done += sum(reports[w].steps for w in range(self.workers))
+        self.budgets = self._trimmed(policy.budgets(self.workers))
         self.clocks = [c + 1 for c in self.clocks]
         return True
+
+    def _trimmed(self, budgets: list[int]) -> list[int]:
+        """The policy's budgets within what is left of ``step_budget`` (all 0 once spent)."""
+        if self.step_budget is None:
+            return budgets
+        left = self.step_budget - self.steps_done
+        if left <= 0:
+            self.finished = True
+            return [0] * self.workers
+        out = list(budgets)
+        while sum(out) > max(left, self.workers):
+            i = max(range(self.workers), key=lambda w: (out[w], -w))  # largest, lowest rank
+            out[i] -= 1
+        return out
+
+    def broadcast(self, clock: int) -> Pull | None:
+        """The update broadcast of round ``clock`` (aggregate mode), until every worker has it."""
+        entry = self._rounds.get(clock)
+        return entry[0] if entry is not None else None
 
     def may_serve(self, worker: int, clock: int) -> bool:
         """Whether ``worker`` may pull for its iteration ``clock`` now.

@@ -25,8 +25,11 @@ class IterationRecord:
         worker: Worker rank.
         time_s: Clock time at the end of the iteration (after the pull that ends it).
         compute_s: Time computing the gradient.
-        comm_s: Time transferring this worker's messages (push and pull), including latency.
-        wait_s: Time blocked by the sync policy (waiting for other workers / the server).
+        comm_s: Communication time on the iteration's critical path: transfers (push and pull,
+            latency included) not hidden behind compute. On the sim backend with overlap, the
+            part of a push that runs during backward is not here.
+        wait_s: Time blocked by the sync policy (waiting for other workers / the server, whose
+            aggregation time it includes).
         bytes_up: Wire bytes this worker sent to the servers (all shards, exact codec sizes).
         bytes_down: Wire bytes this worker received from the servers.
         remote_bytes_up: Part of ``bytes_up`` that crossed the network (not to a colocated shard).
@@ -46,6 +49,10 @@ class IterationRecord:
         lossless_bytes_down: The same for ``bytes_down``.
         migration_bytes: Part of ``bytes_down`` that is keys moving to this worker's machine
             (dynamic placement: 4 bytes per migrated key plus the message header); 0 otherwise.
+        codec_s: Time the worker's device spent encoding its pushes and decoding its pull
+            answers (sim: from the device's codec cost table; real backends measure encoding
+            inside ``comm_s``, so 0 there). ``compute_s + codec_s + comm_s + wait_s`` is the
+            iteration's duration.
     """
 
     iteration: int
@@ -70,6 +77,7 @@ class IterationRecord:
     lossless_bytes_up: int | None = None
     lossless_bytes_down: int | None = None
     migration_bytes: int = 0
+    codec_s: float = 0.0
 
 
 METRIC_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(IterationRecord))
@@ -98,6 +106,7 @@ METRICS_SCHEMA = pa.schema(
         ("lossless_bytes_up", pa.int64()),
         ("lossless_bytes_down", pa.int64()),
         ("migration_bytes", pa.int64()),
+        ("codec_s", pa.float64()),
     ]
 )
 assert tuple(METRICS_SCHEMA.names) == METRIC_COLUMNS

@@ -11,7 +11,40 @@ from psml_core.config import RunSpec, validate
 from psml_core.metrics.records import IterationRecord
 from psml_core.provenance import git_state, versions
 
-__all__ = ["build_summary", "write_summary"]
+__all__ = ["build_summary", "target_reached", "write_summary"]
+
+
+def target_reached(
+    evals: list[tuple[int, float, float, float]], target: float, window: int | None = None
+) -> tuple[int, float] | None:
+    """The evaluation at which the target accuracy is reached and held.
+
+    A transient crossing does not count: the target must hold from that evaluation to the end
+    of the run or, with ``window``, for ``window`` consecutive evaluations (or to the end of the
+    run, if that comes first).
+
+    Args:
+        evals: ``(iteration, time, accuracy, loss)`` of every evaluation, in order.
+        target: The target accuracy.
+        window: Consecutive evaluations the target must hold; None: to the end of the run.
+
+    Returns:
+        ``(iteration, time)`` of the first evaluation of the held stretch, or None (censored:
+        the run never held the target; its end is the censoring time).
+    """
+    ok = [acc >= target for (_, _, acc, _) in evals]
+    if window is None:
+        start = len(ok)
+        while start > 0 and ok[start - 1]:
+            start -= 1
+        return None if start == len(ok) else (evals[start][0], evals[start][1])
+    run = 0
+    for i, hit in enumerate(ok):
+        run = run + 1 if hit else 0
+        if run == window or (hit and i == len(ok) - 1):
+            j = i - run + 1
+            return evals[j][0], evals[j][1]
+    return None
 
 
 def build_summary(
@@ -52,7 +85,14 @@ def build_summary(
     if not evals:
         raise ValueError("a run must evaluate at least once (at its last iteration)")
     target = spec.workload.target_accuracy
-    reached = [t for (_, t, acc, _) in evals if acc >= target]
+    reached = target_reached(evals, target, spec.workload.target_window)
+    # Samples and bytes up to the evaluated iteration at which the target is reached and held.
+    batch = spec.workload.batch_size
+    upto = reached[0] if reached is not None else last_it
+    samples = sum(r.local_steps for r in records) * batch
+    samples_upto = sum(r.local_steps for r in records if r.iteration <= upto) * batch
+    bytes_upto = sum(r.bytes_up + r.bytes_down for r in records if r.iteration <= upto)
+    first = next(((it, t) for (it, t, acc, _) in evals if acc >= target), None)
     commit, dirty = git_state()
     summary = {
         "run_id": spec.run_id,
@@ -71,7 +111,12 @@ def build_summary(
         "final_test_loss": evals[-1][3],
         "final_train_loss": sum(r.loss for r in last) / len(last),
         "target_accuracy": target,
-        "time_to_target_s": reached[0] if reached else None,
+        "time_to_target_s": reached[1] if reached is not None else None,
+        "target_censored": reached is None,
+        "first_target_s": first[1] if first is not None else None,
+        "bytes_to_target": bytes_upto if reached is not None else None,
+        "samples_to_target": samples_upto if reached is not None else None,
+        "samples_processed": samples,
         "total_time_s": max(r.time_s for r in records),
         "bytes_up": sum(r.bytes_up for r in records),
         "bytes_down": sum(r.bytes_down for r in records),
@@ -81,6 +126,7 @@ def build_summary(
         "compute_s": sum(r.compute_s for r in records),
         "comm_s": sum(r.comm_s for r in records),
         "wait_s": sum(r.wait_s for r in records),
+        "codec_s": sum(r.codec_s for r in records),
         "provenance": {
             "config_hash": spec.config_hash(),
             "git_commit": commit,

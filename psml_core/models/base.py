@@ -56,6 +56,14 @@ class Model(ABC):
     def flops(self, X: Matrix) -> float:
         """Floating-point operations of one forward + backward pass on batch X (for timing)."""
 
+    def tensor_sizes(self) -> tuple[int, ...]:
+        """Parameter counts of the model's tensors in forward order (they tile the flat vector).
+
+        The simulator's overlap of backward and communication needs them: backward produces
+        the last tensor's gradient first. Default: one tensor.
+        """
+        return (self.n_params,)
+
     def incidence(self, X: Matrix) -> sp.csr_matrix | None:
         """Samples x keys pattern of the gradient (sparse models), or None if every key is hit."""
         return None

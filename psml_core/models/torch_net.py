@@ -34,6 +34,10 @@ class TorchNet(Model):
     net: nn.Module
     eval_batch: int | None = None
 
+    def tensor_sizes(self) -> tuple[int, ...]:
+        """Element counts of the network's parameter tensors, in the flat vector's order."""
+        return tuple(int(p.numel()) for p in self.net.parameters())
+
     def _inputs(self, X: Matrix) -> torch.Tensor:
         return as_tensor(X)
 

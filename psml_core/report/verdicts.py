@@ -38,10 +38,11 @@ __all__ = [
 
 CLAIM_COLUMNS: tuple[str, ...] = (
     "paper", "claim", "statement", "source", "kind", "reported", "unit", "up_to", "metric",
-    "ours", "low", "high", "seeds", "scenario", "baseline", "verdict", "detail", "explanation",
-    "per_metric",
+    "ours", "low", "high", "ci_low", "ci_high", "seeds", "censored", "bound", "scenario",
+    "baseline", "baselines", "floor", "band_low", "band_high", "verdict", "detail",
+    "explanation", "per_metric",
 )  # fmt: skip
-_VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED")
+_VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED", "NOT RUN", "SETUP FACT")
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -68,9 +69,11 @@ def read_claims(path: str | Path) -> pd.DataFrame:
     if missing:
         raise DataError(f"claims file {str(p)!r} lacks columns {missing}; regenerate it")
     for col in ("paper", "claim", "statement", "source", "kind", "unit", "metric", "scenario",
-                "baseline", "verdict", "detail", "explanation", "per_metric"):  # fmt: skip
+                "baseline", "baselines", "bound", "verdict", "detail", "explanation",
+                "per_metric"):  # fmt: skip
         df[col] = df[col].map(lambda v: "" if _missing(v) else str(v))
-    for col in ("reported", "ours", "low", "high", "seeds"):
+    for col in ("reported", "ours", "low", "high", "ci_low", "ci_high", "seeds", "censored",
+                "floor", "band_low", "band_high"):  # fmt: skip
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["up_to"] = df["up_to"].map(lambda v: str(v).strip().lower() in ("true", "1"))
     bad = sorted(set(df["verdict"]) - set(_VERDICTS))
@@ -124,8 +127,8 @@ def _unit(value: str, unit: str) -> str:
 
 
 def is_measured(row: Any) -> bool:
-    """Whether the claim was measured on runs of this tier (else its runs are missing)."""
-    return math.isfinite(float(row.ours))
+    """Whether the claim was measured on runs of this tier (NOT RUN: its runs are missing)."""
+    return row.verdict != "NOT RUN" and math.isfinite(float(row.ours))
 
 
 def fmt_reported(row: Any) -> str:
@@ -139,26 +142,44 @@ def fmt_reported(row: Any) -> str:
 
 
 def fmt_ours(row: Any) -> str:
-    """Our mean with its range over seeds and the number of values, or "not measured"."""
+    """Our mean with its 95% interval, range over seeds, n and censoring, or "not run"."""
+    if row.verdict == "NOT RUN":
+        return "not run"
     if not is_measured(row):
         return "not measured"
+    n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
         # ours / low / high hold: pairs better on average, beyond the spread, in all.
         return (
             f"better on {int(row.ours)} of {int(row.high)} metric·scenario pairs "
-            f"({int(row.low)} beyond the seed spread); n{_NBSP}={_NBSP}{int(row.seeds)}"
+            f"({int(row.low)} beyond the seed spread); {n}"
         )
     mean = _unit(sig(float(row.ours)), row.unit)
-    return (
-        f"{mean} [{sig(float(row.low))}, {sig(float(row.high))}], n{_NBSP}={_NBSP}{int(row.seeds)}"
-    )
+    if row.verdict == "SETUP FACT":
+        return f"{mean} (set by our setup) [{sig(float(row.low))}, {sig(float(row.high))}], {n}"
+    parts = [mean]
+    if math.isfinite(float(row.ci_low)):
+        parts.append(f"95%{_NBSP}CI [{sig(float(row.ci_low))}, {sig(float(row.ci_high))}]")
+    parts.append(f"range [{sig(float(row.low))}, {sig(float(row.high))}], {n}")
+    text = " ".join(parts[:2]) + "; " + parts[-1] if len(parts) == 3 else ", ".join(parts)
+    if int(row.censored or 0):
+        text += f"; {int(row.censored)} censored ({row.bound})"
+    return text
 
 
 def measured_as(row: Any) -> str:
-    """The metric, scenario(s) and baseline(s) a claim was measured with."""
+    """The metric, fixed scenario(s) and baselines a claim was judged with, and its floor."""
     parts = [p for p in (row.metric, row.scenario) if p]
-    if row.baseline:
-        parts.append(f"vs {row.baseline}")
+    fixed = row.baselines or row.baseline
+    if fixed:
+        strongest = (
+            f" (strongest: {row.baseline})"
+            if row.baseline and row.baselines and row.baselines != row.baseline
+            else ""
+        )
+        parts.append(f"vs {fixed}{strongest}")
+    if math.isfinite(float(row.floor)):
+        parts.append(f"partial floor {_unit(sig(float(row.floor)), row.unit)}")
     return " · ".join(parts) or DASH
 
 
@@ -187,25 +208,29 @@ def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
 
 
 def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) -> str:
-    """One paragraph: how many claims, how many of each verdict, how many not measured here."""
+    """One paragraph: how many claims, how many of each verdict, and the rules behind them."""
     counts = verdict_counts(claims)
-    unmeasured = sum(not is_measured(r) for r in claims.itertuples(index=False))
     n = len(claims)
     text = (
         f"{n} claim{'' if n == 1 else 's'} from {len(papers)} paper"
-        f"{'' if len(papers) == 1 else 's'}, each measured on this report's runs (tier "
+        f"{'' if len(papers) == 1 else 's'}, each judged on this report's runs (tier "
         f"{tier}): "
-        + ", ".join(f"{k} {v}" for v, k in zip(_VERDICTS, counts.values(), strict=True))
+        + ", ".join(f"{k} {v}" for v, k in zip(_VERDICTS, counts.values(), strict=True) if k)
         + "."
     )
-    if unmeasured:
+    if counts.get("NOT RUN"):
         text += (
-            f" {unmeasured} of them could not be measured in this tier (its experiment or runs "
-            "are missing) and count as NOT REPRODUCED; the Detail column says which."
+            f" {counts['NOT RUN']} could not be judged because this tier does not run them (the "
+            "Detail column names the missing runs)."
         )
-    return (
-        text + " Ours is the mean effect over seeds with its range [min, max] and the number of "
-        "values n; an “up to” claim is compared with our most favourable scenario and baseline."
+    return text + (
+        " Every claim's scenario, baselines and metric are fixed in its paper file before any "
+        "run; with several baselines it is judged against the strongest. REPRODUCED needs at "
+        "least 3 seeds and the 95% interval of the mean effect inside the tolerance band around "
+        "the paper's value (an “up to” value included: exceeding it is no reproduction); "
+        "PARTIAL, the effect clearing the partial floor (by default half the claimed effect on "
+        "a log scale); a run that never held its target accuracy is censored, never "
+        "re-measured by another metric. SETUP FACT marks a quantity our own setup fixes."
     )
 
 
@@ -226,9 +251,10 @@ def verdict_table(claims: pd.DataFrame) -> Table:
     return Table(
         "verdicts",
         "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
-        "the paper's number; Ours: our mean effect [min, max over seeds], n values; Measured as: "
-        "the metric, scenario and baseline(s) used; the section of each paper has the details.",
-        ["Paper", "Claim", "Reported", "Ours", "Measured as", "Verdict", "Detail"],
+        "the paper's number; Ours: our mean effect, its 95% interval and range over seeds, n "
+        "seeds; Judged as: the fixed metric, scenario and baselines (the strongest named) and "
+        "the partial floor; the section of each paper has the details.",
+        ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail"],
         rows or [[DASH] * 7],
         widths=["auto", 2.2, 0.9, 1.3, 1.3, "auto", 1.3],
         group=True,
@@ -252,11 +278,11 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
     ]
     return Table(
         f"claims_{paper}",
-        "Reported versus reproduced. Ours: mean effect over seeds [min, max], n values (for a "
-        "qualitative claim: on how many metric·scenario pairs the method beat the strongest "
-        "baseline); Measured as: metric, scenario and baseline(s); Detail: distance from the "
-        "reported value and the verdict's tolerance, or why the claim could not be measured.",
-        ["Claim", "Reported", "Ours", "Measured as", "Verdict", "Detail"],
+        "Reported versus reproduced. Ours: mean effect over seeds, its 95% interval and range, "
+        "n seeds (for a qualitative claim: on how many metric·scenario pairs the method beat "
+        "the strongest baseline); Judged as: the fixed metric, scenario and baselines, and the "
+        "partial floor; Detail: why the verdict, or what is missing.",
+        ["Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail"],
         rows or [[DASH] * 6],
         widths=["auto", 0.9, 1.3, 1.4, "auto", 1.6],
         verdict=4,
@@ -281,8 +307,10 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
     for r in claims.itertuples(index=False):
         if r.verdict == "REPRODUCED":
             continue
-        if not is_measured(r):
-            text = f"{r.verdict}, not measured: {r.detail}."
+        if r.verdict == "NOT RUN":
+            text = f"NOT RUN in this tier: {r.detail}."
+        elif r.verdict == "SETUP FACT":
+            text = f"SETUP FACT: {r.detail}."
         else:
             why = r.explanation.rstrip(". ") or (
                 f"no explanation recorded yet (key explanation of the claim in {paper_file}); "

@@ -182,13 +182,52 @@ def test_experiments_add_their_own_grids_without_duplicates(repo):
     exp = load_experiment({"tier": "small"}, repo / "config")
     grid = exp.grid()
     assert len(grid) == len(set(grid))
-    # No main grid: the experiments schedule every recipe, each where its claims apply.
-    assert exp.methods == () and {m for _w, m, _s, _seed in grid} == set(load_methods())
+    # No main grid: the experiments schedule every recipe, each where its claims apply, plus
+    # the recipes their sweeps derive (<method>__<label>: PF's theta0, JPDC's hashing size).
+    ran = {m for _w, m, _s, _seed in grid}
+    assert exp.methods == () and {m for m in ran if "__" not in m} == set(load_methods())
+    derived = {m for m in ran if "__" in m}
+    assert {m.split("__")[0] for m in derived} == {"ratatouille_async", "jpdc"} and len(
+        derived
+    ) == 8
+    assert exp.recipes["jpdc__m_d64"].hashing.ratio == 0.015625
+    assert exp.recipes["ratatouille_async__t0p2"].codec_down.params["theta0"] == 0.006667
     assert ("rcv1_logreg", "dense_bsp", "slow_high_var", 0) in grid  # head to head
     assert ("rcv1_logreg", "jpdc", "slow_100m", 2) in grid
     assert not any(m == "jpdc" and w == "digits_mlp" for w, m, _s, _seed in grid)
     assert {m for _w, m, s, _seed in grid if s == "hetero_dc"} >= {"pcp", "ssp_8", "dssp"}
     assert set(exp.all_methods) == set(exp.recipes)
+
+
+def test_a_sweep_derives_one_checked_recipe_per_value(repo):
+    user = {
+        "tier": "smoke",
+        "experiments": {
+            "s": {
+                "methods": ["dense_bsp"],
+                "sweep": {"method": "topk_ef", "params": ["codec.params.ratio"],
+                          "values": [0.1, 0.01]},
+            }
+        },
+    }  # fmt: skip
+    exp = load_experiment(user, repo / "config")
+    assert exp.experiments["s"].methods == (
+        "dense_bsp",
+        "topk_ef__ratio_0p1",
+        "topk_ef__ratio_0p01",
+    )
+    assert exp.recipes["topk_ef__ratio_0p01"].codec.params["ratio"] == 0.01
+    assert "[sweep: ratio = 0.01]" in exp.recipes["topk_ef__ratio_0p01"].description
+    bad = {**user["experiments"]["s"]["sweep"], "values": [2.0]}
+    with pytest.raises(ConfigError, match="experiments.s.sweep"):
+        load_experiment({**user, "experiments": {"s": {"methods": ["dense_bsp"], "sweep": bad}}},
+                        repo / "config")  # fmt: skip
+    missing = {**user["experiments"]["s"]["sweep"], "params": ["codec.nothing.ratio"]}
+    with pytest.raises(ConfigError, match="has no 'codec.nothing.ratio'"):
+        load_experiment(
+            {**user, "experiments": {"s": {"methods": ["dense_bsp"], "sweep": missing}}},
+            repo / "config",
+        )
 
 
 def test_scenario_heterogeneity_replaces_the_tiers(repo):

@@ -124,9 +124,14 @@ def dataset_sources(wildcards):
 
 
 def delay_traces(wildcards):
-    """The delay trace CSV of a run's scenario, if it has one, so that editing it re-trains."""
-    delay = EXP.scenarios[wildcards.scenario].delay or {}
-    return _existing([delay.get("path")] if delay.get("kind") == "trace" else [])
+    """A run's trace CSVs (delay, cross-traffic) and device file, so that editing one re-trains."""
+    sc = EXP.scenarios[wildcards.scenario]
+    traces = [
+        spec.get("path")
+        for spec in (sc.delay or {}, sc.cross_traffic or {})
+        if spec.get("kind") == "trace"
+    ]
+    return _existing([*traces, str(CONFIG_DIR / "devices" / f"{EXP.compute.device}.yaml")])
 
 
 def train_threads(wildcards):
@@ -187,4 +192,9 @@ def experiment_json(wildcards):
     """The effective configuration plus the recipes in use, for the report."""
     exp = dict(config)
     exp["recipes"] = {name: asdict(recipe) for name, recipe in EXP.recipes.items()}
+    # An experiment's methods include the recipes its sweep derives (<method>__<label>).
+    exp["experiments"] = {
+        name: {**block, "methods": list(EXP.experiments[name].methods)}
+        for name, block in config.get("experiments", {}).items()
+    }
     return json.dumps(exp, sort_keys=True)

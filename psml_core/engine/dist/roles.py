@@ -57,6 +57,7 @@ from psml_core.engine.dist.wire import (
     ProtocolError,
     Wire,
 )
+from psml_core.engine.final_pull import fold_final_pull
 from psml_core.engine.job import Job
 from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
 from psml_core.sync.pcp import RoundReport
@@ -153,13 +154,17 @@ class ShardLoop:
         self.parked: list[_Request] = []
         self.last_extra: list[dict[str, Any]] = [{} for _ in range(self.workers)]
         self.applied: Counter[int] = Counter()
-        self.evaluate = set(eval_points(job))
+        # Round policies end at their step budget, after a number of rounds known only then:
+        # their evaluated rounds are added as the shard applies them (see _push).
+        rounds = self.shard.policy.rounds
+        self.evaluate: set[int] = set() if rounds else set(eval_points(job))
         self.outgoing: list[Outgoing] = []
         # The pushes a barrier (or round) policy holds until its round is complete, decoded
         # only then: kept here too, so that a payload that does not decode names its sender.
         self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
         self.holds = self.shard.policy.barrier or self.shard.policy.rounds
         self.evaluator = Evaluator(job) if s == 0 else None
+        self.snapshots = 0  # shard 0: snapshots of the other shards still to come
         self.feed = (
             ControllerFeed(job.controller, self.workers)
             if s == 0 and adaptive(job.controller)
@@ -169,8 +174,8 @@ class ShardLoop:
     def run(self) -> None:
         """The serving loop."""
         done = 0
-        snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
-        while done < self.workers or snapshots:
+        self.snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
+        while done < self.workers or self.snapshots:
             hdr, src = self.wire.recv_header()
             self._check_origin(hdr, src)
             if hdr.kind == Kind.PULL:
@@ -205,7 +210,7 @@ class ShardLoop:
                 part, _ = self.wire.recv_parts(src, hdr)
                 assert part is not None  # _check_origin: the payload is the shard's values
                 self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
-                snapshots -= 1
+                self.snapshots -= 1
             else:
                 raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
             self.outgoing = [o for o in self.outgoing if not o.reap()]
@@ -235,7 +240,11 @@ class ShardLoop:
                 )
         elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
             size = 4 * len(self.job.shards[src].keys) if 0 < src < len(self.job.shards) else -1
-            if hdr.worker != src or hdr.clock not in self.evaluate or hdr.payload_len != size:
+            # A round policy's last round is evaluated too (the shard may not know it yet).
+            known = hdr.clock in self.evaluate or (
+                self.shard.policy.rounds and 0 <= hdr.clock < self.job.spec.workload.iterations
+            )
+            if hdr.worker != src or not known or hdr.payload_len != size:
                 raise ProtocolError(
                     f"shard {self.s}: a bad SNAPSHOT from {who} (shard {hdr.worker}, "
                     f"iteration {hdr.clock}, {hdr.payload_len} bytes; expected {size} bytes "
@@ -282,6 +291,13 @@ class ShardLoop:
         self.applied[t] += self.workers if self.shard.policy.barrier else 1
         if self.applied[t] == self.workers:
             del self.applied[t]
+            if self.shard.policy.rounds and self.job.should_evaluate(t):
+                # Every shard applies the same rounds and knows the last (same reports, same
+                # budgets); shard 0 does so before any worker can finish, so it expects the
+                # other shards' snapshots of the round in time.
+                self.evaluate.add(t)
+                if self.s == 0:
+                    self.snapshots += len(self.job.shards) - 1
             if t in self.evaluate:
                 self._snapshot(t)
         now = time.perf_counter()
@@ -481,6 +497,21 @@ def run_worker(
         for r in requests:
             r.wait()
         pull_end = time.perf_counter()
+        if rounds and int(extra[0].get(BUDGET_KEY, 1)) == 0:
+            # A round policy's step budget is spent: this pull (the merged model) ends the run;
+            # its bytes and time join the last record.
+            fold_final_pull(
+                rows[-1],
+                up=up,
+                down=down,
+                remote=remote,
+                end=pull_end - t0,
+                comm=pull_end - start - wait,
+                wait=wait,
+                lossless_up=sum(up) + lossless_up if lossless else None,
+                lossless_down=lossless_down if lossless else None,
+            )
+            break
         # 2. compute: one gradient, or a round's granted local steps
         report = None
         if rounds:

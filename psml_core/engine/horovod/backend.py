@@ -64,12 +64,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from psml_core.codecs.base import Codec, Payload, ServerCodec, make_codec
+from psml_core.codecs.base import Codec, Payload, ServerCodec
 from psml_core.config import BlockSpec
 from psml_core.control.base import Controller, Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
-from psml_core.engine.job import Job
+from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.optim import make_optimizer
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
@@ -208,8 +208,7 @@ class _Exchange:
         self.n = job.model.n_params
         spec = job.spec
         self.aggregate_mode = spec.method.pull == "aggregate"
-        self.codec: Codec = make_codec(spec.method.codec)
-        self.codec.for_worker(rank)
+        self.codec: Codec = make_worker_codec(spec, rank)  # momentum correction included
         self.server: ServerCodec = self.codec.server()
         self.extra: dict[str, Any] = {}  # what the replicated server published for the next step
 
@@ -301,7 +300,7 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     collective = collective_for(job, options)
     worker = job.workers[rank]
     exchange = _Exchange(hvd, job, rank, collective)
-    optimizer = make_optimizer(spec.workload, job.model.n_params)
+    optimizer = make_optimizer(spec.workload, job.model.n_params, update_momentum(spec))
     emulate_delay = options.emulate and bool(spec.scenario.delay)
     delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None
     evaluator = _Evaluator(job) if rank == 0 else None

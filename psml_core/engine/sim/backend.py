@@ -11,10 +11,25 @@ Gradients are real (the model is really trained); time is virtual. Each iteratio
 3. **push**: one payload per shard, encoded by the up codec; the shard applies it (BSP: when all
    P pushes of the clock are in).
 
-Transfers go through :class:`~psml_core.net.network.FairShareNetwork`. Per iteration the record
-splits the time exactly: ``compute_s + comm_s + wait_s`` is the iteration's duration, where
-``wait_s`` is the longest time a pull request sat at a shard, blocked by the sync policy.
-Evaluation of the global model is offline: it takes no simulated time.
+Transfers go through :class:`~psml_core.net.network.FairShareNetwork` (with the scenario's
+delay process and cross-traffic). What compression costs is charged to the clock from the
+device files' codec cost tables (``compute.codec_costs``;
+:class:`~psml_core.net.codec_cost.CodecCostModel`):
+
+* the worker's device decodes its pull answers, then computes, and encodes each shard's push;
+  with the scenario's ``overlap`` (default) a shard's encode and push start as soon as backward
+  has produced its gradient (:mod:`psml_core.engine.timeline`), pausing the rest of backward;
+* each shard's server thread (one CPU core, :data:`SERVER_DEVICE`) decodes every push into its
+  sum, encodes the update broadcast once per round, and encodes params/delta/touched answers;
+  a pull queues for the thread, so the server's processing is part of the pull's
+  communication time, as a real worker would measure it.
+
+Per iteration the record splits the time exactly: ``compute_s + codec_s + comm_s + wait_s`` is the
+iteration's duration, where ``wait_s`` is the longest time a pull request was held by a shard's
+sync policy, ``codec_s`` the device's encode and decode time and ``comm_s`` the
+communication left on the critical path (pull transfers with the server's processing, and
+the part of the pushes that outlasts the device's work). Evaluation of the global model is
+offline: it takes no simulated time.
 
 Under a round policy (PCP) step 2 is the round's local steps (as many as shard 0's pull answer
 granted), step 3 pushes the accumulated change with the worker's 12-byte round report, and a
@@ -38,6 +53,7 @@ from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.value_bounded import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.final_pull import fold_final_pull
 from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.engine.server import BUDGET_KEY, codec_state
@@ -48,13 +64,19 @@ from psml_core.engine.sim.checkpoint import (
     restore_job,
     save_checkpoint,
 )
+from psml_core.engine.timeline import key_ready_fraction, shard_ready, step_timeline
 from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
+from psml_core.net.codec_cost import CodecCostModel, unwrap
+from psml_core.net.cross_traffic import make_cross_traffic
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
 
-__all__ = ["SimBackend"]
+__all__ = ["SERVER_DEVICE", "SimBackend"]
+
+SERVER_DEVICE = "cpu-core"
+"""Where server shards run: CPU processes (PS-lite, BytePS), whatever the workers' device."""
 
 
 class _Gate:
@@ -145,6 +167,7 @@ class SimBackend(Backend):
             overhead_s=sc.message_overhead_us * 1e-6,
             header_bytes=sc.header_bytes,
             bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
+            cross_traffic=make_cross_traffic(sc.cross_traffic, spec.seed, job.machines),
             **nic_overrides(job),
         )
         state = _RunState(job, env, net, self.checkpoint)
@@ -174,6 +197,18 @@ class _RunState:
         self._drain: dict[int, tuple[simpy.Event, list[int], list[float], list[float]]] = {}
         self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
         self.gates = [_Gate(env) for _ in job.shards]
+        # Each shard's server thread: decoding pushes, aggregating, encoding answers.
+        self.cpu = [simpy.Resource(env, capacity=1) for _ in job.shards]
+        self._serving = 0  # pushes the servers are still processing
+        self._idle: simpy.Event | None = None
+        # What codecs cost: workers on the run's device, servers on a CPU core [ours].
+        compute = job.spec.compute
+        self.costs = CodecCostModel.for_device(compute.device) if compute.codec_costs else None
+        self.server_costs = (
+            CodecCostModel.for_device(SERVER_DEVICE) if compute.codec_costs else None
+        )
+        self.overlap = job.spec.scenario.overlap
+        self.ready = key_ready_fraction(job.model.tensor_sizes())
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
         self.rows: list[dict[str, Any]] = []
@@ -219,7 +254,6 @@ class _RunState:
             pulls = [env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
             results = yield env.all_of(pulls)
             served = [results[proc] for proc in pulls]
-            pull_end = env.now
             wait = max(x[0] for x in served) + drained
             down_by_shard = tuple(x[1] for x in served)
             down = sum(down_by_shard)
@@ -227,11 +261,40 @@ class _RunState:
             staleness = max(x[3] for x in served)
             lossless_down = sum(x[4] for x in served) if self.lossless else None
             requests = [x[5] for x in served]  # the pull requests' payloads (touched: key lists)
+            if self.rounds and int(self.extra[p][0].get(BUDGET_KEY, 1)) == 0:
+                # A round policy's step budget is spent: this pull (the merged model) ends the
+                # run; its bytes and time join the worker's last record.
+                decode = sum(x[6] for x in served)
+                if decode:
+                    yield env.timeout(decode)
+                last = next(r for r in reversed(self.rows) if r["worker"] == p)
+                lossless_up = (
+                    sum(self.net.wire_bytes(snappy_bytes(r) if r else 0) for r in requests)
+                    if self.lossless
+                    else None
+                )
+                fold_final_pull(
+                    last,
+                    up=[self.net.wire_bytes(len(r)) for r in requests],
+                    down=down_by_shard,
+                    remote=[int(m) != p for m in job.shard_machine],
+                    end=env.now,
+                    comm=env.now - start - wait - decode,
+                    wait=wait,
+                    codec=decode,
+                    lossless_up=lossless_up,
+                    lossless_down=lossless_down,
+                )
+                break
             # Dynamic partition: at a decision step, keys may move once every pull is in.
             if self.dynamic is not None and t > 0 and t % self.dynamic.period == 0:
                 # Waiting for the others is wait; the move's transfers are communication.
                 wait += yield from self.migration_point(t)
-                pull_end = env.now
+            pull_end = env.now
+            # The answers are decoded on the worker's device, one after the other.
+            decode = sum(x[6] for x in served)
+            if decode:
+                yield env.timeout(decode)
             # Keys moved to this worker's machine: down traffic from their old shards (remote).
             moved_from = self.migrated.pop((t, p), None)
             moved = 0
@@ -253,24 +316,34 @@ class _RunState:
                 steps, report = 1, None
                 loss, vector = w.compute()
                 compute = job.compute.seconds(job.model, w.last_batch) * speed
-            yield env.timeout(compute)
-            # 3. push, at the ratio the controller set for this step (shared by all workers)
+            # 3. push, at the ratio the controller set for this step (shared by all workers).
+            # Under a barrier every step before t is complete by now, so asking here (before
+            # the compute) gives the ratio asking after it would.
             ratio = self.ratio(t)
-            push_start = env.now
-            self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
             # Both ends know the context (step, ratio, seed, the shard's published state).
             ctxs = [self.ctx(t, ratio, codec_state(e)) for e in self.extra[p]]
             payloads = w.encode_push(vector, ctxs)
+            encode = [self.worker_encode_s(w, s, pl, ctxs[s]) for s, pl in enumerate(payloads)]
+            # The device: backward and the shards' encodes; pushes start as each is encoded.
+            overlap = self.overlap and not self.rounds
+            ready = [shard_ready(self.ready, k) for k in w.shard_keys] if overlap else []
+            plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
+            push_start = min(plan.push_start)
+            self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
             if self.dynamic is not None:
                 for s, pl in enumerate(payloads):
                     vec = w.codecs[s].decode(pl, ctxs[s])
                     self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
             pushes = [
-                env.process(self.push(p, s, t, pl, ctxs[s], report))
+                env.process(self.push(p, s, t, pl, ctxs[s], report, plan.push_start[s]))
                 for s, pl in enumerate(payloads)
             ]
-            yield env.all_of(pushes)
-            prev_comm = (pull_end - start - wait) + (env.now - push_start)
+            done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
+            landed = max(done[proc] for proc in pushes)
+            # The push's time beyond the device's: the communication left exposed.
+            exposed = max(0.0, landed - plan.device_end)
+            pull_comm = pull_end - start - wait
+            prev_comm = pull_comm + (landed - push_start)
             # Each shard got a pull request (header only, or a key list) and a push.
             extra_up = REPORT_BYTES if report is not None else 0
             sent = [
@@ -293,8 +366,9 @@ class _RunState:
                     "worker": p,
                     "time_s": env.now,
                     "compute_s": compute,
-                    "comm_s": (pull_end - start - wait) + (env.now - push_start),
+                    "comm_s": pull_comm + exposed,
                     "wait_s": wait,
+                    "codec_s": decode + plan.encode_s,
                     "bytes_up": sum(sent),
                     "shard_bytes_up": tuple(sent),
                     "shard_bytes_down": down_by_shard,
@@ -330,6 +404,9 @@ class _RunState:
         order.append(p)
         arrived[p], prev[p] = self.env.now, prev_comm
         if len(order) == spec.workers:
+            if self._serving:  # the servers are still processing pushes: nothing in flight
+                self._idle = self.env.event()
+                yield self._idle
             del self._drain[t]
             self.save(t, order, arrived, prev)
             done.succeed()
@@ -431,10 +508,20 @@ class _RunState:
         yield self.net.transfer(p, machine, len(request), d)
         arrived = self.env.now
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
-        blocked = self.env.now - arrived
-        staleness = shard.policy.staleness(p, shard.clocks)
-        ctx = self.ctx(t, self.ratio(t))
-        answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
+        blocked = self.env.now - arrived  # held by the sync policy
+        # The shard's server thread answers: after any aggregation in progress, and it takes
+        # the time of encoding the answer (params, delta, touched; a broadcast is encoded once).
+        with self.cpu[s].request() as turn:
+            yield turn
+            staleness = shard.policy.staleness(p, shard.clocks)
+            # The answer's context: step t at the ratio already in force (the last step's).
+            # Step t's own ratio is fixed when the worker has all of its answers, so that
+            # under a barrier the controller has seen every step before t.
+            ctx = self.ctx(t, self.ratio(max(t - 1, 0)))
+            answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
+            serve = self.answer_s(shard, answer, ctx, encode=True)
+            if serve:
+                yield self.env.timeout(serve)
         nbytes = self.net.wire_bytes(answer.wire_bytes)
         lossless = 0
         if self.lossless:
@@ -449,7 +536,9 @@ class _RunState:
             if self.dynamic is not None:
                 self.traffic[p].append(chunk_traffic(shard.keys, vector, answer.wire_bytes))
         self.extra[p][s] = answer.extra
-        return blocked, nbytes, (nbytes if machine != p else 0), staleness, lossless, request
+        decode = self.answer_s(shard, answer, answer.ctx or ctx, encode=False)
+        remote = nbytes if machine != p else 0
+        return blocked, nbytes, remote, staleness, lossless, request, decode
 
     def push(
         self,
@@ -459,14 +548,120 @@ class _RunState:
         payload: Payload,
         ctx: CodecContext,
         report: RoundReport | None = None,
-    ) -> Generator[Any, Any, None]:
-        shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
+        at: float | None = None,
+    ) -> Generator[Any, Any, float]:
+        """Send one push at time ``at`` (when its encode is done); return when it landed.
+
+        The shard's processing of it (decode, aggregation) goes on in :meth:`serve_push`.
+        """
+        if at is not None and at > self.env.now:
+            yield self.env.timeout(at - self.env.now)
+        machine = int(self.job.shard_machine[s])
         nbytes = payload.wire_bytes + (REPORT_BYTES if report is not None else 0)
         yield self.net.transfer(p, machine, nbytes, self.delay.delay_s(t))
+        landed = self.env.now
         self._observe_push(p, t)  # before the shard applies it: a released pull sees it
-        if shard.push(p, t, payload, ctx, now=self.env.now, report=report):
+        self._serving += 1
+        self.env.process(self.serve_push(p, s, t, payload, ctx, report))
+        return landed
+
+    def serve_push(
+        self,
+        p: int,
+        s: int,
+        t: int,
+        payload: Payload,
+        ctx: CodecContext,
+        report: RoundReport | None,
+    ) -> Generator[Any, Any, None]:
+        """The shard's server thread: decode the push into the sum, apply, encode a broadcast."""
+        shard = self.job.shards[s]
+        with self.cpu[s].request() as turn:
+            yield turn
+            cost = self.push_s(shard, payload, ctx)
+            if cost:
+                yield self.env.timeout(cost)
+            applied = shard.push(p, t, payload, ctx, now=self.env.now, report=report)
+            if applied and shard.policy.barrier and shard.pull_mode == "aggregate":
+                cost = self.broadcast_s(shard, t, ctx)
+                if cost:
+                    yield self.env.timeout(cost)
+        if applied:
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
+        self._serving -= 1
+        if self._serving == 0 and self._idle is not None:
+            self._idle.succeed()
+            self._idle = None
+
+    # ------------------------------------------------------------------ what codecs cost
+
+    @staticmethod
+    def _density(codec: Any, wire_bytes: int, n: int) -> float | None:
+        """The density to price a codec without a ``ratio`` at: its payload over dense."""
+        _, base = unwrap(codec)
+        if hasattr(base, "ratio"):
+            return None  # the cost model reads the codec's ratio (or the step's)
+        return min(1.0, max(1e-3, wire_bytes / max(4.0 * n, 1.0)))
+
+    @staticmethod
+    def _elements(codec: Any, payload: Payload) -> int:
+        """Elements a codec operation touches: the vector, or a kv message's entries."""
+        _, base = unwrap(codec)
+        return payload.wire_bytes // 12 if base.name == "kv" else payload.n
+
+    def worker_encode_s(self, w: Any, s: int, payload: Payload, ctx: CodecContext) -> float:
+        """Worker ``w``'s encode of its push to shard ``s`` (0 without codec costs)."""
+        if self.costs is None:
+            return 0.0
+        codec = w.codecs[s]
+        n = self._elements(codec, payload)
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        return self.costs.encode_s(codec, n, ctx, ratio=ratio)
+
+    def push_s(self, shard: Any, payload: Payload, ctx: CodecContext) -> float:
+        """The server's decode of one push into its sum (a CPU core's cost)."""
+        if self.server_costs is None:
+            return 0.0
+        codec = shard.codec_up
+        n = self._elements(codec, payload)
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        return self.server_costs.decode_s(codec, n, ctx, ratio=ratio)
+
+    def broadcast_s(self, shard: Any, t: int, ctx: CodecContext) -> float:
+        """The server's encode of round ``t``'s broadcast (update-broadcast pulls)."""
+        if self.server_costs is None:
+            return 0.0
+        down = shard.broadcast(t)
+        if down is None or down.payload is None:
+            return 0.0
+        ratio = self._density(shard.codec_up, down.payload.wire_bytes, down.payload.n)
+        return self.server_costs.encode_down_s(shard.codec_up, down.payload.n, ctx, ratio=ratio)
+
+    def answer_s(self, shard: Any, answer: Any, ctx: CodecContext, *, encode: bool) -> float:
+        """A pull answer's encode on the server (``encode``) or decode on the worker.
+
+        A broadcast (aggregate mode) costs the server nothing per pull (it was encoded once,
+        :meth:`broadcast_s`); the worker decodes it with the up codec's server side.
+        """
+        payload = answer.payload
+        costs = self.server_costs if encode else self.costs
+        if costs is None or payload is None:
+            return 0.0
+        mode = shard.pull_mode
+        if mode == "aggregate":
+            if encode:
+                return 0.0
+            ratio = self._density(shard.codec_up, payload.wire_bytes, payload.n)
+            return costs.decode_down_s(shard.codec_up, payload.n, ctx, ratio=ratio)
+        if mode == "touched":
+            entries = payload.wire_bytes // 12
+            return costs.op_s("kv", "encode" if encode else "decode", entries)
+        codec = shard.codec_down
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        if encode:
+            return costs.encode_down_s(codec, payload.n, ctx, ratio=ratio, pull=True)
+        return costs.decode_down_s(codec, payload.n, ctx, ratio=ratio, pull=True)
 
     def _on_applied(self, t: int, pushes: int) -> None:
         # The model "after iteration t" is evaluated once every shard has applied every worker's
@@ -478,8 +673,9 @@ class _RunState:
             self.evals[t] = self.job.model.evaluate(self.job.global_params(), ds.X_test, ds.y_test)
 
     def records(self) -> list[IterationRecord]:
+        """The records in (iteration, worker) order, with the evaluations of their iterations."""
         out = []
-        for row in self.rows:
+        for row in sorted(self.rows, key=lambda r: (r["iteration"], r["worker"])):
             loss, acc = self.evals.get(row["iteration"], (math.nan, math.nan))
             out.append(IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="simulated"))
         return out

@@ -42,6 +42,11 @@ def summary(
         "time_to_target_s": time_to_target, "total_time_s": total_time, "bytes_up": bytes_up,
         "bytes_down": 2 * bytes_up, "bytes_total": 3 * bytes_up, "remote_bytes_up": bytes_up // 2,
         "remote_bytes_down": bytes_up, "compute_s": 0.5, "comm_s": 0.7, "wait_s": 0.1,
+        "codec_s": 0.05, "target_censored": time_to_target is None,
+        "first_target_s": time_to_target,
+        "bytes_to_target": None if time_to_target is None else bytes_up,
+        "samples_to_target": None if time_to_target is None else 320,
+        "samples_processed": 640,
         "provenance": {
             "config_hash": hashlib.sha256(run_id.encode()).hexdigest(),
             "git_commit": "abc123", "git_dirty": None,

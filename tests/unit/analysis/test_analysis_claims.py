@@ -1,4 +1,9 @@
-"""Verdicts: reported vs reproduced on a synthetic runs table with known effects."""
+"""Verdicts: reported vs reproduced on synthetic runs tables with known effects.
+
+One test per verdict rule, including the ones that used to pass wrongly: an exceeded "up to"
+bound, a best-of over scenarios and baselines, a censored run's fallback to another metric, a
+transient crossing of the target, and an accuracy above the paper's called a miss.
+"""
 
 from __future__ import annotations
 
@@ -7,109 +12,248 @@ import math
 import pandas as pd
 import pytest
 
-from psml_core.analysis.claims import evaluate_claims, load_papers, metric_values
+from psml_core.analysis.claims import (
+    effect_to_gain,
+    evaluate_claims,
+    gain_to_effect,
+    load_papers,
+    metric_values,
+)
 from psml_core.errors import ConfigError
 
 
 def runs_table(rows):
     base = {"workload": "w", "compute_s": 1.0, "comm_s": 1.0, "wait_s": 0.0,
             "remote_bytes_up": 0, "remote_bytes_down": 0, "final_test_accuracy": 0.9,
-            "time_to_target_s": math.nan, "total_time_s": 1.0, "bytes_total": 1}  # fmt: skip
+            "time_to_target_s": math.nan, "total_time_s": 1.0, "bytes_total": 1,
+            "bytes_to_target": math.nan, "samples_processed": 1,
+            "samples_to_target": math.nan}  # fmt: skip
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
-def claim(kind, value=None, up_to=False, baseline="base", metrics=("bytes_total",), **measure):
-    rep = {"kind": kind, "up_to": up_to}
+def claim(kind, value=None, baseline="base", metrics=("bytes_total",), scenarios=("a",),
+          tolerance=None, **extra):  # fmt: skip
+    rep = {"kind": kind, "up_to": extra.pop("up_to", False)}
     if value is not None:
         rep["value"] = value
-    return {"id": "c", "statement": "s", "source": "abs", "setup": "x", "reported": rep,
-            "measure": {"experiment": "e", "method": "m", "baseline": baseline,
-                        "metrics": list(metrics), **measure}}  # fmt: skip
+    out = {"id": "c", "statement": "s", "source": "abs", "setup": "x", "reported": rep,
+           "measure": {"experiment": "e", "method": "m", "baseline": baseline,
+                       "metrics": list(metrics), "scenarios": list(scenarios)},
+           **extra}  # fmt: skip
+    if tolerance is not None:
+        out["tolerance"] = tolerance
+    return out
 
 
-def verdict(c, runs, scenarios=("a",)):
-    papers = {"p": {"claims": [c]}}
-    return evaluate_claims(papers, runs, {"e": {"scenarios": list(scenarios)}}, list(scenarios))[0]
+def verdict(c, runs):
+    return evaluate_claims({"p": {"claims": [c]}}, runs, {"e": {}})[0]
 
 
-def two_seeds(method_bytes, base_bytes, scenario="a"):
+def seeds(method_values, base_values, metric="bytes_total", scenario="a", base="base"):
     return runs_table(
-        [{"method": "m", "seed": s, "scenario": scenario, "bytes_total": b}
-         for s, b in enumerate(method_bytes)]
-        + [{"method": "base", "seed": s, "scenario": scenario, "bytes_total": b}
-           for s, b in enumerate(base_bytes)]
+        [{"method": "m", "seed": s, "scenario": scenario, metric: v}
+         for s, v in enumerate(method_values)]
+        + [{"method": base, "seed": s, "scenario": scenario, metric: v}
+           for s, v in enumerate(base_values)]
     )  # fmt: skip
 
 
-def test_reduction_within_tolerance_is_reproduced_with_its_spread():
-    res = verdict(claim("reduction", 75.0), two_seeds([24, 26], [100, 100]))
-    assert res.verdict == "REPRODUCED"
-    assert res.ours == pytest.approx(75.0) and (res.low, res.high) == (74.0, 76.0)
-    assert res.seeds == 2 and res.metric == "bytes_total"
+# --------------------------------------------------------------------------- gains
 
 
-def test_smaller_effect_in_the_right_direction_is_partial_wrong_direction_is_not():
-    assert verdict(claim("reduction", 75.0), two_seeds([80, 80], [100, 100])).verdict == "PARTIAL"
-    res = verdict(claim("reduction", 75.0), two_seeds([120, 120], [100, 100]))
-    assert res.verdict == "NOT REPRODUCED" and res.ours == pytest.approx(-20.0)
+@pytest.mark.parametrize(
+    ("kind", "metric", "effect"),
+    [("speedup", "time_to_target_s", 41.0), ("reduction", "bytes_total", 74.12),
+     ("ratio", "final_test_accuracy", 0.9938), ("ratio", "bytes_total", 0.5),
+     ("value", "comm_compute_ratio", 5.7), ("reduction", "final_test_accuracy", 3.0)],
+)  # fmt: skip
+def test_effect_and_gain_are_inverse(kind, metric, effect):
+    assert gain_to_effect(kind, metric, effect_to_gain(kind, metric, effect)) == pytest.approx(
+        effect
+    )
 
 
-def test_up_to_claims_take_the_best_scenario_and_baseline_and_may_exceed():
-    runs = pd.concat([two_seeds([50, 50], [100, 100], "a"), two_seeds([5, 5], [100, 100], "b")])
-    other = [{"method": "other", "seed": s, "scenario": "b", "bytes_total": 1000} for s in (0, 1)]
-    runs = pd.concat([runs, runs_table(other)])
-    res = verdict(claim("speedup", 14.0, up_to=True, baseline=["base", "other"]), runs, "ab")
-    assert res.scenario == "b" and res.baseline == "other" and res.ours == pytest.approx(200.0)
-    assert res.verdict == "REPRODUCED"  # "up to 14x": we see more in our best case
-    # The detail says the bound is exceeded, not that we are "1329% from" the claim.
-    assert res.detail.startswith("beyond the reported upper bound by 1329%")
-    within = verdict(claim("speedup", 14.0, up_to=True), two_seeds([7.5, 7.5], [100, 100]))
-    assert within.verdict == "REPRODUCED" and within.detail.startswith("5% from the reported")
+def test_a_positive_gain_always_means_better():
+    assert effect_to_gain("speedup", "time_to_target_s", 2.0) > 0
+    assert effect_to_gain("reduction", "bytes_total", 50.0) > 0
+    assert effect_to_gain("ratio", "bytes_total", 0.5) > 0  # half the bytes
+    assert effect_to_gain("ratio", "final_test_accuracy", 1.01) > 0  # higher accuracy
 
 
-def test_non_up_to_claims_use_the_strongest_baseline():
-    weak = [{"method": "weak", "seed": s, "scenario": "a", "bytes_total": 1000} for s in (0, 1)]
-    runs = pd.concat([two_seeds([10, 10], [100, 100]), runs_table(weak)])
-    res = verdict(claim("speedup", 100.0, baseline=["weak", "base"]), runs)
-    assert res.baseline == "base" and res.ours == pytest.approx(10.0)
+# --------------------------------------------------------------------------- quantitative
+
+
+def test_reduction_whose_interval_lies_in_the_band_is_reproduced():
+    res = verdict(claim("reduction", 75.0), seeds([24, 25, 26], [100, 100, 100]))
+    assert res.verdict == "REPRODUCED", res.detail
+    assert res.ours == pytest.approx(75.0, abs=0.1)
+    assert (res.low, res.high) == pytest.approx((74.0, 76.0))
+    assert res.ci_low < res.ours < res.ci_high and res.seeds == 3
+    assert res.band_low < 75.0 < res.band_high and res.floor == pytest.approx(50.0)
+
+
+def test_fewer_than_three_seeds_are_never_reproduced():
+    res = verdict(claim("reduction", 75.0), seeds([25], [100]))
+    assert res.verdict == "PARTIAL" and "n = 1 < 3" in res.detail
+    res = verdict(claim("reduction", 75.0), seeds([25, 25], [100, 100]))
     assert res.verdict == "PARTIAL"
 
 
-def test_time_to_target_falls_back_when_a_run_never_reached_it():
-    runs = two_seeds([1, 1], [1, 1])
-    runs["total_time_s"] = [1.0, 1.0, 4.0, 4.0]
-    res = verdict(claim("speedup", 4.0, metrics=("time_to_target_s", "total_time_s")), runs)
-    assert res.metric == "total_time_s" and res.ours == pytest.approx(4.0)
+def test_a_wide_interval_over_seeds_is_not_reproduced():
+    # Mean 75% but one seed far off: the 95% interval leaves the band.
+    res = verdict(claim("reduction", 75.0), seeds([10, 25, 40], [100, 100, 100]))
+    assert res.verdict != "REPRODUCED"
 
 
-def test_accuracy_ratio_and_higher_is_better_metrics():
-    runs = two_seeds([1, 1], [1, 1])
-    runs["final_test_accuracy"] = [0.96, 0.97, 0.975, 0.975]
-    res = verdict(claim("ratio", 0.9938, metrics=("final_test_accuracy",)), runs)
-    assert res.ours == pytest.approx((0.96 / 0.975 + 0.97 / 0.975) / 2)
-    assert res.verdict == "REPRODUCED"
-    red = verdict(claim("reduction", 1.0, metrics=("final_test_accuracy",)), runs)
-    assert red.ours < 0  # lower accuracy is a negative improvement, never a "reduction"
+def test_the_partial_floor_defaults_to_half_the_claimed_effect_on_a_log_scale():
+    # 41x claimed: the floor is sqrt(41) = 6.4x.
+    c = claim("speedup", 41.0, metrics=("time_to_target_s",))
+    just_above = seeds([1 / 7.0] * 3, [1.0] * 3, metric="time_to_target_s")
+    just_below = seeds([1 / 6.0] * 3, [1.0] * 3, metric="time_to_target_s")
+    assert verdict(c, just_above).verdict == "PARTIAL"
+    assert verdict(c, just_below).verdict == "NOT REPRODUCED"
+    assert verdict(c, just_above).floor == pytest.approx(math.sqrt(41.0))
+    # A 1.01x speed-up against a claimed 41x is no partial reproduction any more.
+    tiny = seeds([1 / 1.01] * 3, [1.0] * 3, metric="time_to_target_s")
+    assert verdict(c, tiny).verdict == "NOT REPRODUCED"
 
 
-def test_qualitative_needs_every_metric_better_beyond_the_spread():
-    runs = two_seeds([10, 11], [20, 21])
-    c = claim("qualitative", metrics=("bytes_total", "final_test_accuracy"))
-    runs["final_test_accuracy"] = [0.95, 0.96, 0.90, 0.91]
-    assert verdict(c, runs).verdict == "REPRODUCED"
-    runs["final_test_accuracy"] = [0.90, 0.96, 0.91, 0.92]  # better on average, not beyond
+def test_the_partial_floor_can_be_set_per_claim():
+    c = claim("speedup", 41.0, metrics=("time_to_target_s",), tolerance={"partial": 0.1})
+    runs = seeds([1 / 1.5] * 3, [1.0] * 3, metric="time_to_target_s")  # 41^0.1 = 1.45
     assert verdict(c, runs).verdict == "PARTIAL"
-    runs["bytes_total"] = [30, 30, 20, 21]
-    runs["final_test_accuracy"] = [0.80, 0.80, 0.90, 0.91]
+
+
+def test_an_exceeded_up_to_bound_is_not_a_reproduction():
+    """Used to pass: exceeding an "up to" claim counted as REPRODUCED (13x over the paper)."""
+    c = claim("speedup", 5.7, up_to=True, metrics=("time_to_target_s",))
+    res = verdict(c, seeds([1 / 41.6] * 3, [1.0] * 3, metric="time_to_target_s"))
+    assert res.verdict == "PARTIAL"
+    assert "above the tolerance band" in res.detail
+
+
+def test_no_best_of_over_scenarios_every_fixed_scenario_must_pass():
+    """Used to pass: an "up to" claim took the scenario most favourable to it."""
+    runs = pd.concat(
+        [seeds([60] * 3, [100] * 3, scenario="a"), seeds([25] * 3, [100] * 3, scenario="b")]
+    )
+    c = claim("reduction", 75.0, up_to=True, scenarios=("a", "b"))
+    res = verdict(c, runs)
+    assert res.verdict == "NOT REPRODUCED" and res.scenario == "a"
+    assert "b: REPRODUCED" in res.detail
+    assert verdict(claim("reduction", 75.0, scenarios=("b",)), runs).verdict == "REPRODUCED"
+
+
+def test_the_verdict_is_against_the_strongest_of_the_fixed_baselines():
+    """Used to pass: the weakest baseline (dense-equivalent OmniReduce) decided a byte claim."""
+    runs = pd.concat([
+        seeds([10] * 3, [100] * 3, base="weak"),
+        runs_table([{"method": "strong", "seed": s, "scenario": "a", "bytes_total": 12}
+                    for s in range(3)]),
+    ])  # fmt: skip
+    res = verdict(claim("reduction", 90.0, baseline=["weak", "strong"]), runs)
+    assert res.baseline == "strong" and res.baselines == "weak, strong"
+    assert res.ours == pytest.approx(100 * (1 - 10 / 12))
+    assert res.verdict == "NOT REPRODUCED"
+
+
+def test_a_missing_baseline_or_scenario_is_not_run():
+    res = verdict(claim("reduction", 50.0, baseline=["base", "gone"]), seeds([1] * 3, [2] * 3))
+    assert res.verdict == "NOT RUN" and "gone" in res.detail
+    res = verdict(claim("reduction", 50.0, scenarios=("zzz",)), seeds([1] * 3, [2] * 3))
+    assert res.verdict == "NOT RUN"
+    res = evaluate_claims({"p": {"claims": [claim("reduction", 50.0)]}}, seeds([1], [2]), {})[0]
+    assert res.verdict == "NOT RUN" and "no experiment 'e'" in res.detail
+
+
+def test_other_metrics_are_shown_beside_the_headline_never_in_its_place():
+    """Used to pass: an unreached target fell back silently to the total time."""
+    runs = seeds([math.nan] * 3, [1.0] * 3, metric="time_to_target_s")
+    runs["total_time_s"] = [0.5] * 3 + [2.0] * 3
+    c = claim("speedup", 2.0, metrics=("time_to_target_s", "total_time_s"))
+    res = verdict(c, runs)
+    assert res.metric == "time_to_target_s" and res.verdict == "NOT REPRODUCED"
+
+
+# --------------------------------------------------------------------------- censoring
+
+
+def test_a_censored_method_run_is_not_reproduced_and_says_so():
+    runs = seeds([0.1, math.nan, 0.1], [1.0] * 3, metric="time_to_target_s")
+    runs.loc[1, "total_time_s"] = 0.1  # censored at 0.1: its speed-up is at most 10x
+    c = claim("speedup", 10.0, metrics=("time_to_target_s",))
+    res = verdict(c, runs)
+    assert res.verdict == "NOT REPRODUCED"
+    assert res.censored == 1 and res.bound == "at most"
+    assert "did not hold the target" in res.detail and "seed 1" in res.detail
+
+
+def test_a_censored_baseline_gives_a_lower_bound_at_most_partial():
+    runs = seeds([0.1] * 3, [1.0, math.nan, 1.0], metric="time_to_target_s")
+    runs.loc[4, "total_time_s"] = 2.0  # the baseline's censored run: >= 2.0 s
+    c = claim("speedup", 10.0, metrics=("time_to_target_s",))
+    res = verdict(c, runs)
+    assert res.verdict == "PARTIAL" and res.bound == "at least"
+    runs.loc[4, "total_time_s"] = 0.2  # a bound of 2x that does not clear the 3.2x floor
     assert verdict(c, runs).verdict == "NOT REPRODUCED"
 
 
-def test_missing_runs_or_experiment_say_so():
-    res = verdict(claim("reduction", 50.0), two_seeds([1], [2], scenario="zzz"))
-    assert res.verdict == "NOT REPRODUCED" and "missing" in res.detail
-    papers = {"p": {"claims": [claim("reduction", 50.0)]}}
-    res = evaluate_claims(papers, two_seeds([1], [2]), {}, ["a"])[0]
-    assert "no experiment 'e'" in res.detail
+def test_bytes_to_target_are_censored_at_the_runs_total_bytes():
+    runs = seeds([math.nan] * 3, [100] * 3, metric="bytes_to_target")
+    runs["bytes_total"] = [5] * 3 + [200] * 3
+    res = verdict(claim("reduction", 80.0, metrics=("bytes_to_target",)), runs)
+    assert res.verdict == "NOT REPRODUCED" and res.censored == 3
+
+
+# --------------------------------------------------------------------------- one-sided, facts
+
+
+def test_accuracy_claims_are_one_sided():
+    """Used to fail wrongly: an accuracy above the paper's was NOT REPRODUCED."""
+    c = claim("ratio", 0.9938, baseline="base", metrics=("final_test_accuracy",),
+              tolerance={"reproduced": 0.01})  # fmt: skip
+    higher = seeds([0.99] * 3, [0.97] * 3, metric="final_test_accuracy")
+    assert verdict(c, higher).verdict == "REPRODUCED"
+    lower = seeds([0.90] * 3, [0.97] * 3, metric="final_test_accuracy")
+    assert verdict(c, lower).verdict == "NOT REPRODUCED"
+    few = seeds([0.99], [0.97], metric="final_test_accuracy")
+    assert verdict(c, few).verdict == "PARTIAL"
+
+
+def test_a_setup_fact_is_stated_not_judged():
+    """Used to pass by construction: a comm/compute ratio set by the link we chose."""
+    runs = runs_table([{"method": "m", "seed": s, "scenario": "a", "comm_s": 41.6}
+                       for s in range(3)])  # fmt: skip
+    c = claim("value", 5.7, baseline=None, metrics=("comm_compute_ratio",), setup_fact=True)
+    res = verdict(c, runs)
+    assert res.verdict == "SETUP FACT" and res.ours == pytest.approx(41.6)
+    assert "not a finding" in res.detail
+
+
+# --------------------------------------------------------------------------- qualitative
+
+
+def test_qualitative_needs_the_worst_seed_to_beat_the_best_baseline_seed():
+    c = claim("qualitative", baseline=["b1"], metrics=("bytes_total",))
+    beyond = seeds([10, 11, 12], [20, 21, 22], base="b1")
+    assert verdict(c, beyond).verdict == "REPRODUCED"
+    overlapping = seeds([10, 11, 25], [20, 21, 22], base="b1")
+    assert verdict(c, overlapping).verdict == "PARTIAL"
+    worse = seeds([30, 31, 32], [20, 21, 22], base="b1")
+    assert verdict(c, worse).verdict == "NOT REPRODUCED"
+    one_seed = seeds([10], [20], base="b1")
+    res = verdict(c, one_seed)
+    assert res.verdict == "PARTIAL" and "needs 3 seeds" in res.detail
+
+
+def test_qualitative_counts_a_censored_method_run_as_never_reaching_the_target():
+    c = claim("qualitative", baseline=["b1"], metrics=("time_to_target_s",))
+    runs = seeds([1.0, math.nan, 1.0], [2.0] * 3, metric="time_to_target_s", base="b1")
+    res = verdict(c, runs)
+    assert res.verdict == "NOT REPRODUCED" and res.censored == 1
+
+
+# --------------------------------------------------------------------------- plumbing
 
 
 def test_derived_metrics():
@@ -126,17 +270,19 @@ def test_the_shipped_papers_load_and_a_bad_one_is_named(repo, tmp_path):
     papers = load_papers(repo / "config" / "papers")
     assert set(papers) == {"dfs", "ratatouille", "dc2", "pcp", "jpdc"}
     assert sum(len(p["claims"]) for p in papers.values()) >= 10
+    for paper in papers.values():  # every claim is fixed in advance
+        for c in paper["claims"]:
+            assert c["measure"]["scenarios"] and "partial" in c["tolerance"]
     (tmp_path / "x.yaml").write_text("id: y\ntitle: t\nauthors: a\nvenue: v\nclaims: []\n")
     with pytest.raises(ConfigError, match="x.yaml"):
         load_papers(tmp_path)
 
 
 def test_runs_pair_on_workload_and_seed_within_the_experiments_workloads():
-    runs = pd.concat([two_seeds([25, 25], [100, 100]), two_seeds([90, 90], [100, 100])])
-    runs["workload"] = ["w"] * 4 + ["other"] * 4
-    c = claim("reduction", 75.0)
-    papers = {"p": {"claims": [c]}}
-    res = evaluate_claims(papers, runs, {"e": {"scenarios": ["a"], "workloads": ["w"]}}, ["a"])
-    assert res[0].seeds == 2 and res[0].ours == pytest.approx(75.0)
-    both = evaluate_claims(papers, runs, {"e": {"scenarios": ["a"]}}, ["a"])[0]
-    assert both.seeds == 4 and (both.low, both.high) == pytest.approx((10.0, 75.0))  # per workload
+    runs = pd.concat([seeds([25] * 3, [100] * 3), seeds([90] * 3, [100] * 3)])
+    runs["workload"] = ["w"] * 6 + ["other"] * 6
+    papers = {"p": {"claims": [claim("reduction", 75.0)]}}
+    res = evaluate_claims(papers, runs, {"e": {"workloads": ["w"]}})[0]
+    assert res.seeds == 3 and res.ours == pytest.approx(75.0)
+    both = evaluate_claims(papers, runs, {"e": {}})[0]
+    assert both.seeds == 6 and (both.low, both.high) == pytest.approx((10.0, 75.0))

@@ -53,7 +53,8 @@ def check_time_split(recs):
     for p in range(P):
         prev = 0.0
         for r in sorted((r for r in recs if r.worker == p), key=lambda r: r.iteration):
-            assert r.compute_s + r.comm_s + r.wait_s == pytest.approx(r.time_s - prev, abs=1e-9)
+            step = r.compute_s + r.codec_s + r.comm_s + r.wait_s
+            assert step == pytest.approx(r.time_s - prev, abs=1e-9)
             assert min(r.compute_s, r.comm_s, r.wait_s) >= 0 and r.staleness == 0
             prev = r.time_s
 

@@ -10,8 +10,10 @@ from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.control import Controller, Observation
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
+from psml_core.engine.sim.backend import SERVER_DEVICE
 from psml_core.engine.worker import BatchSampler
 from psml_core.errors import ConfigError
+from psml_core.net.codec_cost import CodecCostModel
 
 
 def spec_for(smoke, workload="digits_mlp", scenario="dc_10g", **changes):
@@ -45,7 +47,8 @@ def test_bsp_time_split_and_zero_staleness(smoke, prepared):
         mine = sorted((r for r in recs if r.worker == p), key=lambda r: r.iteration)
         prev = 0.0
         for r in mine:
-            assert r.compute_s + r.comm_s + r.wait_s == pytest.approx(r.time_s - prev, abs=1e-12)
+            step = r.compute_s + r.codec_s + r.comm_s + r.wait_s
+            assert step == pytest.approx(r.time_s - prev, abs=1e-12)
             assert r.staleness == 0 and r.wait_s >= 0
             prev = r.time_s
     # Barrier: nobody computes iteration t before every worker's push of t-1 has arrived
@@ -111,6 +114,7 @@ def test_single_worker_iteration_time_is_analytic(smoke, prepared):
     spec = dataclasses.replace(
         spec_for(smoke, iterations=3, workers=1, shards=1, colocated=False), scenario=sc
     )
+    spec = dataclasses.replace(spec, compute=dataclasses.replace(spec.compute, codec_costs=False))
     job, recs = simulate(spec, prepared)
     bw = sc.bandwidth_gbps * 1e9 / 8
     lat, ovh = sc.latency_us * 1e-6, sc.message_overhead_us * 1e-6
@@ -120,6 +124,51 @@ def test_single_worker_iteration_time_is_analytic(smoke, prepared):
         expected = 3 * per_msg + 2 * 4 * n / bw + r.compute_s
         assert r.time_s - (r.iteration and recs[r.iteration - 1].time_s) == pytest.approx(expected)
         assert r.wait_s == 0
+
+
+def test_codec_costs_appear_in_the_simulated_time(smoke, prepared):
+    """A codec's encode and decode (worker) and the server's answer are charged, exactly.
+
+    The server's decode of the push is hidden here: it runs while the next pull request
+    travels (one worker, one shard).
+    """
+    sc = dataclasses.replace(smoke.scenarios["slow_100m"], header_bytes=0)
+    base = dataclasses.replace(
+        spec_for(smoke, iterations=3, workers=1, shards=1, colocated=False), scenario=sc
+    )
+    job, recs = simulate(base, prepared)
+    free = dataclasses.replace(base, compute=dataclasses.replace(base.compute, codec_costs=False))
+    _, free_recs = simulate(free, prepared)
+    costs = CodecCostModel.for_device(base.compute.device)
+    server = CodecCostModel.for_device(SERVER_DEVICE)
+    n = job.model.n_params
+    ctx = job.ctx(0, 1.0)
+    dense = job.workers[0].codecs[0]
+    encode = costs.encode_s(dense, n, ctx, ratio=1.0)
+    decode = costs.decode_down_s(dense, n, ctx, ratio=1.0, pull=True)
+    answer = server.encode_down_s(dense, n, ctx, ratio=1.0, pull=True)
+    bw = sc.bandwidth_gbps * 1e9 / 8
+    per_msg = sc.message_overhead_us * 1e-6 + sc.latency_us * 1e-6
+    for r, f in zip(recs, free_recs, strict=True):
+        assert r.codec_s == pytest.approx(encode + decode, rel=1e-12) and r.codec_s > 0
+        assert r.wait_s == 0 and f.codec_s == 0  # the server's answer is communication time
+        assert r.comm_s == pytest.approx(f.comm_s + answer, rel=1e-9)
+        step = 3 * per_msg + 2 * 4 * n / bw + r.compute_s + r.codec_s + answer
+        assert r.time_s - (r.iteration and recs[r.iteration - 1].time_s) == pytest.approx(step)
+    assert recs[-1].time_s > free_recs[-1].time_s
+
+
+def test_overlap_hides_pushes_behind_backward(smoke, prepared):
+    """With overlap, shards whose layers backward finishes early push during the rest of it."""
+    spec = spec_for(smoke, iterations=4, scenario="dc_10g")  # comm about as long as compute
+    # Two layers, so that the second shard holds only later layers (ready before the end).
+    spec = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, hidden=(32, 64)))
+    off = dataclasses.replace(spec, scenario=dataclasses.replace(spec.scenario, overlap=False))
+    _, on_recs = simulate(spec, prepared)
+    _, off_recs = simulate(off, prepared)
+    assert on_recs[-1].time_s < off_recs[-1].time_s
+    assert sum(r.comm_s for r in on_recs) < sum(r.comm_s for r in off_recs)
+    assert [r.bytes_up for r in on_recs] == [r.bytes_up for r in off_recs]
 
 
 def test_training_learns(smoke, prepared):

@@ -49,31 +49,53 @@ def test_pcp_with_one_step_rounds_equals_bsp_local_sgd(smoke, prepared):
 
 def test_pcp_grants_fast_workers_more_local_steps_and_cuts_waiting(smoke, prepared):
     mult = [1, 1, 1, 4]
-    pcp_spec = spec_for(smoke, iterations=10, sync=BlockSpec("pcp"), multipliers=mult)
-    bsp_spec = spec_for(smoke, iterations=10, multipliers=mult)
+    pcp_spec = spec_for(smoke, iterations=24, sync=BlockSpec("pcp"), multipliers=mult)
+    bsp_spec = spec_for(smoke, iterations=24, multipliers=mult)
     job, recs = simulate(pcp_spec, prepared)
     _, bsp = simulate(bsp_spec, prepared)
     first = [r for r in recs if r.iteration == 0]
     assert all(r.local_steps == 1 for r in first)  # no prediction before the first reports
-    later = [r for r in recs if r.iteration >= 2]
+    last = max(r.iteration for r in recs)  # its budgets are trimmed to the step budget
+    later = [r for r in recs if 2 <= r.iteration < last]
     assert all(r.local_steps == 1 for r in later if r.worker == 3)
-    # Fast workers fill the slow one's round: ~4 steps (its comm time makes it a bit more).
-    assert all(4 <= r.local_steps <= 8 for r in later if r.worker != 3)
+    # Fast workers fill the slow one's round: ~4 steps, fewer for a worker whose own
+    # communication (both shards remote) takes longer.
+    assert all(3 <= r.local_steps <= 8 for r in later if r.worker != 3)
+    assert max(r.local_steps for r in later) >= 4
     fast_wait = sum(r.wait_s for r in recs if r.worker != 3) / sum(
         r.time_s - (r.time_s - r.compute_s - r.comm_s - r.wait_s) for r in recs if r.worker != 3
     )
     bsp_wait = sum(r.wait_s for r in bsp if r.worker != 3) / sum(
-        r.compute_s + r.comm_s + r.wait_s for r in bsp if r.worker != 3
+        r.compute_s + r.codec_s + r.comm_s + r.wait_s for r in bsp if r.worker != 3
     )
     assert fast_wait < 0.5 * bsp_wait
     # Each round is one push and one pull per worker; the push carries the 12-byte report and
-    # shard 0's answer the 4-byte budget: exact bytes.
+    # shard 0's answer the 4-byte budget: exact bytes. The last record also holds the final
+    # pull (the merged model, with a budget of 0 steps) that ends the run.
     n = job.model.n_params
     hdr = job.spec.scenario.header_bytes
+    shards = job.spec.shards
     for r in recs:
-        shards = job.spec.shards
-        assert r.bytes_up == 4 * n + shards * (REPORT_BYTES + 2 * hdr)
-        assert r.bytes_down == 4 * n + BUDGET_BYTES + shards * hdr
+        pulls = 2 if r.iteration == last else 1
+        assert r.bytes_up == 4 * n + shards * (REPORT_BYTES + hdr) + pulls * shards * hdr
+        assert r.bytes_down == pulls * (4 * n + BUDGET_BYTES + shards * hdr)
+
+
+def test_pcp_stops_at_the_sample_budget_of_the_other_policies(smoke, prepared):
+    """A round policy processes as many samples as BSP (P x iterations steps), not as many
+    rounds: its run ends when the budget is spent, and its last round is evaluated."""
+    iterations = 24
+    spec = spec_for(smoke, iterations=iterations, sync=BlockSpec("pcp"), multipliers=[1, 1, 1, 4])
+    job, recs = simulate(spec, prepared)
+    P = job.spec.workers
+    steps = sum(r.local_steps for r in recs)
+    assert P * iterations <= steps < P * iterations + P
+    rounds = max(r.iteration for r in recs) + 1
+    assert rounds < iterations  # fast workers' local steps: fewer rounds than BSP's steps
+    assert len(recs) == P * rounds
+    evaluated = {r.iteration for r in recs if not np.isnan(r.test_accuracy)}
+    assert rounds - 1 in evaluated
+    assert all(s.finished for s in job.shards)
 
 
 def test_pcp_merge_is_weighted_by_local_steps(smoke, prepared):

@@ -165,7 +165,11 @@ def test_dense_model_touches_every_key_like_params(smoke, prepared):
     job, recs = simulate(spec, prepared)
     dense, drecs = simulate(spec_for(smoke, "digits_mlp", iterations=4), prepared)
     np.testing.assert_array_equal(job.global_params(), dense.global_params())
-    assert [r.loss for r in recs] == [r.loss for r in drecs]
+
+    def order(rs):  # completion order differs: kv and dense codecs cost different times
+        return [r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))]
+
+    assert order(recs) == order(drecs)
     sizes = [len(s.keys) for s in job.shards]
     assert all(r.shard_bytes_down == tuple(12 * n for n in sizes) for r in recs)
     assert all(r.shard_bytes_up == tuple(20 * n for n in sizes) for r in recs)

@@ -7,5 +7,5 @@ from conformance import MethodConformance
 
 class TestDFSConformance(MethodConformance):
     paper = "dfs"
-    recipes = ("dfs", "dfs_fixed_b", "omnireduce", "topk_omnireduce")
+    recipes = ("dfs", "dfs_fixed_b", "omnireduce", "topk_omnireduce", "topk_mc")
     dist_recipes = ("dfs",)

@@ -1,7 +1,8 @@
 """With compression on, each method still learns, and saves what it claims to save.
 
 Each method runs from its recipe with the smoke settings (P = 4, S = 2, seed 0): 80 iterations
-(rounds for PCP) of digits_mlp, or 60 of rcv1_logreg for jpdc. Bars were set from measured
+(rounds for PCP; 240 for dfs, whose 1% budget needs them) of digits_mlp, or 60 of rcv1_logreg
+for jpdc. Bars were set from measured
 values with a margin; the measurements (seed 0, and seeds 1-2 where stated) are in each case's
 ``note``. Two tests per method, so that a method that saves bytes but does not learn shows as
 exactly that:
@@ -72,16 +73,17 @@ CASES = {
     "dfs": Case(
         method="dfs",
         workload="digits_mlp",
-        iterations=80,
+        iterations=240,
         scenario="dc_10g",
         multipliers=None,
-        bar=0.80,
+        bar=0.90,
         baseline="omnireduce",
         metric="total",
-        factor=0.5,
+        factor=0.1,
         note=(
-            "with eta = 0.5 and rho capped at 0.3 (rho = 0.01 diverged: acc 0.25, see the dfs "
-            "recipe's deviations)"
+            "rho = 1% with momentum correction, 240 steps (80 are too few for a 1% budget: "
+            "0.83/0.91/0.88): acc 0.953 (seeds 1, 2: 0.961, 0.950; dense 0.969); bytes 0.035 x "
+            "omnireduce's; with error feedback and server momentum instead 0.87/0.85/0.88"
         ),
     ),
     "ratatouille": Case(
@@ -209,10 +211,13 @@ def test_dc2_controller_compresses_on_the_slow_link(
 def test_pcp_fast_workers_take_more_local_steps(
     smoke: Experiment, prepared: dict[str, Path]
 ) -> None:
-    """PCP's rounds give the three fast workers ~4x the slow one's steps (measured 1031 in all)."""
+    """PCP's rounds give the three fast workers ~4x the slow one's steps, within the same
+    sample budget as the other policies (4 workers x 80 steps)."""
     run = run_case(smoke, prepared, CASES["pcp"])
     steps = [sum(r.local_steps for r in run.records if r.worker == p) for p in range(4)]
-    assert steps[3] == 80 and all(s >= 3 * steps[3] for s in steps[:3])
+    rounds = max(r.iteration for r in run.records) + 1
+    assert 4 * 80 <= sum(steps) < 4 * 81
+    assert steps[3] == rounds and all(s >= 3 * steps[3] for s in steps[:3])
 
 
 def test_measured_table(smoke: Experiment, prepared: dict[str, Path]) -> None:

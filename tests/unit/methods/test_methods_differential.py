@@ -25,7 +25,7 @@ from conformance import (
     with_params,
 )
 
-from psml_core.codecs import ErrorFeedback
+from psml_core.codecs import ErrorFeedback, MomentumCorrection
 from psml_core.config import Experiment, MethodRecipe
 from psml_core.placement import Assignment
 
@@ -100,43 +100,75 @@ def test_value_bounded_filter_off_equals_dense_bsp(
 
 
 @pytest.mark.parametrize(
-    ("name", "off"),
+    ("name", "off", "momentum"),
     [
-        ("dfs", {"ratio": 1.0, "energy": None}),
-        ("dfs_fixed_b", {"ratio": 1.0, "energy": None}),
-        ("topk_omnireduce", {"ratio": 1.0}),
-        ("omnireduce", {}),
+        ("dfs", {"ratio": 1.0}, 0.0),
+        ("dfs_fixed_b", {"ratio": 1.0}, 0.0),
+        ("topk_omnireduce", {"ratio": 1.0}, 0.0),
+        ("dfs", {"ratio": 1.0, "momentum_correction": None, "error_feedback": True}, None),
+        ("omnireduce", {}, None),
     ],
-    ids=["dfs-ratio=1", "dfs_fixed_b-ratio=1", "topk_omnireduce-ratio=1", "omnireduce"],
+    ids=[
+        "dfs-ratio=1",
+        "dfs_fixed_b-ratio=1",
+        "topk_omnireduce-ratio=1",
+        "dfs-ratio=1-error_feedback",
+        "omnireduce",
+    ],
 )
 def test_block_codecs_keeping_everything_equal_dense_bsp(
-    smoke: Experiment, prepared: dict[str, Path], name: str, off: dict[str, float | None]
+    smoke: Experiment,
+    prepared: dict[str, Path],
+    name: str,
+    off: dict[str, float | None],
+    momentum: float | None,
 ) -> None:
-    """Block budget = every block (rho = 1, no energy stop; OmniReduce skips only all-zero
-    blocks) == dense_bsp.
+    """Block budget = every block (rho = 1; OmniReduce skips only all-zero blocks) == dense_bsp,
+    without momentum where the recipe corrects momentum on the workers.
 
     Tolerance: exact. At rho = 1 the budget ``ceil(rho n / B)`` is every block whatever B the
-    dynamic rule picks, so each push holds the whole float32 vector and the error-feedback
-    residual ``v - decode(p)`` is exactly 0 (checked); OmniReduce at threshold 0 drops only
-    blocks of exact zeros. Block sums in worker order and the union broadcast are then the dense
-    sums, applied as in dense_bsp (see the value-bounded test).
+    dynamic rule picks, so each push holds the whole float32 vector; OmniReduce at threshold 0
+    drops only blocks of exact zeros. With error feedback the residual ``v - decode(p)`` is then
+    exactly 0 (checked). With DGC's momentum correction (the dfs recipes, topk_omnireduce) every
+    non-zero coordinate is sent and its velocity masked each step, so the push is exactly ``g``
+    (velocity and accumulation stay 0, checked) and the server applies plain SGD: the run is
+    dense_bsp with momentum 0, although the workload's momentum 0.9 is on the workers. Block
+    sums in worker order and the union broadcast are then the dense sums, applied as in
+    dense_bsp (see the value-bounded test).
     """
-    run = sim(smoke, prepared, with_params(recipes()[name], "codec", **off))
-    assert_same_run(run, sim(smoke, prepared, "dense_bsp"))
+    params = {**recipes()[name].codec.params, **off}
+    recipe = recipes()[name]
+    recipe = dataclasses.replace(
+        recipe,
+        codec=dataclasses.replace(
+            recipe.codec, params={k: v for k, v in params.items() if v is not None}
+        ),
+    )
+    run = sim(smoke, prepared, recipe)
+    assert run.job.spec.workload.momentum == 0.9
+    dense = sim(smoke, prepared, "dense_bsp", **({} if momentum is None else {"momentum": 0.0}))
+    assert_same_run(run, dense)
     for worker in run.job.workers:
         for codec in worker.codecs:
             if isinstance(codec, ErrorFeedback):
                 assert codec.residual is not None and not codec.residual.any()
+            if isinstance(codec, MomentumCorrection):
+                assert codec.momentum == 0.9
+                assert not codec.velocity.any() and not codec.accumulated.any()
+    assert any(
+        isinstance(c, ErrorFeedback | MomentumCorrection) for c in run.job.workers[0].codecs
+    ) == (name != "omnireduce")
 
 
 def test_dfs_fixed_b_at_ratio_one_pays_only_the_block_ids(
     smoke: Experiment, prepared: dict[str, Path]
 ) -> None:
-    """DFS's only overhead without sparsification: a 4 B id per block of B = 256 (exact)."""
-    recipe = with_params(recipes()["dfs_fixed_b"], "codec", ratio=1.0, energy=None)
+    """DFS's only overhead without sparsification: a 4 B id per block of B (exact)."""
+    recipe = with_params(recipes()["dfs_fixed_b"], "codec", ratio=1.0)
+    b = recipe.codec.params["block_size"]
     run = sim(smoke, prepared, recipe)
     n = [len(s.keys) for s in run.job.shards]
-    expected = tuple(4 * k + 4 * math.ceil(k / 256) for k in n)
+    expected = tuple(4 * k + 4 * math.ceil(k / b) for k in n)
     assert {r.shard_bytes_up for r in run.records} == {expected}
 
 

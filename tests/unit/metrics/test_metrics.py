@@ -97,3 +97,42 @@ def test_target_never_reached_is_null(smoke):
         compute_model={"model": "profile"},
     )
     assert s["time_to_target_s"] is None
+    assert s["target_censored"] is True
+    assert s["bytes_to_target"] is None and s["samples_to_target"] is None
+
+
+def test_a_transient_crossing_is_not_time_to_target(smoke):
+    """Used to pass: a run that crossed the target and then diverged counted as reaching it."""
+    spec = smoke.runs()[0]
+    target = spec.workload.target_accuracy
+    evals = [0.1, target + 0.01, 0.3, target, target + 0.05]
+    records = [rec(i, 0, acc, time_s=float(i)) for i, acc in enumerate(evals)]
+    s = build_summary(
+        records, spec, clock="simulated", data_sha256={}, wall_clock_s=0.0,
+        compute_model={"model": "profile"},
+    )  # fmt: skip
+    assert s["first_target_s"] == 1.0
+    assert s["time_to_target_s"] == 3.0  # held from iteration 3 to the end
+    assert s["bytes_to_target"] == 4 * 300  # iterations 0..3, 300 bytes each
+    assert s["samples_to_target"] == 4 * spec.workload.batch_size
+    assert s["samples_processed"] == 5 * spec.workload.batch_size
+    diverged = [rec(i, 0, acc, time_s=float(i)) for i, acc in enumerate(evals[:2] + [0.3])]
+    s = build_summary(
+        diverged, spec, clock="simulated", data_sha256={}, wall_clock_s=0.0,
+        compute_model={"model": "profile"},
+    )  # fmt: skip
+    assert s["time_to_target_s"] is None and s["target_censored"] is True
+
+
+@pytest.mark.parametrize(
+    ("accs", "window", "expected"),
+    [([0.1, 0.95, 0.2, 0.95, 0.96], None, 3), ([0.1, 0.95, 0.2, 0.95, 0.96], 2, 3),
+     ([0.95, 0.2, 0.95, 0.96, 0.1], 2, 2), ([0.95, 0.2, 0.95, 0.96, 0.1], None, None),
+     ([0.2, 0.95], 3, 1), ([0.2, 0.2], 1, None)],
+)  # fmt: skip
+def test_target_reached_holds_to_the_end_or_for_a_window(accs, window, expected):
+    from psml_core.metrics.summary import target_reached
+
+    evals = [(i, float(i), a, 0.0) for i, a in enumerate(accs)]
+    got = target_reached(evals, 0.9, window)
+    assert (got[0] if got is not None else None) == expected

@@ -150,11 +150,11 @@ def test_a_claim_whose_experiment_is_not_in_the_tier_says_so(built: dict[str, An
     text = _flat(built["text"])
     claims = read_claims(built["inputs"]["claims_csv"])
     pcp = claims[claims["claim"] == "pcp_vs_ssp"].iloc[0]
-    assert pcp.verdict == "NOT REPRODUCED" and "no experiment 'pcp'" in pcp.detail
+    assert pcp.verdict == "NOT RUN" and "no experiment 'pcp'" in pcp.detail
     assert _flat(pcp.detail) in text  # the verdict's reason, as claims.csv gives it
-    assert "not measured" in text
+    assert "not run" in text
     assert "The smoke tier defines no experiment for this paper" in text
-    assert "could not be measured in this tier" in text
+    assert "could not be judged because this tier does not run them" in text
 
 
 def test_each_paper_has_its_section_and_figures(built: dict[str, Any]) -> None:
