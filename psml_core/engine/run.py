@@ -14,12 +14,13 @@ import torch
 from psml_core.config import RunSpec
 from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.job import build_job
-from psml_core.engine.sim.backend import SimBackend
+from psml_core.engine.job import Job, build_job
+from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.errors import DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
+from psml_core.net.codec_cost import CodecCostModel
 from psml_core.placement import Assignment
 
 __all__ = ["configure_torch", "load_assignment", "train"]
@@ -35,6 +36,22 @@ def configure_torch(spec: RunSpec) -> None:
         torch.use_deterministic_algorithms(True)
     else:
         set_deterministic(True, warn_only=False)
+
+
+def _time_model(job: Job, backend: Backend) -> dict[str, Any]:
+    """What the run's clock assumed: the compute model, and on sim the codec cost tables."""
+    out = job.compute.describe()
+    if isinstance(backend, SimBackend):
+        spec = job.spec
+        out["overlap"] = spec.scenario.overlap
+        if spec.compute.codec_costs:
+            out["codec_costs"] = {
+                "workers": CodecCostModel.for_device(spec.compute.device).describe(),
+                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(),
+            }
+        else:
+            out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"
+    return out
 
 
 def load_assignment(path: str | Path) -> Assignment:
@@ -97,7 +114,7 @@ def train(
         clock=backend.clock,
         data_sha256=manifest_sha256(data_dir),
         wall_clock_s=wall,
-        compute_model=job.compute.describe(),
+        compute_model=_time_model(job, backend),
         placement_decisions=None
         if job.dynamic is None
         else [dataclasses.asdict(d) for d in job.dynamic.decisions],
