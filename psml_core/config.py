@@ -46,6 +46,7 @@ __all__ = [
     "load_methods",
     "load_yaml",
     "schema_dir",
+    "sweep_label",
     "sweep_recipes",
     "validate",
 ]
@@ -809,9 +810,13 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     return exp
 
 
-def _label(value: float) -> str:
+def sweep_label(param: str, value: float) -> str:
+    """A sweep value's default recipe-name suffix: the path's last part and the value.
+
+    ``sweep_label("codec.params.ratio", 0.01) == "ratio_0p01"``.
+    """
     text = f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
-    return text.lower()
+    return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
 
 
 def sweep_recipes(
@@ -834,13 +839,12 @@ def sweep_recipes(
         )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
-    last = sweep["params"][0].rsplit(".", 1)[-1]
     if labels and len(labels) != len(values):
         raise ConfigError(
             f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
             "values; give one per value or none"
         )
-    labels = labels or [f"{last}_{_label(v)}" for v in values]
+    labels = labels or [sweep_label(sweep["params"][0], v) for v in values]
     base = dataclasses.asdict(recipes[method])
     out: dict[str, MethodRecipe] = {}
     for value, label in zip(values, labels, strict=True):

@@ -21,6 +21,7 @@ from psml_core.errors import ConfigError, DataError
 __all__ = [
     "AGGREGATE_KEYS",
     "AGGREGATE_METRICS",
+    "OPTIONAL_COLUMNS",
     "PLACEMENT_COLUMNS",
     "PROVENANCE_COLUMNS",
     "RUN_KEYS",
@@ -38,8 +39,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "final_train_loss", "target_accuracy", "time_to_target_s", "target_censored",
     "first_target_s", "bytes_to_target", "samples_to_target", "samples_processed",
     "total_time_s", "bytes_up", "bytes_down", "bytes_total", "remote_bytes_up",
-    "remote_bytes_down", "compute_s", "comm_s", "wait_s", "codec_s",
+    "remote_bytes_down", "compute_s", "comm_s", "wait_s", "codec_s", "lossless_bytes_up",
+    "lossless_bytes_down",
 )  # fmt: skip
+
+# Summary columns that older summaries and runs tables lack: read as missing (NaN), not refused.
+OPTIONAL_COLUMNS: tuple[str, ...] = ("lossless_bytes_up", "lossless_bytes_down")
 
 # Taken from ``provenance``; ``versions`` and ``data_sha256`` are canonical JSON strings so that
 # one CSV column holds them whatever packages or files a run lists.
@@ -79,7 +84,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
 
 def _row(summary: dict[str, Any]) -> dict[str, Any]:
     prov = summary["provenance"]
-    row = {col: summary[col] for col in SUMMARY_COLUMNS}
+    row = {col: summary.get(col) if col in OPTIONAL_COLUMNS else summary[col]
+           for col in SUMMARY_COLUMNS}  # fmt: skip
     row.update(
         config_hash=prov["config_hash"],
         git_commit=prov["git_commit"],
@@ -103,7 +109,9 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
         placement_best_saving=max(cuts) if cuts else math.nan,
     )
     # JSON null (target never held: censored) becomes NaN, so the columns stay numeric.
-    for col in ("time_to_target_s", "first_target_s", "bytes_to_target", "samples_to_target"):
+    # So does a lossless size the recipe does not measure.
+    for col in ("time_to_target_s", "first_target_s", "bytes_to_target", "samples_to_target",
+                *OPTIONAL_COLUMNS):  # fmt: skip
         if row[col] is None:
             row[col] = math.nan
     return row
@@ -156,6 +164,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_runs_csv`.
 
     Only empty cells are missing values, so a method or scenario named "NA" or "None" survives.
+    A table written before :data:`OPTIONAL_COLUMNS` were recorded gets them as missing values.
 
     Raises:
         DataError: The file is missing, unreadable or lacks columns (the message names it).
@@ -167,6 +176,9 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"runs table {str(p)!r} is not readable CSV ({exc})") from None
+    for col in OPTIONAL_COLUMNS:
+        if col not in df.columns:
+            df[col] = math.nan
     wanted = (*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS, *PLACEMENT_COLUMNS)
     missing = [c for c in wanted if c not in df.columns]
     if missing:

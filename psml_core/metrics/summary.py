@@ -47,6 +47,13 @@ def target_reached(
     return None
 
 
+def _lossless_total(records: list[IterationRecord], direction: str) -> int | None:
+    """Snappy-compressed bytes in ``direction`` over the records; None where none measured."""
+    values = [getattr(r, f"lossless_bytes_{direction}") for r in records]
+    measured = [int(v) for v in values if v is not None]
+    return sum(measured) if measured else None
+
+
 def build_summary(
     records: list[IterationRecord],
     spec: RunSpec,
@@ -127,6 +134,8 @@ def build_summary(
         "comm_s": sum(r.comm_s for r in records),
         "wait_s": sum(r.wait_s for r in records),
         "codec_s": sum(r.codec_s for r in records),
+        "lossless_bytes_up": _lossless_total(records, "up"),
+        "lossless_bytes_down": _lossless_total(records, "down"),
         "provenance": {
             "config_hash": spec.config_hash(),
             "git_commit": commit,

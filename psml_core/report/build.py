@@ -6,9 +6,10 @@ compiles them with the ``typst`` wheel (embedded fonts only, no date) and moves 
 place atomically. Identical inputs give a byte-identical PDF.
 
 The report: a title page with the verdicts of every claim; the setup; one section per paper
-(its claims, our setup and deviations, the figures of its experiment, reported versus
-reproduced); the head-to-head; the results over all runs; appendices with every recipe in use
-(our design choices marked) and the provenance. Every number in it is read from the input
+(its claims, our setup and deviations, the figures of its experiment and the trade-off of each
+parameter sweep, the paper's reported tables beside ours, reported versus reproduced); the
+head-to-head; the results over all runs; appendices with every recipe in use (our design
+choices marked) and the provenance. Every number in it is read from the input
 files; the template holds none.
 """
 

@@ -33,7 +33,14 @@ from psml_core.report.figures import (
     stacked_axes,
 )
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
-from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_percent, fmt_seconds, sig
+from psml_core.report.tables import (
+    CENSORED,
+    clock_phrase,
+    fmt_bytes,
+    fmt_percent,
+    fmt_seconds,
+    sig,
+)
 
 __all__ = [
     "accuracy_by_scenario_figure",
@@ -424,7 +431,7 @@ def sync_figure(
             _sync_bars(ax_wait, sub, order, colours, "wait_fraction", fmt_percent)
             ax_wait.set(
                 title=f"{w}: time blocked by the sync policy",
-                xlabel="wait / (compute + comm + wait)",
+                xlabel="wait / (compute + codec + comm + wait)",
             )
             ax_wait.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
             _sync_bars(ax_stale, sub, order, colours, "staleness_mean", lambda v: sig(v, 2))
@@ -698,8 +705,12 @@ def _value_panel(
     fmt: Callable[[float], str],
     *,
     log: bool,
+    notes: Sequence[str] | None = None,
 ) -> None:
-    """One bar per row, its value printed after it ("not reached" where missing)."""
+    """One bar per row, its value printed after it, then its note (e.g. censored seeds).
+
+    A missing value reads "not held (censored)": only a time to target is ever missing.
+    """
     y = np.arange(len(values))
     ok = np.isfinite(values) & (values > 0)
     positive = values[ok]
@@ -711,8 +722,10 @@ def _value_panel(
         height=0.7,
         color=[c for c, keep in zip(colours, ok, strict=True) if keep],
     )
-    for yi, vi, keep in zip(y, values, ok, strict=True):
-        text = fmt(vi) if keep else ("not reached" if not math.isfinite(vi) else fmt(0.0))
+    notes = list(notes) if notes is not None else [""] * len(values)
+    for yi, vi, keep, note in zip(y, values, ok, notes, strict=True):
+        text = fmt(vi) if keep else (CENSORED if not math.isfinite(vi) else fmt(0.0))
+        text += f" ({note})" if note and keep else ""
         ax.text(vi if keep else left, yi, f" {text}", va="center", ha="left", fontsize=5.5)
     top = float(positive.max()) if positive.size else 1.0
     if log and positive.size:
@@ -741,6 +754,11 @@ def head_to_head_figure(
         ["workload", "scenario", "method"],
         cols,
     )
+    # Seeds that never held their target (censored), counted beside the mean of the others.
+    censored = {
+        key: (int(pd.to_numeric(g["time_to_target_s"], errors="coerce").isna().sum()), len(g))
+        for key, g in runs.groupby(["workload", "scenario", "method"], sort=True)
+    }
     clock = clock_phrase(runs["clock"])
     # One scale per column, over every row, so that rows compare; accuracy stays linear.
     log = {c: c != "final_test_accuracy" and _spans(means[c]) for c in cols}
@@ -765,6 +783,8 @@ def head_to_head_figure(
                     [m for m in methods if m in set(sub["method"])]
                 )
                 colours = [styles[m]["color"] for m in sub.index]
+                counts = [censored.get((w, s, m), (0, 0)) for m in sub.index]
+                notes = [f"censored {c}/{n}" if c else "" for c, n in counts]
                 for j, (col, name) in enumerate(_H2H):
                     ax = axes[i, j]
                     _value_panel(
@@ -774,6 +794,7 @@ def head_to_head_figure(
                         colours,
                         _H2H_FMT[col],
                         log=log[col],
+                        notes=notes if col == "time_to_target_s" else None,
                     )
                     unit = f" ({clock} s)" if col == "time_to_target_s" else ""
                     ax.set_title(f"{w} · {s}" if j == 0 else "", loc="left")
@@ -783,8 +804,9 @@ def head_to_head_figure(
             FigureSpec(
                 path.name,
                 f"Head-to-head, one row per workload · scenario, one bar per method (mean over "
-                f"seeds): time to target on the {clock} clock (over the seeds that reached it; "
-                "“not reached” if none did), final test accuracy, and wire bytes in both "
+                f"seeds): time to target on the {clock} clock (over the seeds that held the "
+                "target to the end of the run; the others counted as censored, "
+                f"“{CENSORED}” if none held it), final test accuracy, and wire bytes in both "
                 "directions."
                 + (
                     " Logarithmic axes for times or bytes that span more than a factor of "

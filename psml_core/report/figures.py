@@ -509,11 +509,16 @@ def _draw_bytes(
         save_svg(fig, path)
 
 
-_PARTS = (("compute_s", "compute"), ("comm_s", "communication"), ("wait_s", "wait"))
+_PARTS = (
+    ("compute_s", "compute"),
+    ("codec_s", "codec"),
+    ("comm_s", "communication"),
+    ("wait_s", "wait"),
+)
 
 
 def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
-    """Share of worker time in compute / communication / wait, one stacked bar per run.
+    """Share of worker time in compute / codec / communication / wait, one bar per run.
 
     Written to ``fig_breakdown_<k>.svg``, as many as needed to fit the pages.
     """
@@ -527,8 +532,9 @@ def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
         specs.append(
             FigureSpec(
                 path.name,
-                "Where the workers' time went, per run: shares of compute, communication and "
-                "wait (blocked by the sync policy), summed over workers; the number after each "
+                "Where the workers' time went, per run: shares of compute, codec (encoding "
+                "and decoding on the worker's device), communication and wait (blocked by the "
+                "sync policy), summed over workers; the number after each "
                 f"bar is that sum in {clock_phrase(runs['clock'])} time (s). Shares rather than "
                 "seconds because the scenarios' totals differ by orders of magnitude."
                 + _part(k, len(figures), [w for w, _ in panels]),
@@ -546,7 +552,7 @@ def _draw_breakdown(panels: Sequence[tuple[str, list]], path: Path) -> None:
             _stacked(ax, pd.DataFrame(rows), colours)
             ax.set_title(w)
         handles = [Patch(color=c, label=n) for c, (_, n) in zip(colours, _PARTS, strict=True)]
-        fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(_PARTS), frameon=False)
         save_svg(fig, path)
 
 

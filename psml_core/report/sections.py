@@ -10,9 +10,11 @@ recipes call for, read off the recipes rather than off the paper's name:
   fraction and staleness, and the local steps per round of a round policy;
 * placements that differ, or pulls of the touched keys: remote bytes per placement, measured
   and predicted, and the sparsity before and after feature hashing when a recipe hashes;
-* lossless (Snappy) sizes: raw against Snappy bytes.
+* lossless (Snappy) sizes: raw against Snappy bytes;
+* a parameter sweep: the trade-off table of the swept values beside the other methods.
 
-Every section also has the test accuracy against time and the bytes per direction.
+Every section also has the test accuracy against time and the bytes per direction, and the
+paper's reported tables (``tables:`` of its paper file) beside ours.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 from psml_core.analysis.aggregate import aggregate_runs
 from psml_core.report import experiment_figures as ef
 from psml_core.report import tables as tb
+from psml_core.report import trade_offs as to
 from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
 
@@ -188,6 +191,11 @@ def paper_sections(
         wanted = sorted({str(c["measure"]["experiment"]) for c in paper["claims"]})
         # The claims' experiments count too, even if the tier forgot to tag them with the paper.
         names = sorted(set(named) | {n for n in wanted if n in experiments})
+        paper_file = str(Path(papers_dir).name) + f"/{pid}.yaml"
+        reported = [
+            to.reported_table(f"{pid}_{spec['id']}", spec, runs, experiment, paper_file)
+            for spec in paper.get("tables") or []
+        ]
         texts, figures, tables = [], [], []
         for name in names:
             ex = experiments[name] or {}
@@ -204,6 +212,15 @@ def paper_sections(
             )
             figures += [_fig(f) for f in figs]
             tables += [t.write(workdir) for t in extra]
+            settings = {
+                m: text
+                for spec in paper.get("tables") or []
+                if spec["experiment"] == name
+                for m, text in to.paper_settings(spec).items()
+            }
+            sweep = to.sweep_table(f"{name}_sweep", name, experiment, runs, settings)
+            if sweep is not None:
+                tables.append(sweep.write(workdir))
         if not names:
             texts.append(
                 f"The {tb.fmt_value(experiment.get('tier'))} tier defines no experiment "
@@ -211,7 +228,6 @@ def paper_sections(
                 "does not run. So there are no runs, figures or measured claims here; run a tier "
                 "that defines it."
             )
-        paper_file = str(Path(papers_dir).name) + f"/{pid}.yaml"
         out.append(
             {
                 "id": pid,
@@ -224,6 +240,7 @@ def paper_sections(
                 "claims": vd.claim_notes(paper),
                 "figures": figures,
                 "tables": tables,
+                "reported": [t.write(workdir) for t in reported],
                 "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
                 "misses": vd.miss_notes(mine, paper_file),
             }

@@ -22,6 +22,7 @@ import pandas as pd
 from psml_core.atomic import write_text
 
 __all__ = [
+    "CENSORED",
     "DASH",
     "Table",
     "aggregate_tables",
@@ -34,6 +35,7 @@ __all__ = [
     "fmt_percent",
     "fmt_seconds",
     "fmt_stat",
+    "fmt_time_to_target",
     "fmt_value",
     "general_table",
     "hashing_table",
@@ -47,6 +49,7 @@ __all__ = [
     "scenarios_table",
     "sig",
     "sparsity_table",
+    "time_to_target_cell",
     "versions_table",
     "workloads_table",
 ]
@@ -172,6 +175,33 @@ def _fmt_list(values: Sequence[Any], key: str, limit: int = 8) -> str:
     shown = ", ".join(fmt_value(x, key) for x in values[:limit])
     more = len(values) - limit
     return f"{shown}, … ({len(values)} values)" if more > 0 else shown
+
+
+CENSORED = "not held (censored)"
+"""A time to target that no run measured: the target was never held to the end of the run."""
+
+
+def fmt_time_to_target(mean: Any, held: int, n: int) -> str:
+    """Time to target over ``n`` runs, ``held`` of which held their target, censored ones shown.
+
+    The mean is over the runs that held it; the censored runs are counted, never dropped:
+    ``"1.23 s"`` (every run held it), ``"1.23 s; censored 1/3"``, or
+    ``"not held (censored), 3/3"``.
+    """
+    if n <= 0:
+        return DASH
+    if held <= 0 or _missing(mean):
+        return f"{CENSORED}, {n}/{n}"
+    if held >= n:
+        return fmt_seconds(mean)
+    return f"{fmt_seconds(mean)}; censored{_NBSP}{n - held}/{n}"
+
+
+def time_to_target_cell(values: Iterable[Any]) -> str:
+    """:func:`fmt_time_to_target` of a run-level series (NaN: censored)."""
+    v = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").astype(float)
+    held = int(v.notna().sum())
+    return fmt_time_to_target(float(v.mean()) if held else math.nan, held, len(v))
 
 
 def clock_phrase(clocks: Iterable[str]) -> str:
@@ -563,7 +593,7 @@ def runs_table(runs: pd.DataFrame) -> Table:
     """One row per run: what ran and its headline numbers."""
     rows = []
     for r in runs.itertuples(index=False):
-        ttt = "not reached" if _missing(r.time_to_target_s) else fmt_seconds(r.time_to_target_s)
+        ttt = CENSORED if _missing(r.time_to_target_s) else fmt_seconds(r.time_to_target_s)
         rows.append(
             [
                 str(r.workload),
@@ -584,10 +614,10 @@ def runs_table(runs: pd.DataFrame) -> Table:
     )
     caption = (
         f"Runs: every run of this report ({len(runs)}), grouped by workload. Times are on the "
-        f"{clock_phrase(runs['clock'])} clock. Time to target is the first evaluation at which "
-        f"test accuracy reached the workload's target ({targets}); “not reached” if it never "
-        "did. Bytes are exact wire bytes over all workers and iterations; up is worker to "
-        "server, down is server to worker."
+        f"{clock_phrase(runs['clock'])} clock. Time to target is the first evaluation from "
+        f"which test accuracy stays at or above the workload's target ({targets}) to the end of "
+        f"the run; “{CENSORED}” if the run never held it. Bytes are exact wire bytes over all "
+        "workers and iterations; up is worker to server, down is server to worker."
     )
     return Table(
         "runs",
@@ -620,6 +650,7 @@ def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
     quality, traffic = [], []
     for r in agg.itertuples(index=False):
         head = [str(r.workload), str(r.method), str(r.scenario), str(int(r.n))]
+        held = int(r.time_to_target_reached)
         quality.append(
             [
                 *head,
@@ -627,8 +658,8 @@ def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
                 _sd(r.final_test_accuracy_std, fmt_percent),
                 fmt_seconds(r.total_time_s_mean),
                 _sd(r.total_time_s_std, fmt_seconds),
-                _sd(r.time_to_target_s_mean, fmt_seconds),
-                f"{int(r.time_to_target_reached)}/{int(r.n)}",
+                CENSORED if held == 0 else fmt_seconds(r.time_to_target_s_mean),
+                f"{int(r.n) - held}/{int(r.n)}",
             ]
         )
         traffic.append(
@@ -648,9 +679,9 @@ def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
             "aggregate_quality",
             f"Aggregate over seeds, grouped by workload: final test accuracy and times ({clock} "
             f"clock). {note} "
-            "Time to target is averaged over the seeds that reached the target (– if none did); "
-            "Reached counts them.",
-            [*keys, "Acc. mean", "Acc. sd", "Time mean", "Time sd", "To target", "Reached"],
+            "Time to target is averaged over the seeds that held the target to the end of the "
+            f"run; Censored counts the seeds that never held it (“{CENSORED}” if none did).",
+            [*keys, "Acc. mean", "Acc. sd", "Time mean", "Time sd", "To target", "Censored"],
             quality,
             align=["left", "left", "left", *(["right"] * 7)],
             group=True,
@@ -782,12 +813,7 @@ def head_to_head_table(name: str, agg: pd.DataFrame, methods: Sequence[str]) -> 
     agg = agg.sort_values(["workload", "scenario", "_rank"], kind="stable")
     rows = []
     for r in agg.itertuples(index=False):
-        reached = int(r.time_to_target_reached)
-        ttt = (
-            "not reached"
-            if _missing(r.time_to_target_s_mean)
-            else f"{fmt_seconds(r.time_to_target_s_mean)} ({reached}/{int(r.n)})"
-        )
+        ttt = fmt_time_to_target(r.time_to_target_s_mean, int(r.time_to_target_reached), int(r.n))
         rows.append(
             [
                 f"{r.workload} · {r.scenario}",
@@ -805,8 +831,9 @@ def head_to_head_table(name: str, agg: pd.DataFrame, methods: Sequence[str]) -> 
     return Table(
         name,
         f"Head-to-head, grouped by workload · scenario: means over seeds ({clock} clock). Time "
-        "to target is averaged over the seeds that reached the target (in brackets: how many "
-        "of them); bytes are exact wire bytes over all workers and iterations.",
+        "to target is averaged over the seeds that held the target to the end of the run; the "
+        f"others are counted as censored (“{CENSORED}” if none held it); bytes are exact wire "
+        "bytes over all workers and iterations.",
         [
             "Setting",
             "Method",

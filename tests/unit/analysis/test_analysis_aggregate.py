@@ -14,7 +14,12 @@ import pytest
 import yaml
 
 from psml_core.analysis import aggregate_runs, collect_runs, read_runs_csv, write_runs_csv
-from psml_core.analysis.aggregate import PLACEMENT_COLUMNS, PROVENANCE_COLUMNS, SUMMARY_COLUMNS
+from psml_core.analysis.aggregate import (
+    OPTIONAL_COLUMNS,
+    PLACEMENT_COLUMNS,
+    PROVENANCE_COLUMNS,
+    SUMMARY_COLUMNS,
+)
 from psml_core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -165,3 +170,23 @@ def test_aggregate_of_read_back_csv_matches(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(
         aggregate_runs(df), aggregate_runs(read_runs_csv(tmp_path / "runs.csv")), rtol=1e-9
     )
+
+
+def test_lossless_bytes_reach_the_runs_table(tmp_path: Path) -> None:
+    snappy = summary(method="snappy_bsp") | {"lossless_bytes_up": 900, "lossless_bytes_down": 1800}
+    jsonschema.Draft202012Validator(SCHEMA).validate(snappy)
+    plain = summary(seed=1) | {"lossless_bytes_up": None, "lossless_bytes_down": None}
+    old = summary(seed=2)  # written before the lossless sizes were recorded: no keys
+    df = collect_runs([write(tmp_path, s) for s in (snappy, plain, old)])
+    write_runs_csv(df, tmp_path / "runs.csv")
+    back = read_runs_csv(tmp_path / "runs.csv").set_index("run_id")
+    assert back.loc[snappy["run_id"], "lossless_bytes_up"] == 900
+    assert back.loc[snappy["run_id"], "lossless_bytes_down"] == 1800
+    assert back.loc[[plain["run_id"], old["run_id"]], "lossless_bytes_up"].isna().all()
+
+
+def test_a_runs_table_without_lossless_columns_reads_them_as_missing(tmp_path: Path) -> None:
+    df = collect_runs([write(tmp_path, summary())])
+    df.drop(columns=list(OPTIONAL_COLUMNS)).to_csv(tmp_path / "old.csv", index=False)
+    back = read_runs_csv(tmp_path / "old.csv")
+    assert back[list(OPTIONAL_COLUMNS)].isna().all().all()

@@ -115,6 +115,23 @@ def test_ratio_and_head_to_head_figures(tmp_path: Path) -> None:
     assert "simulated" in h2h[0].caption
 
 
+def test_head_to_head_marks_censored_seeds(tmp_path: Path, monkeypatch) -> None:
+    captured = {}
+    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    nan = float("nan")
+    runs = _runs(
+        [
+            {"method": "dc2", "seed": 0},
+            {"method": "dc2", "seed": 1, "time_to_target_s": nan},
+            {"method": "dense", "time_to_target_s": nan},
+        ]
+    )
+    specs = experiment_figures.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
+    texts = [t.get_text().strip() for t in captured["f"].axes[0].texts]
+    assert texts == ["not held (censored)", "2.00\u00a0s (censored 1/2)"]
+    assert "censored" in specs[0].caption
+
+
 def test_hashing_table_before_and_after() -> None:
     stats = {"z": {"hashed": [{"hashing": {"buckets": 100, "compression": 16.0},
                                "vs_raw": {"nnz_per_row_mean": {"raw": 75.5, "hashed": 74.6},
