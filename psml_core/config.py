@@ -315,6 +315,7 @@ class WorkloadSpec:
     eval_every: int = 10
     target_accuracy: float = 0.9
     target_window: int | None = None
+    workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -509,6 +510,9 @@ class ExperimentSpec:
     description: str = ""
     paper: str | None = None
     sweep: dict[str, Any] | None = None
+    scenario_sweep: dict[str, Any] | None = None
+    workload_sweep: dict[str, Any] | None = None
+    regime_map: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -547,13 +551,14 @@ class Experiment:
     def run(self, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
         """The settings of one run of the grid."""
         wl = self.workloads[workload]
+        workers, shards = self.cluster(workload)
         return RunSpec(
             run_id=self.run_id(workload, method, scenario, seed),
             tier=self.tier,
             backend=self.backend,
             seed=seed,
-            workers=self.workers,
-            shards=self.shards,
+            workers=workers,
+            shards=shards,
             colocated=self.colocated,
             dataset=self.datasets[wl.dataset],
             workload=wl,
@@ -562,6 +567,20 @@ class Experiment:
             compute=self.compute_for(scenario),
             checkpoint_every=self.checkpoint_every,
         )
+
+    def cluster(self, workload: str) -> tuple[int, int]:
+        """(workers, shards) of the workload's runs: its own ``workers`` or the tier's.
+
+        A workload with its own worker count (a regime map's workers axis) keeps the tier's
+        layout: one colocated shard per worker when the tier has as many shards as workers,
+        else the tier's shard count (at most one per worker when colocated).
+        """
+        own = self.workloads[workload].workers
+        if own is None or own == self.workers:
+            return self.workers, self.shards
+        if self.shards == self.workers:
+            return own, own
+        return own, min(self.shards, own) if self.colocated else self.shards
 
     def compute_for(self, scenario: str) -> ComputeSpec:
         """The compute settings under ``scenario``: its heterogeneity replaces the tier's."""
@@ -768,6 +787,13 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
     for name, ex in cfg.get("experiments", {}).items():
+        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
+            if ex.get(key):
+                where = f"experiments.{name}.{key}"
+                derived = sweep_entries(cfg[table], ex[key], where, table)
+                cfg[table].update(derived)
+                listed = ex.get(table) or []
+                ex[table] = [*listed, *(d for d in derived if d not in listed)]
         if ex.get("sweep"):
             derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
             recipes.update(derived)
@@ -819,6 +845,56 @@ def sweep_label(param: str, value: float) -> str:
     return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
 
 
+def sweep_entries(
+    table: dict[str, Any], sweep: dict[str, Any], where: str, kind: str
+) -> dict[str, dict[str, Any]]:
+    """The scenarios (or workloads) of an experiment's axis sweep: ``<base>__<label>``.
+
+    Each is the base entry of ``table`` with every dotted path of ``sweep["params"]`` set to
+    the value (a number, or a list such as a Markov chain's flow counts), and the value named
+    in its description. A regime map sweeps a link's bandwidth (a scenario), the number of
+    workers (a workload's ``workers``) or the delay variation (a scenario's cross-traffic).
+
+    Raises:
+        ConfigError: an unknown base, a path the base does not have, or labels that do not
+            match the values.
+    """
+    base_name = sweep["base"]
+    if base_name not in table:
+        raise ConfigError(
+            f"invalid config: key '{where}.base': unknown {kind[:-1]} {base_name!r}; "
+            f"known {kind}: {', '.join(sorted(table))}"
+        )
+    values = list(sweep["values"])
+    labels = list(sweep.get("labels") or [])
+    if len(labels) != len(values):
+        if labels or not all(isinstance(v, int | float) for v in values):
+            raise ConfigError(
+                f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
+                "values; give one per value (labels may be left out for numeric values only)"
+            )
+        labels = [sweep_label(sweep["params"][0], v) for v in values]
+    out: dict[str, dict[str, Any]] = {}
+    for value, label in zip(values, labels, strict=True):
+        data = copy.deepcopy(table[base_name])
+        for path in sweep["params"]:
+            node: Any = data
+            parts = path.split(".")
+            for part in parts[:-1]:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(
+                        f"invalid config: key '{where}.params': {kind[:-1]} {base_name!r} has "
+                        f"no {path!r} (no {part!r} block)"
+                    )
+                node = node[part]
+            node[parts[-1]] = value
+        shown = f"{sweep['params'][0].rsplit('.', 1)[-1]} = {value}"
+        if "description" in data or kind == "scenarios":
+            data["description"] = f"{data.get('description', '')} [sweep: {shown}]".strip()
+        out[f"{base_name}__{label}"] = data
+    return out
+
+
 def sweep_recipes(
     recipes: dict[str, MethodRecipe], sweep: dict[str, Any], where: str
 ) -> dict[str, MethodRecipe]:
@@ -862,7 +938,11 @@ def sweep_recipes(
             node[parts[-1]] = value
         name = f"{method}__{label}"
         shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
-        data.update(name=name, description=f"{data['description']} [sweep: {shown}]")
+        data.update(
+            name=name,
+            description=f"{data['description']} [sweep: {shown}, in place of the base recipe's "
+            f"value that the text above names]",
+        )
         try:
             recipe = build(MethodRecipe, data, name)
         except ConfigError as exc:

@@ -472,6 +472,9 @@ def _draw_bytes(
         fig, axes = _bar_axes(panels, _BYTES_ROW_IN)
         for ax, (w, settings) in zip(axes, panels, strict=True):
             sub = long[(long["workload"] == w) & long["setting"].isin(settings)]
+            # The arithmetic mean over seeds, taken here: on a log axis seaborn would average
+            # the logs (a geometric mean) and the labels would disagree with the tables.
+            sub = sub.groupby(["setting", "direction"], as_index=False, sort=False)["bytes"].mean()
             log_axis = _spans(sub["bytes"]) if log is None else log
             sns.barplot(
                 data=sub,

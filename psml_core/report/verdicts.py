@@ -312,7 +312,7 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
         elif r.verdict == "SETUP FACT":
             text = f"SETUP FACT: {r.detail}."
         else:
-            why = r.explanation.rstrip(". ") or (
+            why = " ".join(r.explanation.split()).rstrip(". ") or (
                 f"no explanation recorded yet (key explanation of the claim in {paper_file}); "
                 "the deviations above are the first suspects"
             )

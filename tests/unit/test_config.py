@@ -217,7 +217,7 @@ def test_a_sweep_derives_one_checked_recipe_per_value(repo):
         "topk_ef__ratio_0p01",
     )
     assert exp.recipes["topk_ef__ratio_0p01"].codec.params["ratio"] == 0.01
-    assert "[sweep: ratio = 0.01]" in exp.recipes["topk_ef__ratio_0p01"].description
+    assert "[sweep: ratio = 0.01, in place of" in exp.recipes["topk_ef__ratio_0p01"].description
     bad = {**user["experiments"]["s"]["sweep"], "values": [2.0]}
     with pytest.raises(ConfigError, match="experiments.s.sweep"):
         load_experiment({**user, "experiments": {"s": {"methods": ["dense_bsp"], "sweep": bad}}},
