@@ -172,15 +172,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         if not args.papers or not args.experiment:
             raise ConfigError("psml compare --claims needs --papers and --experiment")
+        from psml_core.analysis.regime_map import map_rows, map_statements
+
         exp = _json_arg(args.experiment, "--experiment")
+        papers = load_papers(args.papers)
         results = evaluate_claims(
-            load_papers(args.papers),
+            papers,
             runs,
             exp.get("experiments", {}),
             sorted(exp.get("scenarios", {})),
+            config=exp,
         )
+        rmap = map_rows(papers, runs, exp)
+        said = map_statements(rmap)
+        for res in results:
+            res.regime_map = said.get(res.claim, "")
         table = pd.DataFrame([r.row() for r in results])
         write_runs_csv(table, args.claims)
+        if args.regime_map:
+            from psml_core.atomic import atomic_path
+
+            with atomic_path(args.regime_map) as tmp:
+                rmap.to_parquet(tmp, index=False)
     return 0
 
 
@@ -363,6 +376,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--papers", help="directory of config/papers/*.yaml (reported results)")
     p.add_argument("--experiment", help="the effective config as JSON (its experiments)")
     p.add_argument("--claims", help="claims.csv: every claim measured, with its verdict")
+    p.add_argument(
+        "--regime-map", help="regime_map.parquet: each mapped claim's effect along its axis"
+    )
 
     p = add("report", cmd_report, "build the PDF report")
     p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")

@@ -535,6 +535,8 @@ class Experiment:
     report: dict[str, Any] = field(default_factory=dict)
     experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
     checkpoint_every: int = 0
+    derived: frozenset[str] = frozenset()
+    """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
 
     @property
     def all_methods(self) -> tuple[str, ...]:
@@ -594,14 +596,16 @@ class Experiment:
         experiment's grid in name order.
         """
         out: dict[tuple[str, str, str, int], None] = {}
-        grids = [(self.methods, sorted(self.workloads), sorted(self.scenarios), self.seeds)]
+        workloads = sorted(set(self.workloads) - self.derived)
+        scenarios = sorted(set(self.scenarios) - self.derived)
+        grids = [(self.methods, workloads, scenarios, self.seeds)]
         for name in sorted(self.experiments):
             ex = self.experiments[name]
             grids.append(
                 (
                     ex.methods,
-                    list(ex.workloads or sorted(self.workloads)),
-                    list(ex.scenarios or sorted(self.scenarios)),
+                    list(ex.workloads or workloads),
+                    list(ex.scenarios or scenarios),
                     ex.seeds or self.seeds,
                 )
             )
@@ -786,11 +790,13 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
+    made: set[str] = set()
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
             if ex.get(key):
                 where = f"experiments.{name}.{key}"
                 derived = sweep_entries(cfg[table], ex[key], where, table)
+                made.update(derived)
                 cfg[table].update(derived)
                 listed = ex.get(table) or []
                 ex[table] = [*listed, *(d for d in derived if d not in listed)]
@@ -827,6 +833,7 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             for k, v in cfg.get("experiments", {}).items()
         },
         checkpoint_every=cfg.get("checkpoint_every", 0),
+        derived=frozenset(made),
     )
     if not exp.grid():
         raise ConfigError(

@@ -22,15 +22,20 @@ always means the method is better. ``reported.kind`` says how the gain is writte
 **Verdicts** (the interval is the two-sided 95% Student-t interval of the mean gain over seeds):
 
 * REPRODUCED — at least 3 seeds, no censored run, and the whole interval inside the band
-  ``|g - g_reported| <= log(1 + tolerance.reproduced)``. An "up to" claim is judged like any
-  other: exceeding the reported value beyond the band is no reproduction of it (the setup is
-  more favourable than the paper's; see its regime).
+  ``|g - g_reported| <= log(1 + tolerance.reproduced)``. Exceeding the reported value beyond
+  the band is no reproduction of it (the setup is more favourable than the paper's).
+* EXCEEDED — an "up to" claim whose whole interval (3 or more seeds) lies above the band; the
+  regime comparison beside it says how much more favourable our setup is.
   One-sided claims (a ``ratio`` of a higher-is-better metric, e.g. "accuracy falls by at most
   0.6%"): the interval's lower end at or above ``g_reported - log(1 + tolerance)``.
 * PARTIAL — the effect clears the *partial floor* ``tolerance.partial * g_reported`` (default
   half the claimed effect on the log scale): the interval's lower end with 3 or more seeds,
   every seed with fewer. One-sided claims: the mean inside the band.
 * NOT REPRODUCED — otherwise.
+* NOT COMPARABLE (regime) — our measured regime lies outside the matching bounds of a field
+  the paper reports or derives (:mod:`psml_core.analysis.regime`: comm/compute within 2x, the
+  same bandwidth- or latency-bound side, the same density class); the detail names the field
+  and by how much. Such a claim is never REPRODUCED or NOT REPRODUCED.
 * NOT RUN — the tier has no runs for the claim (its experiment, method, baseline or scenario
   is not in the tier).
 * SETUP FACT — ``setup_fact: true``: the quantity is set by our own choice of setup (a
@@ -52,6 +57,7 @@ which seeds were censored.
 from __future__ import annotations
 
 import glob
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,12 +67,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from psml_core.analysis.regime import check_regime, measure_regime, paper_regime, regime_rows
 from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
 __all__ = [
     "CENSORED_BOUND",
     "HIGHER_IS_BETTER",
+    "NOT_COMPARABLE",
     "VERDICTS",
     "ClaimResult",
     "censored_values",
@@ -75,9 +83,19 @@ __all__ = [
     "effect_to_gain",
     "load_papers",
     "metric_values",
+    "pair_gains",
 ]
 
-VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED", "NOT RUN", "SETUP FACT")
+NOT_COMPARABLE = "NOT COMPARABLE (regime)"
+VERDICTS = (
+    "REPRODUCED",
+    "EXCEEDED",
+    "PARTIAL",
+    "NOT REPRODUCED",
+    NOT_COMPARABLE,
+    "NOT RUN",
+    "SETUP FACT",
+)
 HIGHER_IS_BETTER = frozenset({"final_test_accuracy", "utilisation"})
 MIN_SEEDS = 3
 """Seeds a REPRODUCED verdict needs (an interval over fewer is not evidence)."""
@@ -89,7 +107,7 @@ CENSORED_BOUND = {
 }
 """Metrics a run may not reach (censored), and the run total that bounds them from below."""
 
-_RANK = {"NOT REPRODUCED": 0, "PARTIAL": 1, "REPRODUCED": 2}
+_RANK = {"NOT REPRODUCED": 0, "PARTIAL": 1, "EXCEEDED": 2, "REPRODUCED": 3}
 
 
 def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -252,6 +270,9 @@ def _gains(
     return _Gains(scenario, baseline, seeds, gains, bounds)
 
 
+pair_gains = _gains
+"""Per-seed gains of a method against one baseline under one scenario (regime maps use it)."""
+
 # --------------------------------------------------------------------------- results
 
 
@@ -291,11 +312,16 @@ class ClaimResult:
     verdict: str = "NOT RUN"
     detail: str = ""
     explanation: str = ""
+    regime_status: str = ""
+    regime_notes: str = ""
+    regime_map: str = ""
     per_metric: list[dict[str, Any]] = field(default_factory=list)
+    regime: list[dict[str, Any]] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
-        """A flat dict for tables (``per_metric`` as text)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "per_metric"}
+        """A flat dict for tables (``per_metric`` as text, ``regime`` as JSON)."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("per_metric", "regime")}
+        out["regime"] = json.dumps(self.regime, sort_keys=True)
         out["per_metric"] = "; ".join(
             f"{m['metric']} ({m['scenario']}): {m['method']:.4g} vs {m['baseline']:.4g} "
             f"({m['strongest']})"
@@ -361,6 +387,8 @@ def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dic
     clears = bool(ci[0] >= floor) if n >= MIN_SEEDS else bool(np.all(g.gains >= floor))
     if g_rep <= 0:  # a claim of no gain: there is no floor to clear
         clears = False
+    if clears and n >= MIN_SEEDS and ci[0] > band[1] and claim["reported"].get("up_to"):
+        return "EXCEEDED", 'the whole interval lies above the tolerance band of an "up to"', nums
     if clears:
         if n < MIN_SEEDS:
             why = f"n = {n} < {MIN_SEEDS} seeds (no interval)"
@@ -459,10 +487,11 @@ def _setup_fact(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail = f"not run in this tier: no runs of {meas['method']}"
         return
     res.verdict = "SETUP FACT"
-    res.scenario = ", ".join(sc for sc, v in vals if len(v))
-    allv = pd.concat([v for _, v in vals if len(v)])
-    res.ours, res.low, res.high = float(allv.mean()), float(allv.min()), float(allv.max())
-    res.seeds = int(allv.size)
+    # The first fixed scenario's value (a mean over scenarios would describe no setup).
+    first_sc, first = next((sc, v) for sc, v in vals if len(v))
+    res.scenario = first_sc
+    res.ours, res.low, res.high = float(first.mean()), float(first.min()), float(first.max())
+    res.seeds = int(first.size)
     res.detail = "set by our own choice of setup, not a finding: " + "; ".join(
         f"{sc}: {v.mean():.3g}" for sc, v in vals if len(v)
     )
@@ -550,11 +579,36 @@ def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail += f"; {censored} censored run(s) (never held the target) counted as bounds"
 
 
+def _regime(
+    paper: dict[str, Any], claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
+    runs: pd.DataFrame, config: dict[str, Any],
+) -> None:  # fmt: skip
+    """Measure the claim's regime in each fixed scenario; off-regime verdicts: NOT COMPARABLE."""
+    theirs = paper_regime(paper, claim)
+    shown = res.scenario.split(", ")[0] if res.scenario else scenarios[0]
+    statuses, notes = [], []
+    for sc in scenarios:
+        ours = measure_regime(claim, runs, config, sc)
+        status, why = check_regime(theirs, ours)
+        statuses.append(status)
+        notes += [f"{sc}: {w}" if len(scenarios) > 1 else w for w in why]
+        if sc == shown:
+            res.regime = regime_rows(theirs, ours)
+    res.regime_status = (
+        "off" if "off" in statuses else "matched" if "matched" in statuses else "unknown"
+    )
+    res.regime_notes = "; ".join(notes)
+    if res.regime_status == "off" and res.verdict in _RANK:
+        res.detail = f"measured {res.verdict} ({res.detail}), but outside the paper's regime"
+        res.verdict = NOT_COMPARABLE
+
+
 def evaluate_claims(
     papers: dict[str, dict[str, Any]],
     runs: pd.DataFrame,
     experiments: dict[str, dict[str, Any]],
     scenarios: list[str] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> list[ClaimResult]:
     """Measure every claim on the runs and give it a verdict.
 
@@ -563,6 +617,8 @@ def evaluate_claims(
         runs: The runs table (``runs.csv``).
         experiments: The tier's experiments (name -> its config block).
         scenarios: Unused (kept for callers); every claim names its own scenarios.
+        config: The effective config (scenarios and workloads, sweeps resolved), for each
+            claim's regime; without it the regime is not measured.
 
     Returns:
         One :class:`ClaimResult` per claim, in paper and claim order. A claim whose experiment
@@ -602,5 +658,7 @@ def evaluate_claims(
                 _qualitative(claim, res, wanted, mine)
             else:
                 _quantitative(claim, res, wanted, mine)
+            if config is not None and res.verdict != "NOT RUN":
+                _regime(paper, claim, res, wanted, mine, config)
             out.append(res)
     return out

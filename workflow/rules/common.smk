@@ -192,6 +192,9 @@ def experiment_json(wildcards):
     """The effective configuration plus the recipes in use, for the report."""
     exp = dict(config)
     exp["recipes"] = {name: asdict(recipe) for name, recipe in EXP.recipes.items()}
+    # Scenarios and workloads as resolved, an experiment's axis sweeps included.
+    exp["scenarios"] = {name: asdict(sc) for name, sc in EXP.scenarios.items()}
+    exp["workloads"] = {name: asdict(wl) for name, wl in EXP.workloads.items()}
     # An experiment's methods include the recipes its sweep derives (<method>__<label>).
     exp["experiments"] = {
         name: {**block, "methods": list(EXP.experiments[name].methods)}

@@ -14,6 +14,7 @@ rule compare:
         runs=f"results/{TIER}/runs.csv",
         aggregate=f"results/{TIER}/aggregate.csv",
         claims=f"results/{TIER}/claims.csv",
+        regime_map=f"results/{TIER}/regime_map.parquet",
     log:
         f"logs/{TIER}/compare.log",
     benchmark:
@@ -30,4 +31,5 @@ rule compare:
     shell:
         "psml compare --summaries {input.summaries} --out {output.runs} "
         "--aggregate {output.aggregate} --papers {params.papers} "
-        "--experiment {params.experiment:q} --claims {output.claims} > {log} 2>&1"
+        "--experiment {params.experiment:q} --claims {output.claims} "
+        "--regime-map {output.regime_map} > {log} 2>&1"

@@ -10,6 +10,7 @@ rule report:
     input:
         runs=f"results/{TIER}/runs.csv",
         claims=f"results/{TIER}/claims.csv",
+        regime_map=f"results/{TIER}/regime_map.parquet",
         papers=paper_files,
         metrics=all_metrics,
         sparsity=all_sparsity,
@@ -36,6 +37,7 @@ rule report:
         workdir=f"results/{TIER}/report",
     shell:
         "psml report --runs {input.runs} --claims {input.claims} --papers {params.papers} "
+        "--regime-map {input.regime_map} "
         "--metrics {input.metrics} --sparsity {input.sparsity} --partition {input.partition} "
         "--experiment {params.experiment:q} --workdir {params.workdir} --out {output} "
         "> {log} 2>&1"

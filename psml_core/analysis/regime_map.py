@@ -1,0 +1,208 @@
+"""Regime maps: each claim's effect along the axis that decides it, and where the claim holds.
+
+Where a paper does not say its regime, a single fixed scenario cannot tell whether a miss is
+the method's or the setup's. A *regime map* is an experiment (``regime_map:`` in the tier) that
+sweeps the deciding axis, usually with one seed:
+
+* ``comm_compute``: the link's bandwidth (a ``scenario_sweep``); the x value of a point is the
+  reference dense method's measured communication-to-computation ratio there;
+* ``workers``: the number of workers (a ``workload_sweep`` of ``workers``);
+* anything else, e.g. ``delay_variation``: the swept value itself (the largest entry of a
+  list, such as a Markov chain's competing flows).
+
+At every point each listed claim is measured as its verdict is (:mod:`.claims`): its own
+method against those of its fixed baselines the map runs, on its first metric, paired by seed,
+against the strongest of them, censoring included. Each point is classed on the claim's log
+gain ``g``: *reproduced* (``|g - g_rep| <= log(1 + tolerance)``), *exceeded* (above that band),
+*partial* (at least the partial floor), *miss* (below it, or the method never held its target).
+A qualitative claim holds where ``g > 0`` on its first metric. :func:`map_statements` turns
+the classes into the range in which the claim holds ("reaches the reported effect for
+comm/compute 11-120; partial at 3.7; missed at 0.14-1.2"), which the claims table prints beside
+the fixed-scenario verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from psml_core.analysis.claims import effect_to_gain, metric_values, pair_gains
+
+__all__ = ["MAP_COLUMNS", "holds_anywhere", "map_rows", "map_statements"]
+
+MAP_COLUMNS = [
+    "experiment", "axis", "axis_label", "point", "x", "paper", "claim", "kind", "method",
+    "baseline", "metric", "seeds", "gain", "factor", "reported_factor", "bound", "cls",
+]  # fmt: skip
+"""Columns of ``regime_map.parquet``: one row per (map, point, claim), against the strongest."""
+
+_TIERS = ("reproduced", "exceeded", "partial", "miss")
+
+
+def _points(ex: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(kind, derived name, swept value) of every point of the map, in sweep order."""
+    for kind, key in (("scenario", "scenario_sweep"), ("workload", "workload_sweep")):
+        sweep = ex.get(key)
+        if not sweep:
+            continue
+        values = list(sweep["values"])
+        labels = list(sweep.get("labels") or [])
+        if len(labels) != len(values):  # default labels, as the config derives them
+            from psml_core.config import sweep_label
+
+            labels = [sweep_label(sweep["params"][0], v) for v in values]
+        return [(kind, f"{sweep['base']}__{lab}", v) for v, lab in zip(values, labels, strict=True)]
+    return []
+
+
+def _find_claim(papers: dict[str, dict[str, Any]], cid: str) -> tuple[str, dict[str, Any]] | None:
+    for pid, paper in papers.items():
+        for claim in paper["claims"]:
+            if claim["id"] == cid:
+                return pid, claim
+    return None
+
+
+def _classify(claim: dict[str, Any], metric: str, gain: float, bound: str) -> tuple[str, float]:
+    rep = claim["reported"]
+    if rep["kind"] == "qualitative":
+        return ("reproduced" if gain > 0 else "miss"), math.nan
+    tol = claim.get("tolerance", {})
+    g_rep = effect_to_gain(rep["kind"], metric, float(rep["value"]))
+    width = math.log(1.0 + float(tol.get("reproduced", 0.25)))
+    floor = float(tol.get("partial", 0.5)) * g_rep
+    if bound in ("at most", "unknown") or not math.isfinite(gain):
+        return "miss", g_rep
+    if abs(gain - g_rep) <= width:
+        return "reproduced", g_rep
+    if gain > g_rep + width:
+        return "exceeded", g_rep
+    if gain >= floor and g_rep > 0:
+        return "partial", g_rep
+    return "miss", g_rep
+
+
+def map_rows(
+    papers: dict[str, dict[str, Any]], runs: pd.DataFrame, config: dict[str, Any]
+) -> pd.DataFrame:
+    """Every regime map's points, one row per (map, point, claim); empty without maps.
+
+    Args:
+        papers: :func:`psml_core.analysis.claims.load_papers`.
+        runs: The runs table.
+        config: The effective config (its ``experiments``, with their sweeps and ``regime_map``).
+    """
+    rows: list[dict[str, Any]] = []
+    for name, ex in sorted((config.get("experiments") or {}).items()):
+        rmap = ex.get("regime_map")
+        if not rmap:
+            continue
+        axis = rmap["axis"]
+        label = rmap.get("label") or axis.replace("_", " ")
+        mine = runs[runs["method"].isin(ex["methods"])]
+        for kind, point, value in _points(ex):
+            col = "scenario" if kind == "scenario" else "workload"
+            at = mine[mine[col] == point]
+            if kind == "workload" and ex.get("scenarios"):
+                at = at[at["scenario"].isin(ex["scenarios"])]
+            if kind == "scenario" and ex.get("workloads"):
+                at = at[at["workload"].isin(ex["workloads"])]
+            if at.empty:
+                continue
+            if axis == "comm_compute":
+                ref = at[at["method"] == rmap.get("reference", "dense_bsp")]
+                x = float(metric_values(ref, "comm_compute_ratio").mean()) if len(ref) else None
+            elif axis == "workers":
+                x = float(pd.to_numeric(at["workers"]).iloc[0])
+            else:
+                x = float(max(value) if isinstance(value, list | tuple) else value)
+            for cid in rmap["claims"]:
+                found = _find_claim(papers, cid)
+                if found is None:
+                    continue
+                pid, claim = found
+                meas = claim["measure"]
+                metric = meas["metrics"][0]
+                base = meas.get("baseline")
+                base = [base] if isinstance(base, str) else list(base or [])
+                base = [b for b in base if b in ex["methods"]]
+                options = []
+                for sc in sorted(set(at["scenario"])):
+                    m = {**meas, "workload": None}
+                    for b in base:
+                        got = pair_gains(at, m, metric, b, sc)
+                        if got is not None and got.gains.size:
+                            options.append(got)
+                if not options:
+                    continue
+                g = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
+                bound = "/".join(sorted({b for b in g.bound if b}))
+                cls, g_rep = _classify(claim, metric, g.mean, bound)
+                rows.append(
+                    {
+                        "experiment": name, "axis": axis, "axis_label": label, "point": point,
+                        "x": x, "paper": pid, "claim": cid, "kind": claim["reported"]["kind"],
+                        "method": meas["method"], "baseline": g.baseline, "metric": metric,
+                        "seeds": len(g.seeds), "gain": g.mean,
+                        "factor": math.exp(g.mean) if math.isfinite(g.mean) else math.nan,
+                        "reported_factor": math.exp(g_rep) if math.isfinite(g_rep) else math.nan,
+                        "bound": bound, "cls": cls,
+                    }
+                )  # fmt: skip
+    return pd.DataFrame(rows, columns=MAP_COLUMNS)
+
+
+def _ranges(xs: list[float]) -> str:
+    return ", ".join(f"{x:.3g}" for x in xs)
+
+
+def map_statements(rows: pd.DataFrame) -> dict[str, str]:
+    """Claim id -> where it holds along each map that answers it (one sentence per map)."""
+    out: dict[str, list[str]] = {}
+    if rows.empty:
+        return {}
+    for (claim, exp), grp in rows.groupby(["claim", "experiment"], sort=True):
+        grp = grp.sort_values("x")
+        label = str(grp["axis_label"].iloc[0])
+        seeds = int(grp["seeds"].max())
+        qual = grp["kind"].iloc[0] == "qualitative"
+        by = {c: [float(x) for x in grp.loc[grp["cls"] == c, "x"]] for c in _TIERS}
+        lo, hi = float(grp["x"].min()), float(grp["x"].max())
+        head = (
+            f"map {exp} ({label} {lo:.3g} to {hi:.3g}, {len(grp)} points, "
+            f"{seeds} seed{'s' if seeds != 1 else ''}): "
+        )
+        if qual:
+            parts = [
+                f"better than the strongest baseline at {label} {_ranges(by['reproduced'])}"
+                if by["reproduced"]
+                else "better than the strongest baseline nowhere",
+            ]
+            if by["miss"]:
+                parts.append(f"not at {_ranges(by['miss'])}")
+        else:
+            parts = []
+            for cls, words in (
+                ("reproduced", "reaches the reported effect"),
+                ("exceeded", "exceeds it"),
+                ("partial", "clears only the partial floor"),
+                ("miss", "misses"),
+            ):
+                if by[cls]:
+                    parts.append(f"{words} at {label} {_ranges(by[cls])}")
+            if not by["reproduced"] and not by["exceeded"]:
+                parts.insert(0, "reaches the reported effect nowhere in the range")
+        censored = grp[grp["bound"].str.contains("at most", na=False)]
+        if len(censored):
+            parts.append(f"censored (never held the target) at {_ranges(list(censored['x']))}")
+        out.setdefault(str(claim), []).append(head + "; ".join(parts))
+    return {k: " | ".join(v) for k, v in out.items()}
+
+
+def holds_anywhere(rows: pd.DataFrame, claim: str) -> bool:
+    """Whether the claim reaches (or exceeds) its reported effect at any point of any map."""
+    sel = rows[rows["claim"] == claim]
+    return bool(np.isin(sel["cls"], ["reproduced", "exceeded"]).any())
