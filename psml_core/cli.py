@@ -217,6 +217,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         papers_dir=Path(args.papers),
         out_pdf=Path(args.out),
         workdir=Path(args.workdir),
+        regime_map=Path(args.regime_map) if args.regime_map else None,
     )
     return 0
 
@@ -392,6 +393,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--papers", required=True, help="directory of the paper files (config/papers/*.yaml)"
     )
+    p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
     p = add(

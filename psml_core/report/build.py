@@ -27,6 +27,7 @@ import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, aggregate_runs, read_runs_csv
 from psml_core.analysis.claims import load_papers
+from psml_core.analysis.regime_map import MAP_COLUMNS
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
 from psml_core.metrics.writer import read_metrics
@@ -40,6 +41,7 @@ from psml_core.report.figures import (
     curves,
     loss_figure,
 )
+from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import head_to_head_section, paper_sections
 
 __all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
@@ -288,6 +290,23 @@ def _report_data(
     }
 
 
+def _read_regime_map(path: Path | None) -> pd.DataFrame:
+    """The regime maps' points, or an empty table (no file given, or a tier without maps)."""
+    if path is None:
+        return pd.DataFrame(columns=MAP_COLUMNS)
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"regime map {str(p)!r} does not exist; run `psml compare --regime-map`")
+    try:
+        rows = pd.read_parquet(p)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"regime map {str(p)!r} is not readable Parquet ({exc})") from None
+    missing = [c for c in MAP_COLUMNS if c not in rows.columns]
+    if missing:
+        raise DataError(f"regime map {str(p)!r} lacks columns {missing}; regenerate it")
+    return rows
+
+
 def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Claims in paper-id order, then in each paper file's order."""
     order = {
@@ -335,6 +354,7 @@ def build_report(
     papers_dir: Path,
     out_pdf: Path,
     workdir: Path,
+    regime_map: Path | None = None,
 ) -> None:
     """Build the PDF report.
 
@@ -351,6 +371,8 @@ def build_report(
         papers_dir: The paper files (``config/papers``) the claims were measured against.
         out_pdf: Where to write the PDF.
         workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
+        regime_map: The regime maps' points (``psml compare --regime-map``), if the tier runs
+            any.
 
     Raises:
         DataError: An input file is missing or malformed (the message names it), the metrics
@@ -375,6 +397,7 @@ def build_report(
     sparsity_stats = _named_json(sparsity, "sparsity", "dataset")
     placements = _partition_files(partition)
     inputs = _inputs(experiment, Path(papers_dir), Path(runs_csv), Path(claims_csv))
+    rmap = _read_regime_map(regime_map)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     _remove_stale(workdir)
@@ -390,6 +413,7 @@ def build_report(
         partition=placements,
         workdir=workdir,
     )
+    data["regime_map"] = regime_map_section(rmap, workdir)
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
     _compile(workdir, Path(out_pdf))

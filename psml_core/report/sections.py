@@ -242,6 +242,11 @@ def paper_sections(
                 "tables": tables,
                 "reported": [t.write(workdir) for t in reported],
                 "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
+                "regimes": [
+                    t.write(workdir)
+                    for t in (vd.regime_table(r, pid) for r in mine.itertuples(index=False))
+                    if t is not None
+                ],
                 "misses": vd.miss_notes(mine, paper_file),
             }
         )

@@ -9,6 +9,7 @@ the claims file is stale and the report refuses to print it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from psml_core.analysis.claims import VERDICTS
 from psml_core.errors import DataError
 from psml_core.report.tables import DASH, Table, fmt_value, sig
 
@@ -42,7 +44,8 @@ CLAIM_COLUMNS: tuple[str, ...] = (
     "baseline", "baselines", "floor", "band_low", "band_high", "verdict", "detail",
     "explanation", "per_metric",
 )  # fmt: skip
-_VERDICTS = ("REPRODUCED", "PARTIAL", "NOT REPRODUCED", "NOT RUN", "SETUP FACT")
+_VERDICTS = VERDICTS
+_REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime")
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -68,6 +71,10 @@ def read_claims(path: str | Path) -> pd.DataFrame:
     missing = [c for c in CLAIM_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"claims file {str(p)!r} lacks columns {missing}; regenerate it")
+    for col in _REGIME_COLUMNS:  # claims files from before regimes were measured have none
+        if col not in df.columns:
+            df[col] = ""
+        df[col] = df[col].map(lambda v: "" if _missing(v) else str(v))
     for col in ("paper", "claim", "statement", "source", "kind", "unit", "metric", "scenario",
                 "baseline", "baselines", "bound", "verdict", "detail", "explanation",
                 "per_metric"):  # fmt: skip
@@ -227,10 +234,17 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
         " Every claim's scenario, baselines and metric are fixed in its paper file before any "
         "run; with several baselines it is judged against the strongest. REPRODUCED needs at "
         "least 3 seeds and the 95% interval of the mean effect inside the tolerance band around "
-        "the paper's value (an “up to” value included: exceeding it is no reproduction); "
-        "PARTIAL, the effect clearing the partial floor (by default half the claimed effect on "
-        "a log scale); a run that never held its target accuracy is censored, never "
-        "re-measured by another metric. SETUP FACT marks a quantity our own setup fixes."
+        "the paper's value (for an accuracy that may only not fall, the interval's lower end "
+        "above the band's: one-sided); EXCEEDED, an “up to” value whose whole interval lies "
+        "above the band (a more favourable setup is no reproduction); PARTIAL, the effect "
+        "clearing the partial floor (by default half the claimed effect on a log scale); a run "
+        "that never held its target accuracy is censored, never re-measured by another metric. "
+        "SETUP FACT marks a quantity our own setup fixes. Each claim's regime (dense "
+        "comm/compute, bandwidth- or latency-bound links, density) is measured and set beside "
+        "the paper's: where a field the paper gives is off (comm/compute beyond 2x, the other "
+        "side of bandwidth-bound, another density class) the claim is NOT COMPARABLE (regime); "
+        "where the paper gives none, a regime map (one seed per point) states the range in "
+        "which the claim holds (Regime column)."
     )
 
 
@@ -245,6 +259,7 @@ def verdict_table(claims: pd.DataFrame) -> Table:
             measured_as(r),
             r.verdict,
             _detail(r, with_metrics=False),
+            regime_cell(r),
         ]
         for r in claims.itertuples(index=False)
     ]
@@ -253,10 +268,11 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
         "the paper's number; Ours: our mean effect, its 95% interval and range over seeds, n "
         "seeds; Judged as: the fixed metric, scenario and baselines (the strongest named) and "
-        "the partial floor; the section of each paper has the details.",
-        ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail"],
-        rows or [[DASH] * 7],
-        widths=["auto", 2.2, 0.9, 1.3, 1.3, "auto", 1.3],
+        "the partial floor; Regime: ours against the paper's where it gives one, else the "
+        "regime map's range; the section of each paper has the details.",
+        ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail", "Regime"],
+        rows or [[DASH] * 8],
+        widths=["auto", 1.5, 0.8, 1.1, 1.1, 0.9, 1.1, 1.5],
         group=True,
         verdict=5,
         breakable=True,
@@ -288,6 +304,69 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
         verdict=4,
         breakable=True,
     )
+
+
+def regime_cell(row: Any) -> str:
+    """The claim's regime in a few words, and the regime map's range where one answers it.
+
+    Matched, off (which field, how far) or unknown.
+    """
+    status = getattr(row, "regime_status", "") or ""
+    notes = getattr(row, "regime_notes", "") or ""
+    said = getattr(row, "regime_map", "") or ""
+    if not status:
+        text = "not measured" if row.verdict == "NOT RUN" else DASH
+    elif status == "matched":
+        text = "matched to the paper's"
+    elif status == "off":
+        text = f"off: {notes}"
+    else:
+        text = "unknown (the paper gives none of comm/compute, link, density)"
+    if said:
+        text += f". {said}"
+    return text
+
+
+def regime_table(row: Any, paper: str) -> Table | None:
+    """A claim's regime, field by field: the paper's (with status and source), ours, ratio."""
+    raw = getattr(row, "regime", "") or ""
+    if not raw:
+        return None
+    rows = []
+    for f in json.loads(raw):
+        theirs, mine = f.get("theirs"), f.get("ours")
+        status = f.get("status", "unknown")
+        note = f.get("note") or ""
+        rows.append(
+            [
+                f["label"] + (f" ({f['unit']})" if f.get("unit") else ""),
+                DASH if theirs is None else _val(theirs),
+                status + (f": {note}" if note else ""),
+                DASH if mine is None else _val(mine),
+                DASH if f.get("ratio") is None else f"{sig(float(f['ratio']))}x",
+            ]
+        )
+    where = f" under {row.scenario.split(', ')[0]}" if row.scenario else ""
+    return Table(
+        f"regime_{paper}_{row.claim}",
+        f"Regime of {row.claim}: the paper's (reported, derived or unknown) and ours, measured "
+        f"on the claim's own runs{where} (comm/compute, gradient bytes and compute from the "
+        "dense reference's runs; density: the method's wire bytes per sample over the "
+        "reference's). Status of the comparison: "
+        + (regime_cell(row) if getattr(row, "regime_status", "") else DASH)
+        + ".",
+        ["Field", "Paper", "Status", "Ours", "Ours / paper"],
+        rows,
+        widths=["auto", 1.0, 1.8, 1.0, "auto"],
+        align=["left", "left", "left", "left", "right"],
+        breakable=True,
+    )
+
+
+def _val(v: Any) -> str:
+    if isinstance(v, int | float):
+        return sig(float(v))
+    return str(v)
 
 
 def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:

@@ -268,3 +268,59 @@ def test_a_tier_without_runs_is_refused(repo, tmp_path):
     (root / "tiers" / "smoke.yaml").write_text(yaml.safe_dump(tier))
     with pytest.raises(ConfigError, match="no runs; list methods"):
         load_experiment({"tier": "smoke", "methods": []}, root)
+
+
+def test_axis_sweeps_derive_scenarios_and_workloads_for_their_experiment_only(repo):
+    """A regime map's axes: derived scenarios (bandwidth) and workloads (workers)."""
+    user = {
+        "tier": "smoke",
+        "experiments": {
+            "link": {
+                "methods": ["dense_bsp"],
+                "workloads": ["digits_mlp"],
+                "scenario_sweep": {"base": "dc_10g", "params": ["bandwidth_gbps"],
+                                   "values": [1, 0.1]},
+                "regime_map": {"axis": "comm_compute", "claims": ["rat_speedup"]},
+            },
+            "size": {
+                "methods": ["dense_bsp"],
+                "scenarios": ["dc_10g"],
+                "workload_sweep": {"base": "digits_mlp", "params": ["workers"],
+                                   "values": [2, 16], "labels": ["p2", "p16"]},
+            },
+        },
+    }  # fmt: skip
+    exp = load_experiment(user, repo / "config")
+    assert exp.experiments["link"].scenarios == (
+        "dc_10g__bandwidth_gbps_1",
+        "dc_10g__bandwidth_gbps_0p1",
+    )
+    assert exp.scenarios["dc_10g__bandwidth_gbps_0p1"].bandwidth_gbps == 0.1
+    slow = exp.scenarios["dc_10g__bandwidth_gbps_0p1"]
+    assert "[sweep: bandwidth_gbps = 0.1]" in slow.description
+    runs = {r.run_id: r for r in exp.runs()}
+    assert runs["digits_mlp__p16/dense_bsp/dc_10g/seed0"].workers == 16
+    assert runs["digits_mlp__p2/dense_bsp/dc_10g/seed0"].workers == 2
+    # The main grid and other experiments never run a derived entry.
+    derived = [r for r in runs if "__" in r]
+    assert sorted(derived) == sorted(
+        ["digits_mlp/dense_bsp/dc_10g__bandwidth_gbps_1/seed0",
+         "digits_mlp/dense_bsp/dc_10g__bandwidth_gbps_0p1/seed0",
+         "digits_mlp__p2/dense_bsp/dc_10g/seed0", "digits_mlp__p16/dense_bsp/dc_10g/seed0"]
+    )  # fmt: skip
+    bad = {**user["experiments"]["link"]["scenario_sweep"], "base": "nowhere"}
+    with pytest.raises(ConfigError, match="experiments.link.scenario_sweep.base.*nowhere"):
+        load_experiment({**user, "experiments": {"link": {"methods": ["dense_bsp"],
+                                                          "scenario_sweep": bad}}},
+                        repo / "config")  # fmt: skip
+    listy = {"base": "dc_10g", "params": ["bandwidth_gbps"], "values": [[1, 2]]}
+    with pytest.raises(ConfigError, match="labels"):
+        load_experiment({**user, "experiments": {"link": {"methods": ["dense_bsp"],
+                                                          "scenario_sweep": listy}}},
+                        repo / "config")  # fmt: skip
+
+
+def test_a_workloads_own_workers_keep_the_tiers_shard_layout(repo):
+    exp = load_experiment({"tier": "small"}, repo / "config")
+    assert exp.cluster("digits_mlp") == (8, 8)
+    assert exp.cluster("digits_mlp__p4") == (4, 4)

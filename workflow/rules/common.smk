@@ -136,19 +136,23 @@ def delay_traces(wildcards):
 
 def train_threads(wildcards):
     """Cores a training job occupies: one, or one per process of a multi-process backend."""
+    workers, shards = EXP.cluster(wildcards.workload)  # a workload may set its own workers
     if EXP.backend == "dist":
-        return EXP.workers + EXP.shards
+        return workers + shards
     if EXP.backend == "horovod":
-        return EXP.workers
+        return workers
     return 1
+
+
+def train_tasks(wildcards):
+    """SLURM tasks of a dist training job: its P workers plus S shards."""
+    return sum(EXP.cluster(wildcards.workload))
 
 
 # Processes of a training job (SLURM tasks): P + S for dist, else one. A dist job also gets
 # `mpi`, which makes the SLURM executor plugins submit its P + S tasks and run its command as
 # is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
-TRAIN_TASKS = (
-    {"tasks": EXP.workers + EXP.shards, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
-)
+TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
 
 
 def all_summaries(wildcards):

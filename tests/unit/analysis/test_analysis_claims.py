@@ -128,8 +128,17 @@ def test_an_exceeded_up_to_bound_is_not_a_reproduction():
     """Used to pass: exceeding an "up to" claim counted as REPRODUCED (13x over the paper)."""
     c = claim("speedup", 5.7, up_to=True, metrics=("time_to_target_s",))
     res = verdict(c, seeds([1 / 41.6] * 3, [1.0] * 3, metric="time_to_target_s"))
-    assert res.verdict == "PARTIAL"
+    assert res.verdict == "EXCEEDED"
     assert "above the tolerance band" in res.detail
+
+
+def test_exceeding_a_plain_value_stays_partial_and_few_seeds_never_exceed():
+    above = seeds([1 / 41.6] * 3, [1.0] * 3, metric="time_to_target_s")
+    plain = claim("speedup", 5.7, metrics=("time_to_target_s",))
+    assert verdict(plain, above).verdict == "PARTIAL"
+    up_to = claim("speedup", 5.7, up_to=True, metrics=("time_to_target_s",))
+    two = seeds([1 / 41.6] * 2, [1.0] * 2, metric="time_to_target_s")
+    assert verdict(up_to, two).verdict == "PARTIAL"
 
 
 def test_no_best_of_over_scenarios_every_fixed_scenario_must_pass():

@@ -269,3 +269,25 @@ def test_paper_tables_and_sweeps_are_printed(built: dict[str, Any]) -> None:
     assert list(sweep["Recipe"]) == ["dc2_topk__r0p5", "dc2_topk__r0p2", "dense_bsp", "snappy_bsp"]
     # The time split shows the codec's share.
     assert "shares of compute, codec (encoding and decoding" in text
+
+
+def test_the_report_sets_each_regime_beside_the_papers_and_draws_the_maps(
+    built: dict[str, Any],
+) -> None:
+    text = " ".join(built["text"].split())
+    assert "Regimes: the paper's and ours" in text
+    assert "Regime maps: where each claim holds" in text
+    assert "reaches the reported effect at dense comm / compute 20" in text
+    assert "exceeds it at dense comm / compute 200" in text
+    work = built["root"] / "work1"
+    assert (work / "fig_regime_map_link.svg").is_file()
+    claims = read_claims(built["inputs"]["claims_csv"])
+    measured = claims[claims["verdict"] != "NOT RUN"]
+    assert (measured["regime_status"] != "").all()
+    assert "Ours / paper" in text and "unknown" in text
+
+
+def test_a_missing_regime_map_file_is_named(tmp_path: Path, built: dict[str, Any]) -> None:
+    inputs = {**built["inputs"], "regime_map": tmp_path / "nowhere.parquet"}
+    with pytest.raises(DataError, match="nowhere.parquet"):
+        build_report(**inputs, out_pdf=tmp_path / "r.pdf", workdir=tmp_path / "w")

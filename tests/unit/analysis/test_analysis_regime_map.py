@@ -1,0 +1,81 @@
+"""Regime maps: a claim measured at every point of a sweep, classed, and stated as a range."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from psml_core.analysis.regime_map import MAP_COLUMNS, holds_anywhere, map_rows, map_statements
+
+CLAIM = {
+    "id": "speed", "statement": "s", "source": "abs", "setup": "x",
+    "reported": {"kind": "speedup", "value": 4.0, "up_to": True},
+    "measure": {"experiment": "e", "method": "m", "baseline": ["dense_bsp", "other"],
+                "metrics": ["time_to_target_s"], "scenarios": ["a"]},
+}  # fmt: skip
+PAPERS = {"p": {"claims": [CLAIM]}}
+# comm/compute of the dense reference at each bandwidth; the method's speed-up grows with it.
+POINTS = {"b10": (0.2, 1.0), "b1": (2.0, 2.0), "b0p1": (20.0, 4.0), "b0p01": (200.0, 12.0)}
+
+
+def config(axis="comm_compute"):
+    return {
+        "experiments": {
+            "map": {
+                "methods": ["dense_bsp", "m"],
+                "workloads": ["w"],
+                "scenario_sweep": {"base": "link", "params": ["bandwidth_gbps"],
+                                   "values": [10, 1, 0.1, 0.01],
+                                   "labels": ["b10", "b1", "b0p1", "b0p01"]},
+                "regime_map": {"axis": axis, "claims": ["speed"]},
+            }
+        }
+    }  # fmt: skip
+
+
+def runs(censor_at=None):
+    rows = []
+    for label, (cc, speedup) in POINTS.items():
+        sc = f"link__{label}"
+        rows.append({"method": "dense_bsp", "scenario": sc, "workload": "w", "seed": 0,
+                     "workers": 4, "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0,
+                     "time_to_target_s": 1.0, "total_time_s": 1.0})  # fmt: skip
+        t = 1.0 / speedup
+        rows.append({"method": "m", "scenario": sc, "workload": "w", "seed": 0, "workers": 4,
+                     "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0, "total_time_s": t,
+                     "time_to_target_s": float("nan") if label == censor_at else t})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_each_point_is_measured_against_its_fixed_baseline_and_classed():
+    rows = map_rows(PAPERS, runs(), config())
+    assert list(rows.columns) == MAP_COLUMNS and len(rows) == 4
+    rows = rows.sort_values("x")
+    assert list(rows["x"]) == pytest.approx([0.2, 2.0, 20.0, 200.0])
+    assert list(rows["factor"]) == pytest.approx([1.0, 2.0, 4.0, 12.0])
+    # 4x claimed, tolerance 25%: 2x is the partial floor, 12x exceeds, 1x misses.
+    assert list(rows["cls"]) == ["miss", "partial", "reproduced", "exceeded"]
+    assert set(rows["baseline"]) == {"dense_bsp"}  # "other" is not run by the map
+    assert holds_anywhere(rows, "speed")
+
+
+def test_the_statement_gives_the_range_where_the_claim_holds():
+    text = map_statements(map_rows(PAPERS, runs(), config()))["speed"]
+    assert "dense comm / compute" not in text  # no label given: the axis name
+    assert "reaches the reported effect at comm compute 20" in text
+    assert "exceeds it at comm compute 200" in text
+    assert "clears only the partial floor at comm compute 2" in text
+    assert "misses at comm compute 0.2" in text and "1 seed" in text
+
+
+def test_a_censored_method_run_is_a_miss_and_said_so():
+    rows = map_rows(PAPERS, runs(censor_at="b0p1"), config())
+    assert rows.set_index("point").loc["link__b0p1", "cls"] == "miss"
+    assert "censored" in map_statements(rows)["speed"]
+
+
+def test_other_axes_take_the_swept_value_and_no_map_gives_no_rows():
+    rows = map_rows(PAPERS, runs(), config(axis="delay_variation"))
+    assert sorted(rows["x"]) == [0.01, 0.1, 1.0, 10.0]
+    assert map_rows(PAPERS, runs(), {"experiments": {"e": {"methods": ["m"]}}}).empty
+    assert map_statements(pd.DataFrame(columns=MAP_COLUMNS)) == {}
