@@ -322,7 +322,9 @@ def _bench_calibrate(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="psml", description=__doc__.splitlines()[0].replace("``", "")
+    )
     ap.add_argument("--version", action="version", version=f"psml {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -332,9 +334,18 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     p = add("config", cmd_config, "validate a config and print the effective configuration")
-    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument(
+        "--configfile",
+        default="config/config.yaml",
+        help="your config (its tier plus overrides; default: config/config.yaml)",
+    )
     p.add_argument("--config-dir", default="config", help="directory with tiers/ and methods.yaml")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key (YAML)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a key, value as YAML; repeatable (e.g. --set tier=small --set 'seeds=[0]')",
+    )
 
     p = add("prepare", cmd_prepare, "build a data set and its SHA-256 manifest")
     p.add_argument("--spec", required=True, help="the dataset's settings as JSON")

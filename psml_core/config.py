@@ -284,7 +284,7 @@ class DatasetSpec:
     seed: int = 0
     test_fraction: float = 0.2
     rows: int | None = None
-    calibration: str = "rcv1_v2"
+    calibration: str | None = None
     features: int | None = None
     nnz_per_row: float | None = None
     zipf_exponent: float | None = None

@@ -95,6 +95,9 @@ class Calibration:
     source: str
 
 
+DEFAULT_CALIBRATION = "rcv1_v2"
+"""The calibration of a zipf_sparse data set that names none."""
+
 CALIBRATIONS: dict[str, Calibration] = {
     "rcv1_v2": Calibration(
         features=47_236,
@@ -335,14 +338,15 @@ def resolve_params(spec: DatasetSpec) -> ZipfParams:
         ConfigError: Unknown calibration, missing ``rows`` or inconsistent values.
     """
     where = f"datasets.{spec.name}"
-    if spec.calibration not in CALIBRATIONS:
+    calibration = spec.calibration or DEFAULT_CALIBRATION
+    if calibration not in CALIBRATIONS:
         raise ConfigError(
-            f"{where}.calibration: unknown calibration {spec.calibration!r}; "
+            f"{where}.calibration: unknown calibration {calibration!r}; "
             f"known: {', '.join(sorted(CALIBRATIONS))}"
         )
     if spec.rows is None or spec.rows < 2:
         raise ConfigError(f"{where}.rows: zipf_sparse needs rows >= 2, got {spec.rows!r}")
-    cal = CALIBRATIONS[spec.calibration]
+    cal = CALIBRATIONS[calibration]
 
     def pick(value: Any, default: Any) -> Any:
         return default if value is None else value
@@ -377,8 +381,8 @@ class ZipfSparseSource(DatasetSource):
         X, y, stats = generate(params, spec.seed)
         meta = {
             "source": self.name,
-            "calibration": spec.calibration,
-            "calibration_figures": asdict(CALIBRATIONS[spec.calibration]),
+            "calibration": spec.calibration or DEFAULT_CALIBRATION,
+            "calibration_figures": asdict(CALIBRATIONS[spec.calibration or DEFAULT_CALIBRATION]),
             "params": asdict(params),
             "seed": spec.seed,
             "test_fraction": spec.test_fraction,
