@@ -1,7 +1,7 @@
 # psml: reproduce five parameter-server communication methods against their baselines.
 #
-#   snakemake --cores 2                          # smoke tier -> reports/report.pdf
-#   snakemake --cores 2 --config tier=small      # every headline figure, < 1 h on 2 cores
+#   snakemake --cores 2                          # smoke tier -> reports/smoke/report.pdf
+#   snakemake --cores 2 --config tier=small      # -> reports/small/report.pdf, regime maps
 #   snakemake --profile profiles/slurm --config tier=paper
 #
 # Data flow: prepare -> analyze -> partition -> train -> compare -> report (see README).
@@ -29,4 +29,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        "reports/report.pdf",
+        f"reports/{TIER}/report.pdf",

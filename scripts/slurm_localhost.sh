@@ -34,7 +34,7 @@
 #      training task, mem_mb capped to what one core's share of this node holds; and, because
 #      this cluster has no slurmdbd (so `sacct` cannot answer), status polling with squeue;
 #   4. runs the smoke tier: `snakemake --profile profiles/slurm --config tier=smoke`
-#      -> reports/report.pdf, every non-local job an sbatch job;
+#      -> reports/smoke/report.pdf, every non-local job an sbatch job;
 #   5. runs one smoke run on the dist backend in a second copy:
 #      `snakemake <its summary.json> --profile profiles/slurm --config tier=smoke backend=dist`
 #      The train job asks SLURM for P + S tasks and `psml train --launcher srun` starts one rank
@@ -328,7 +328,7 @@ run_snakemake smoke "$WORK/smoke" --profile profiles/slurm --config tier=smoke |
 T_SMOKE=$((SECONDS - T_SMOKE))
 mapfile -t SMOKE_JOBS < <(slurm_jobs "$WORK/smoke.log")
 smoke_exit_0() { [[ "$SMOKE_RC" == 0 ]]; }
-smoke_report() { head -c 5 "$WORK/smoke/reports/report.pdf" 2>/dev/null | grep -q '%PDF'; }
+smoke_report() { head -c 5 "$WORK/smoke/reports/smoke/report.pdf" 2>/dev/null | grep -q '%PDF'; }
 smoke_submitted() { # one sbatch job per run's training, the other rules' too
     local n_runs n_train
     n_runs="$(find "$WORK/smoke/results/smoke/runs" -name summary.json 2>/dev/null | wc -l)"
@@ -341,7 +341,7 @@ smoke_completed() {
     for j in "${SMOKE_JOBS[@]}"; do completed "$j" || { log "      job $j did not complete"; return 1; }; done
 }
 check "smoke: snakemake --profile profiles/slurm exits 0" smoke_exit_0
-check "smoke: reports/report.pdf is a PDF" smoke_report
+check "smoke: reports/smoke/report.pdf is a PDF" smoke_report
 check "smoke: every run's training job (and every non-local rule) went through sbatch" smoke_submitted
 check "smoke: slurmctld saw every submitted job exit 0" smoke_completed
 
@@ -403,7 +403,7 @@ if ((${#FAILS[@]})); then
 fi
 RESULT=PASS
 if ((KEEP)) || [[ -n "${PSML_SLURM_WORKDIR:-}" ]]; then
-    echo "slurm_localhost: PASS (kept: $WORK, report $WORK/smoke/reports/report.pdf)"
+    echo "slurm_localhost: PASS (kept: $WORK, report $WORK/smoke/reports/smoke/report.pdf)"
 else
     echo "slurm_localhost: PASS ($WORK removed; --keep keeps it)"
 fi

@@ -64,9 +64,9 @@ def test_smoke_and_dist_through_the_slurm_profile_on_a_real_slurm(tmp_path: Path
     assert "slurm_localhost: PASS" in out, out[-6000:]
     for check in (
         "ok    smoke: snakemake --profile profiles/slurm exits 0",
-        "ok    smoke: reports/report.pdf is a PDF",
+        "ok    smoke: reports/smoke/report.pdf is a PDF",
         "ok    dist: summary.json says backend dist",
         "ok    dist: srun step of the train job ran P+S=",
     ):
         assert check in out, check
-    assert (tmp_path / "run" / "smoke" / "reports" / "report.pdf").stat().st_size > 0
+    assert (tmp_path / "run" / "smoke" / "reports" / "smoke" / "report.pdf").stat().st_size > 0

@@ -52,7 +52,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def test_report_is_produced_and_readable(two_runs):
-    pdf = two_runs[0] / "reports" / "report.pdf"
+    pdf = two_runs[0] / "reports" / "smoke" / "report.pdf"
     assert pdf.is_file()
     reader = PdfReader(pdf)
     text = "\n".join(page.extract_text() for page in reader.pages)

@@ -17,7 +17,7 @@ rule report:
         partition=all_partitions,
     output:
         report(
-            "reports/report.pdf",
+            f"reports/{TIER}/report.pdf",
             caption="../report/report.rst",
             category="Reproduction report",
         ),
