@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from psml_core import __version__
-from psml_core.config import RunSpec
+from psml_core.config import RunSpec, read_run_spec
 from psml_core.errors import ConfigError, DataError, PsmlError
 
 __all__ = ["main"]
@@ -80,13 +80,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     """Compute a run's placement once, with its predicted traffic."""
     from psml_core.atomic import write_bytes, write_json
-    from psml_core.config import RunSpec
     from psml_core.data.hashing import hashed_dataset
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.models import make_model
     from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
 
-    spec = RunSpec.from_json(args.run)
+    spec = read_run_spec(args.run)
     # Same data as build_job: hashed first for a recipe with a hashing block (jpdc).
     ds = hashed_dataset(load_prepared(args.data), spec.method.hashing, spec.seed)
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
@@ -127,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
     from psml_core.engine.run import train
 
-    spec = RunSpec.from_json(args.run)
+    spec = read_run_spec(args.run)
     if spec.backend == "dist" and args.launcher != "local":
         return _launch_dist(spec, args)
     summary = train(spec, args.data, args.out, assignment_path=args.partition)
@@ -322,9 +321,7 @@ def _bench_calibrate(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="psml", description=__doc__.splitlines()[0].replace("``", "")
-    )
+    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0].replace("``", ""))
     ap.add_argument("--version", action="version", version=f"psml {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -364,13 +361,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON")
 
     p = add("partition", cmd_partition, "compute a run's placement and predicted traffic")
-    p.add_argument("--run", required=True, help="the run's settings as JSON")
+    p.add_argument(
+        "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
+    )
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--out", required=True, help="output assignment (.npz)")
     p.add_argument("--traffic", required=True, help="output predicted traffic (.json)")
 
     p = add("train", cmd_train, "train one run; writes metrics.parquet and summary.json")
-    p.add_argument("--run", required=True, help="the run's settings as JSON")
+    p.add_argument(
+        "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
+    )
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--partition", help="assignment from `psml partition` (else computed)")
     p.add_argument("--out", required=True, help="output directory")

@@ -45,7 +45,9 @@ __all__ = [
     "load_experiment",
     "load_methods",
     "load_yaml",
+    "read_run_spec",
     "schema_dir",
+    "sweep_entries",
     "sweep_label",
     "sweep_recipes",
     "validate",
@@ -496,6 +498,16 @@ class RunSpec:
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def read_run_spec(text: str) -> RunSpec:
+    """A run spec given as JSON text or as the path of a JSON file (``--run``)."""
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
+    return RunSpec.from_json(text)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from psml_core.config import RunSpec
+from psml_core.config import RunSpec, read_run_spec
 from psml_core.errors import ConfigError, PsmlError
 
 __all__ = ["env_flag", "launched_spec", "launcher_parser", "read_run_spec", "run_launcher"]
@@ -24,16 +24,6 @@ def launcher_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--partition", help="assignment from `psml partition` (else computed)")
     ap.add_argument("--spawned", help=argparse.SUPPRESS)
     return ap
-
-
-def read_run_spec(text: str) -> RunSpec:
-    """A run spec given as JSON text or as the path of a JSON file."""
-    if not text.lstrip().startswith("{"):
-        try:
-            text = Path(text).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
-    return RunSpec.from_json(text)
 
 
 def launched_spec(args: argparse.Namespace, backend: str) -> RunSpec:

@@ -413,7 +413,11 @@ def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) ->
 
 def _bytes_axis(ax: Axes, log: bool) -> None:
     if log:
-        ax.xaxis.set_major_locator(LogLocator(base=10))
+        lo, hi = (max(v, 1e-12) for v in ax.get_xlim())
+        span = hi / lo if hi > lo else 1.0
+        # At least three labelled ticks: 1-2-5 within two decades, every digit within one.
+        subs = (1.0,) if span > 100 else (1.0, 2.0, 5.0) if span > 8 else tuple(range(1, 10))
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
         # Less than a decade of data would label the minor ticks in 10^x notation.
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))

@@ -92,6 +92,14 @@ def run_json(wildcards):
     return EXP.run(wildcards.workload, wildcards.method, scenario, seed).to_json()
 
 
+def write_spec(path, text, log):
+    """Write a job's settings file atomically (a killed write never leaves half a spec)."""
+    from psml_core.atomic import write_text
+
+    write_text(path, f"{text}\n")
+    write_text(log, f"wrote {path}\n")
+
+
 def parent_dir(wildcards, input):
     """The directory holding the prepared data set."""
     return str(Path(input.manifest).parent)

@@ -4,6 +4,7 @@
 rule partition:
     input:
         unpack(prepared),
+        spec=f"results/{TIER}/specs/partition/{{workload}}/{{method}}.json",
     output:
         assignment=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
         traffic=f"results/{TIER}/partition/{{workload}}/{{method}}.json",
@@ -18,8 +19,7 @@ rule partition:
         mem_mb=4000,
         runtime=30,
     params:
-        run=run_json,
         data_dir=parent_dir,
     shell:
-        "psml partition --run {params.run:q} --data {params.data_dir} "
+        "psml partition --run {input.spec} --data {params.data_dir} "
         "--out {output.assignment} --traffic {output.traffic} > {log} 2>&1"

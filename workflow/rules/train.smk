@@ -5,6 +5,7 @@ rule train:
     input:
         unpack(prepared),
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
+        spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
         traces=delay_traces,
     output:
         metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
@@ -24,10 +25,9 @@ rule train:
         # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".
         launcher="local",
     params:
-        run=run_json,
         data_dir=parent_dir,
         out_dir=out_dir,
     shell:
-        "psml train --run {params.run:q} --data {params.data_dir} "
+        "psml train --run {input.spec} --data {params.data_dir} "
         "--partition {input.partition} --out {params.out_dir} --launcher {resources.launcher} "
         "> {log} 2>&1"
