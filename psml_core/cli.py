@@ -25,10 +25,31 @@ __all__ = ["main"]
 
 
 def _json_arg(text: str, what: str) -> Any:
+    """JSON given inline or as the path of a JSON file (the workflow passes files)."""
+    if not text.lstrip().startswith(("{", "[")):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{what} {text!r}: neither JSON nor a readable file ({exc})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{what} is not valid JSON: {exc}") from None
+
+
+def _paths_arg(paths: Sequence[str]) -> list[Path]:
+    """Paths given one by one, or ``@list``: a file holding one path per line."""
+    out: list[Path] = []
+    for item in paths:
+        if item.startswith("@"):
+            try:
+                lines = Path(item[1:]).read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise ConfigError(f"{item!r}: cannot read the list of paths ({exc})") from None
+            out += [Path(line) for line in lines if line.strip()]
+        else:
+            out.append(Path(item))
+    return out
 
 
 # --------------------------------------------------------------------------- sub-commands
@@ -161,7 +182,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Collect run summaries into runs.csv and aggregate.csv."""
     from psml_core.analysis.aggregate import aggregate_runs, collect_runs, write_runs_csv
 
-    runs = collect_runs([Path(p) for p in args.summaries])
+    runs = collect_runs(_paths_arg(args.summaries))
     write_runs_csv(runs, args.out)
     write_runs_csv(aggregate_runs(runs), args.aggregate)
     if args.claims:
@@ -201,7 +222,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from psml_core.report import build_report
 
     metrics = {}
-    for path in map(Path, args.metrics):
+    for path in _paths_arg(args.metrics):
         summary = path.with_name("summary.json")
         if not summary.is_file():
             raise DataError(f"{summary}: missing next to {path}; re-run its training job")
@@ -210,7 +231,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         runs_csv=Path(args.runs),
         metrics=metrics,
         sparsity=[Path(p) for p in args.sparsity],
-        partition=[Path(p) for p in args.partition],
+        partition=_paths_arg(args.partition),
         experiment=_json_arg(args.experiment, "--experiment"),
         claims_csv=Path(args.claims),
         papers_dir=Path(args.papers),
@@ -383,7 +404,9 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     p = add("compare", cmd_compare, "collect run summaries into tables")
-    p.add_argument("--summaries", nargs="+", required=True)
+    p.add_argument(
+        "--summaries", nargs="+", required=True, help="summary.json files, or @FILE listing them"
+    )
     p.add_argument("--out", required=True, help="runs.csv")
     p.add_argument("--aggregate", required=True, help="aggregate.csv")
     p.add_argument("--papers", help="directory of config/papers/*.yaml (reported results)")
@@ -395,9 +418,13 @@ def _parser() -> argparse.ArgumentParser:
 
     p = add("report", cmd_report, "build the PDF report")
     p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")
-    p.add_argument("--metrics", nargs="+", required=True)
+    p.add_argument(
+        "--metrics", nargs="+", required=True, help="metrics.parquet files, or @FILE listing them"
+    )
     p.add_argument("--sparsity", nargs="*", default=[])
-    p.add_argument("--partition", nargs="*", default=[], help="predicted-traffic JSON files")
+    p.add_argument(
+        "--partition", nargs="*", default=[], help="predicted-traffic JSON files, or @FILE"
+    )
     p.add_argument("--experiment", required=True, help="the effective config as JSON")
     p.add_argument(
         "--claims", required=True, help="claims.csv from `psml compare --claims` (verdicts)"

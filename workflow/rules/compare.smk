@@ -9,6 +9,8 @@ localrules:
 rule compare:
     input:
         summaries=all_summaries,
+        listed=f"results/{TIER}/specs/summaries.txt",
+        config=f"results/{TIER}/config.json",
         papers=paper_files,
     output:
         runs=f"results/{TIER}/runs.csv",
@@ -26,10 +28,9 @@ rule compare:
         mem_mb=2000,
         runtime=10,
     params:
-        experiment=experiment_json,
         papers=PAPERS_DIR,
     shell:
-        "psml compare --summaries {input.summaries} --out {output.runs} "
+        "psml compare --summaries @{input.listed} --out {output.runs} "
         "--aggregate {output.aggregate} --papers {params.papers} "
-        "--experiment {params.experiment:q} --claims {output.claims} "
+        "--experiment {input.config} --claims {output.claims} "
         "--regime-map {output.regime_map} > {log} 2>&1"

@@ -15,6 +15,9 @@ rule report:
         metrics=all_metrics,
         sparsity=all_sparsity,
         partition=all_partitions,
+        listed_metrics=f"results/{TIER}/specs/metrics.txt",
+        listed_partitions=f"results/{TIER}/specs/partitions.txt",
+        config=f"results/{TIER}/config.json",
     output:
         report(
             f"reports/{TIER}/report.pdf",
@@ -32,12 +35,12 @@ rule report:
         mem_mb=2000,
         runtime=10,
     params:
-        experiment=experiment_json,
         papers=PAPERS_DIR,
         workdir=f"results/{TIER}/report",
     shell:
         "psml report --runs {input.runs} --claims {input.claims} --papers {params.papers} "
         "--regime-map {input.regime_map} "
-        "--metrics {input.metrics} --sparsity {input.sparsity} --partition {input.partition} "
-        "--experiment {params.experiment:q} --workdir {params.workdir} --out {output} "
+        "--metrics @{input.listed_metrics} --sparsity {input.sparsity} "
+        "--partition @{input.listed_partitions} "
+        "--experiment {input.config} --workdir {params.workdir} --out {output} "
         "> {log} 2>&1"

@@ -6,6 +6,8 @@
 localrules:
     run_spec,
     partition_spec,
+    effective_config,
+    run_lists,
 
 
 rule run_spec:
@@ -28,3 +30,31 @@ rule partition_spec:
         run=run_json,
     run:
         write_spec(output[0], params.run, log[0])
+
+
+rule effective_config:
+    output:
+        f"results/{TIER}/config.json",
+    log:
+        f"logs/{TIER}/specs/config.log",
+    params:
+        experiment=experiment_json,
+    run:
+        write_spec(output[0], params.experiment, log[0])
+
+
+rule run_lists:
+    output:
+        summaries=f"results/{TIER}/specs/summaries.txt",
+        metrics=f"results/{TIER}/specs/metrics.txt",
+        partitions=f"results/{TIER}/specs/partitions.txt",
+    log:
+        f"logs/{TIER}/specs/run_lists.log",
+    params:
+        summaries=lambda wildcards: "\n".join(all_summaries(wildcards)),
+        metrics=lambda wildcards: "\n".join(all_metrics(wildcards)),
+        partitions=lambda wildcards: "\n".join(all_partitions(wildcards)),
+    run:
+        write_spec(output.summaries, params.summaries, log[0])
+        write_spec(output.metrics, params.metrics, log[0])
+        write_spec(output.partitions, params.partitions, log[0])
