@@ -30,7 +30,8 @@ def _json_arg(text: str, what: str) -> Any:
         try:
             text = Path(text).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"{what} {text!r}: neither JSON nor a readable file ({exc})") from None
+            why = f"neither JSON nor a readable file ({exc})"
+            raise ConfigError(f"{what} {text!r}: {why}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
