@@ -144,7 +144,8 @@ def format_error(err: jsonschema.ValidationError) -> str:
     if v == "dependentRequired":
         needs = {k: [r for r in req if r not in inst] for k, req in val.items() if k in inst}
         k, missing = next((k, m) for k, m in needs.items() if m)
-        return f"key {key!r}: {k} needs {', '.join(missing)} too"
+        named = k if key == "(top level)" else f"{key}.{k}"  # the key that was given
+        return f"key {named!r}: needs {', '.join(missing)} too"
     if v == "uniqueItems":
         return f"key {key!r}: entries must be unique, got {inst!r}"
     if v == "pattern":
@@ -802,6 +803,7 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
+    _schedule_claims(cfg, recipes, root / "papers")
     made: set[str] = set()
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
@@ -853,6 +855,41 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
         )
     _check_runs(exp)
     return exp
+
+
+def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
+    """Add to each experiment every run its paper claims need (method, baselines, scenarios).
+
+    A tier that includes a claim's experiment runs the claim: its method and fixed baselines
+    join the experiment's methods, and its fixed scenarios join the experiment's scenarios
+    where the tier defines them (a scenario the tier lacks leaves the claim NOT RUN, with the
+    missing runs named). Regime maps are left as they are: they run what they list.
+    """
+    experiments = cfg.get("experiments", {})
+    if not experiments or not papers.is_dir():
+        return
+    for path in sorted(papers.glob("*.yaml")):
+        paper = load_yaml(path, "paper file") or {}
+        for claim in paper.get("claims") or []:
+            meas = claim.get("measure") or {}
+            ex = experiments.get(meas.get("experiment"))
+            if ex is None or ex.get("regime_map"):
+                continue
+            base = meas.get("baseline")
+            wanted = [meas.get("method"), *([base] if isinstance(base, str) else base or [])]
+            ex["methods"] = [
+                *ex["methods"],
+                *(m for m in wanted if m in recipes and m not in ex["methods"]),
+            ]
+            if ex.get("scenarios"):
+                ex["scenarios"] = [
+                    *ex["scenarios"],
+                    *(
+                        s
+                        for s in meas.get("scenarios") or []
+                        if s in cfg["scenarios"] and s not in ex["scenarios"]
+                    ),
+                ]
 
 
 def sweep_label(param: str, value: float) -> str:

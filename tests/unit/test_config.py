@@ -12,11 +12,10 @@ from psml_core.errors import ConfigError
 
 def test_smoke_tier_loads(smoke):
     assert smoke.tier == "smoke"
-    assert smoke.methods == ("dense_bsp", "topk_ef")
-    main = len(smoke.workloads) * len(smoke.methods) * len(smoke.scenarios) * len(smoke.seeds)
-    extra = {(w, m, s) for w, m, s, _ in smoke.grid() if m not in smoke.methods}
-    assert len(smoke.runs()) == main + len(extra) * len(smoke.seeds)
-    assert set(smoke.experiments) == {"jpdc", "dfs", "ratatouille", "dc2", "pcp"}
+    assert smoke.methods == ()  # the overview experiment replaces the main grid
+    assert smoke.experiments["overview"].methods == ("dense_bsp", "topk_ef")
+    assert set(smoke.experiments) == {"overview", "jpdc", "dfs", "ratatouille", "dc2", "pcp"}
+    assert len(smoke.runs()) == len(set(smoke.grid()))
     # Schema defaults are filled in.
     assert smoke.workloads["rcv1_logreg"].l2 == 0.0
 
@@ -256,6 +255,19 @@ def test_bad_experiments_one_clear_message(repo, experiment, fragment):
     with pytest.raises(ConfigError, match=None) as info:
         load_experiment({"tier": "smoke", "experiments": {"x": experiment}}, repo / "config")
     assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_tier_schedules_every_run_its_claims_need(repo):
+    """The smoke tier lists only a paper's method and main baseline; its claims add the rest."""
+    smoke = load_experiment({"tier": "smoke"}, repo / "config")
+    pcp = smoke.experiments["pcp"]
+    assert {"ssp_1", "ssp_2", "ssp_4", "ssp_8"} <= set(pcp.methods)  # pcp_vs_ssp's baselines
+    dfs = smoke.experiments["dfs"]
+    assert {"dense_bsp", "omnireduce", "topk_omnireduce", "topk_mc", "topk_ef"} <= set(dfs.methods)
+    rat = smoke.experiments["ratatouille"]
+    assert {"dc_pf", "dc_10g"} <= set(rat.scenarios) and "dense_asp" in rat.methods
+    # A regime map runs what it lists, and an experiment no claim names is left alone.
+    assert smoke.experiments["overview"].methods == ("dense_bsp", "topk_ef")
 
 
 def test_a_tier_without_runs_is_refused(repo, tmp_path):

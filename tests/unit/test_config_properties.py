@@ -331,7 +331,7 @@ def test_mutations_cover_the_issues_cases(config_makers):
         ("unknown key", ()),
         ("unknown key", ("workloads", "digits_mlp")),
         ("new entry", ("datasets",)),
-        ("unknown name", ("methods", 0)),
+        ("unknown name", ("experiments", "overview", "methods", 0)),
         ("unknown name", ("experiments", "jpdc", "methods", 0)),
         ("unknown name", ("workloads", "digits_mlp", "dataset")),
         ("empty", ("experiments", "jpdc", "methods")),
