@@ -304,6 +304,7 @@ class ClaimResult:
     censored: int = 0
     bound: str = ""
     scenario: str = ""
+    workload: str = ""
     baseline: str = ""
     baselines: str = ""
     floor: float = math.nan
@@ -649,6 +650,7 @@ def evaluate_claims(
                 out.append(res)
                 continue
             wanted = list(meas["scenarios"])
+            res.workload = meas.get("workload") or ", ".join(ex.get("workloads") or [])
             mine = runs
             if ex.get("workloads"):  # only the experiment's workloads (others may share names)
                 mine = runs[runs["workload"].isin(ex["workloads"])]

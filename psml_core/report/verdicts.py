@@ -45,7 +45,7 @@ CLAIM_COLUMNS: tuple[str, ...] = (
     "explanation", "per_metric",
 )  # fmt: skip
 _VERDICTS = VERDICTS
-_REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime")
+_REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime", "workload")
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -167,8 +167,13 @@ def fmt_ours(row: Any) -> str:
     parts = [mean]
     if math.isfinite(float(row.ci_low)):
         parts.append(f"95%{_NBSP}CI [{sig(float(row.ci_low))}, {sig(float(row.ci_high))}]")
-    parts.append(f"range [{sig(float(row.low))}, {sig(float(row.high))}], {n}")
+    if int(row.seeds) >= 2:
+        parts.append(f"range [{sig(float(row.low))}, {sig(float(row.high))}], {n}")
+    else:  # one seed has no spread: say so instead of printing a range of one value
+        parts.append(f"{n}: one seed, no interval")
     text = " ".join(parts[:2]) + "; " + parts[-1] if len(parts) == 3 else ", ".join(parts)
+    if 0 < int(row.seeds) < 3:
+        text += " (fewer than 3 seeds: indicative only)"
     if int(row.censored or 0):
         text += f"; {int(row.censored)} censored ({row.bound})"
     return text
@@ -176,7 +181,7 @@ def fmt_ours(row: Any) -> str:
 
 def measured_as(row: Any) -> str:
     """The metric, fixed scenario(s) and baselines a claim was judged with, and its floor."""
-    parts = [p for p in (row.metric, row.scenario) if p]
+    parts = [p for p in (row.metric, getattr(row, "workload", ""), row.scenario) if p]
     fixed = row.baselines or row.baseline
     if fixed:
         strongest = (
@@ -267,9 +272,9 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         "verdicts",
         "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
         "the paper's number; Ours: our mean effect, its 95% interval and range over seeds, n "
-        "seeds; Judged as: the fixed metric, scenario and baselines (the strongest named) and "
-        "the partial floor; Regime: ours against the paper's where it gives one, else the "
-        "regime map's range; the section of each paper has the details.",
+        "seeds; Judged as: the fixed metric, workload, scenario and baselines (the strongest "
+        "named) and the partial floor; Regime: ours against the paper's where it gives one, "
+        "else the regime map's range; the section of each paper has the details.",
         ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail", "Regime"],
         rows or [[DASH] * 8],
         widths=["auto", 1.5, 0.8, 1.1, 1.1, 0.9, 1.1, 1.5],
@@ -296,8 +301,8 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
         f"claims_{paper}",
         "Reported versus reproduced. Ours: mean effect over seeds, its 95% interval and range, "
         "n seeds (for a qualitative claim: on how many metric·scenario pairs the method beat "
-        "the strongest baseline); Judged as: the fixed metric, scenario and baselines, and the "
-        "partial floor; Detail: why the verdict, or what is missing.",
+        "the strongest baseline); Judged as: the fixed metric, workload, scenario and "
+        "baselines, and the partial floor; Detail: why the verdict, or what is missing.",
         ["Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail"],
         rows or [[DASH] * 6],
         widths=["auto", 0.9, 1.3, 1.4, "auto", 1.6],
