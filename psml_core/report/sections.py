@@ -88,9 +88,16 @@ def _experiment_text(
     if not lead.endswith("."):
         lead += "."
     planned = len(g["methods"]) * len(g["workloads"]) * len(g["scenarios"]) * len(g["seeds"])
+    if len(runs):  # the cluster as run: workers and shards read from the runs themselves
+        sizes = sorted(
+            {(int(w), int(s)) for w, s in zip(runs["workers"], runs["shards"], strict=True)}
+        )
+        cluster = ", ".join(f"{w} workers and {s} shards" for w, s in sizes)
+    else:
+        cluster = f"{experiment.get('workers')} workers and {experiment.get('shards')} shards"
     return (
-        f"{lead} Recipes ({who}) on workloads {', '.join(g['workloads'])}, scenarios "
-        f"{', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
+        f"{lead} Recipes ({who}) on {cluster}, workloads {', '.join(g['workloads'])}, "
+        f"scenarios {', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
         f"{len(runs)} of {planned} runs in the runs table. The setup tables (section Setup) "
         "hold the workloads' and scenarios' settings, the methods appendix each recipe."
     )

@@ -291,3 +291,31 @@ def test_a_missing_regime_map_file_is_named(tmp_path: Path, built: dict[str, Any
     inputs = {**built["inputs"], "regime_map": tmp_path / "nowhere.parquet"}
     with pytest.raises(DataError, match="nowhere.parquet"):
         build_report(**inputs, out_pdf=tmp_path / "r.pdf", workdir=tmp_path / "w")
+
+
+def test_setup_sentences_follow_the_config_and_the_runs() -> None:
+    """The experiment text reads workers, shards, scenarios and seeds from what ran."""
+    from psml_core.report.sections import _experiment_text
+
+    def text(workers: int, seeds: list[int], scenarios: list[str]) -> str:
+        exp = {"tier": "t", "workers": workers, "shards": workers, "seeds": seeds,
+               "recipes": {"m": {"role": "method"}}, "workloads": {"w": {}},
+               "scenarios": {s: {} for s in scenarios}}  # fmt: skip
+        ex = {"methods": ["m"], "workloads": ["w"], "scenarios": scenarios}
+        runs = pd.DataFrame(
+            [{"workers": workers, "shards": workers, "run_id": f"w/m/{s}/seed{k}"}
+             for s in scenarios for k in seeds]
+        )  # fmt: skip
+        return _experiment_text("e", exp, ex, runs)
+
+    a, b = text(4, [0], ["dc_10g"]), text(16, [0, 1, 2], ["dc_10g", "slow_100m"])
+    assert "4 workers and 4 shards" in a and "seeds 0:" in a and "slow_100m" not in a
+    assert "16 workers and 16 shards" in b and "seeds 0, 1, 2" in b and "slow_100m" in b
+
+
+def test_paper_setups_state_no_tier_facts(repo: Path) -> None:
+    """Workers, seeds and links differ per tier: the paper files leave them to the runs."""
+    for path in sorted((repo / "config" / "papers").glob("*.yaml")):
+        setup = " ".join(str(yaml.safe_load(path.read_text())["setup"]).split())
+        for fact in (r"\d+ (simulated )?workers", r"\d+ seeds", r"\d+ [GM]bit/s"):
+            assert not re.search(fact, setup), (path.name, fact)
