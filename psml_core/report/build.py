@@ -140,6 +140,17 @@ def _figures(
     ]
 
 
+def _attachment(write: Any, table: tb.Table) -> dict[str, Any]:
+    """A table written as CSV and attached to the PDF: its file, rows and what it holds."""
+    entry = write(table)
+    return {
+        "file": entry["file"],
+        "rows": len(table.rows),
+        "columns": len(table.header),
+        "caption": table.caption,
+    }
+
+
 def _results_intro(runs: pd.DataFrame) -> str:
     clocks = sorted(set(runs["clock"].astype(str)))
     notes = "; ".join(f"{c}: {_CLOCK_NOTE.get(c, c)}" for c in clocks)
@@ -275,17 +286,23 @@ def _report_data(
         "results": {
             "intro": _results_intro(runs),
             "figures": [{"file": f.file, "caption": f.caption, "label": f.label} for f in figures],
-            "runs": [w(tb.runs_table(runs))],
-            "aggregate": [w(t) for t in tb.aggregate_tables(aggregate_runs(runs))],
-            "partition": [w(tb.partition_table(partition))] if partition else [],
         },
+        # Long per-run tables travel as CSV files attached to the PDF, not as pages.
+        "attachments": [
+            _attachment(w, t)
+            for t in [
+                tb.runs_table(runs),
+                *tb.aggregate_tables(aggregate_runs(runs)),
+                *([tb.partition_table(partition)] if partition else []),
+                tb.run_provenance_table(runs),
+            ]
+        ],
         "methods": _methods(experiment),
         "provenance": [
             w(tb.overview_table(runs, experiment)),
             w(tb.versions_table(runs)),
             w(tb.inputs_table(inputs)),
             w(tb.data_files_table(runs)),
-            w(tb.run_provenance_table(runs)),
         ],
     }
 
