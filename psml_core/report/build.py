@@ -35,11 +35,8 @@ from psml_core.report import tables as tb
 from psml_core.report import verdicts as vd
 from psml_core.report.figures import (
     FigureSpec,
-    accuracy_figure,
     breakdown_figure,
     bytes_figure,
-    curves,
-    loss_figure,
 )
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import head_to_head_section, paper_sections
@@ -131,13 +128,10 @@ def _load_metrics(runs: pd.DataFrame, metrics: Mapping[str, Path]) -> dict[str, 
 def _figures(
     runs: pd.DataFrame, metrics: Mapping[str, pd.DataFrame], workdir: Path
 ) -> list[FigureSpec]:
-    curve = curves(runs, metrics)
-    return [
-        *loss_figure(curve, runs, workdir),
-        *accuracy_figure(curve, runs, workdir),
-        *bytes_figure(runs, workdir),
-        *breakdown_figure(runs, workdir),
-    ]
+    # Loss and accuracy curves are drawn per experiment in the papers' sections (a handful of
+    # series per panel); over all runs at once they would be a hundred lines in one panel.
+    del metrics
+    return [*bytes_figure(runs, workdir), *breakdown_figure(runs, workdir)]
 
 
 def _attachment(write: Any, table: tb.Table) -> dict[str, Any]:
