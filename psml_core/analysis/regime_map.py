@@ -173,7 +173,7 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
         by = {c: [float(x) for x in grp.loc[grp["cls"] == c, "x"]] for c in _TIERS}
         lo, hi = float(grp["x"].min()), float(grp["x"].max())
         head = (
-            f"map {exp} ({label} {lo:.3g} to {hi:.3g}, {len(grp)} points, "
+            f"On map {exp} ({label} {lo:.3g} to {hi:.3g}, {len(grp)} points, "
             f"{seeds} seed{'s' if seeds != 1 else ''}): "
         )
         if qual:
@@ -202,7 +202,7 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
         if len(censored):
             parts.append(f"censored (never held the target) at {_ranges(list(censored['x']))}")
         out.setdefault(str(claim), []).append(head + "; ".join(parts))
-    return {k: " | ".join(v) for k, v in out.items()}
+    return {k: ". ".join(v) for k, v in out.items()}
 
 
 def holds_anywhere(rows: pd.DataFrame, claim: str) -> bool:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from psml_core.analysis.claims import VERDICTS
 from psml_core.errors import DataError
-from psml_core.report.tables import DASH, Table, fmt_value, sig
+from psml_core.report.tables import DASH, Table, fmt_seconds, fmt_value, sig
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -326,7 +326,7 @@ def regime_cell(row: Any) -> str:
     elif status == "off":
         text = f"off: {notes}"
     else:
-        text = "unknown (the paper gives none of comm/compute, link, density)"
+        text = "paper's regime unknown"
     if said:
         text += f". {said}"
     return text
@@ -345,9 +345,9 @@ def regime_table(row: Any, paper: str) -> Table | None:
         rows.append(
             [
                 f["label"] + (f" ({f['unit']})" if f.get("unit") else ""),
-                DASH if theirs is None else _val(theirs),
+                DASH if theirs is None else _val(theirs, f.get("unit", "")),
                 status + (f": {note}" if note else ""),
-                DASH if mine is None else _val(mine),
+                DASH if mine is None else _val(mine, f.get("unit", "")),
                 DASH if f.get("ratio") is None else f"{sig(float(f['ratio']))}x",
             ]
         )
@@ -368,10 +368,14 @@ def regime_table(row: Any, paper: str) -> Table | None:
     )
 
 
-def _val(v: Any) -> str:
-    if isinstance(v, int | float):
-        return sig(float(v))
-    return str(v)
+def _val(v: Any, unit: str = "") -> str:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if unit == "s":
+        return fmt_seconds(float(v))
+    if float(v).is_integer() and abs(v) >= 1:
+        return f"{int(v):,}"
+    return sig(float(v))
 
 
 def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:
