@@ -24,7 +24,9 @@ are derived from what it reports:
 
 * comm/compute within a factor of 2 (:data:`COMM_COMPUTE_FACTOR`);
 * the same side of bandwidth-bound (share >= 0.5) against latency-bound;
-* the same density class (:func:`density_class`: dense, ~10%, ~1%, ~0.1%, below).
+* the same density class (:func:`density_class`: dense, ~10%, ~1%, ~0.1%, below);
+* the number of workers within a factor of 2 (:data:`WORKERS_FACTOR`), where the paper gives
+  it (a claim made on 2 workers is measured on about 2).
 
 A claim outside them is ``NOT COMPARABLE (regime)`` (see :mod:`psml_core.analysis.claims`);
 one whose deciding fields are all unknown is answered by a regime map
@@ -41,6 +43,7 @@ import pandas as pd
 
 __all__ = [
     "COMM_COMPUTE_FACTOR",
+    "WORKERS_FACTOR",
     "REGIME_FIELDS",
     "check_regime",
     "density_class",
@@ -71,7 +74,9 @@ REGIME_FIELDS: tuple[tuple[str, str, str], ...] = (
 COMM_COMPUTE_FACTOR = 2.0
 """How far (a factor either way) our dense comm/compute may lie from the paper's."""
 
-_BOUNDED = ("comm_compute", "bandwidth_share", "density")
+_BOUNDED = ("comm_compute", "bandwidth_share", "density", "workers")
+WORKERS_FACTOR = 2.0
+"""How far (a factor either way) our worker count may lie from a paper's that states one."""
 _CLASSES = ((0.5, "dense"), (0.05, "~10%"), (0.005, "~1%"), (0.0005, "~0.1%"))
 
 
@@ -211,6 +216,13 @@ def check_regime(theirs: dict[str, dict[str, Any]], ours: dict[str, Any]) -> tup
                 notes.append(
                     f"comm/compute {mine:.3g} is {factor:.3g}x the paper's {value:.3g} "
                     f"(bound: within {COMM_COMPUTE_FACTOR:g}x)"
+                )
+        elif key == "workers":
+            factor = mine / value if value > 0 else math.inf
+            if not 1 / WORKERS_FACTOR <= factor <= WORKERS_FACTOR:
+                notes.append(
+                    f"{mine:g} workers against the paper's {value:g} (bound: within "
+                    f"{WORKERS_FACTOR:g}x)"
                 )
         elif key == "bandwidth_share":
             if (mine >= 0.5) != (value >= 0.5):

@@ -32,7 +32,7 @@ import pandas as pd
 
 from psml_core.analysis.claims import effect_to_gain, metric_values, pair_gains
 
-__all__ = ["MAP_COLUMNS", "holds_anywhere", "map_rows", "map_statements"]
+__all__ = ["MAP_COLUMNS", "MIN_GAIN", "fmt_x", "holds_anywhere", "map_rows", "map_statements"]
 
 MAP_COLUMNS = [
     "experiment", "axis", "axis_label", "point", "x", "paper", "claim", "kind", "method",
@@ -40,7 +40,9 @@ MAP_COLUMNS = [
 ]  # fmt: skip
 """Columns of ``regime_map.parquet``: one row per (map, point, claim), against the strongest."""
 
-_TIERS = ("reproduced", "exceeded", "partial", "miss")
+_TIERS = ("reproduced", "exceeded", "partial", "miss", "better", "not better")
+MIN_GAIN = math.log(1.01)
+"""A qualitative claim's point counts as better only by more than 1% (one seed has no spread)."""
 
 
 def _points(ex: dict[str, Any]) -> list[tuple[str, str, Any]]:
@@ -69,8 +71,8 @@ def _find_claim(papers: dict[str, dict[str, Any]], cid: str) -> tuple[str, dict[
 
 def _classify(claim: dict[str, Any], metric: str, gain: float, bound: str) -> tuple[str, float]:
     rep = claim["reported"]
-    if rep["kind"] == "qualitative":
-        return ("reproduced" if gain > 0 else "miss"), math.nan
+    if rep["kind"] == "qualitative":  # a direction only: better (by a clear margin) or not
+        return ("better" if gain > MIN_GAIN else "not better"), math.nan
     tol = claim.get("tolerance", {})
     g_rep = effect_to_gain(rep["kind"], metric, float(rep["value"]))
     width = math.log(1.0 + float(tol.get("reproduced", 0.25)))
@@ -160,6 +162,11 @@ def _ranges(xs: list[float]) -> str:
     return ", ".join(f"{x:.3g}" for x in xs)
 
 
+def fmt_x(x: float) -> str:
+    """An axis value as the report prints it (integers without a decimal point)."""
+    return f"{int(x)}" if float(x).is_integer() else f"{x:.3g}"
+
+
 def map_statements(rows: pd.DataFrame) -> dict[str, str]:
     """Claim id -> where it holds along each map that answers it (one sentence per map)."""
     out: dict[str, list[str]] = {}
@@ -179,13 +186,13 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
         if qual:
             metric = str(grp["metric"].iloc[0])
             parts = [
-                f"better on {metric} than the strongest baseline at {label} "
-                f"{_ranges(by['reproduced'])}"
-                if by["reproduced"]
-                else f"better on {metric} than the strongest baseline nowhere",
+                f"better by more than 1% on {metric} than the strongest baseline at {label} "
+                f"{_ranges(by['better'])}"
+                if by["better"]
+                else f"better by more than 1% on {metric} than the strongest baseline nowhere",
             ]
-            if by["miss"]:
-                parts.append(f"not at {_ranges(by['miss'])}")
+            if by["not better"]:
+                parts.append(f"not at {_ranges(by['not better'])}")
         else:
             parts = []
             for cls, words in (
@@ -208,4 +215,4 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
 def holds_anywhere(rows: pd.DataFrame, claim: str) -> bool:
     """Whether the claim reaches (or exceeds) its reported effect at any point of any map."""
     sel = rows[rows["claim"] == claim]
-    return bool(np.isin(sel["cls"], ["reproduced", "exceeded"]).any())
+    return bool(np.isin(sel["cls"], ["reproduced", "exceeded", "better"]).any())

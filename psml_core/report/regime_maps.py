@@ -17,13 +17,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from psml_core.analysis.regime_map import map_statements
+from psml_core.analysis.regime_map import fmt_x, map_statements
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import DASH, Table, sig
 
 __all__ = ["regime_map_section"]
 
-_MARKERS = {"reproduced": "o", "exceeded": "^", "partial": "s", "miss": "x"}
+_MARKERS = {
+    "reproduced": "o",
+    "exceeded": "^",
+    "partial": "s",
+    "miss": "x",
+    "better": "o",
+    "not better": "x",
+}
 
 
 def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
@@ -51,8 +58,11 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(set(grp["x"])), [f"{x:g}" for x in sorted(set(grp["x"]))])
         ax.set_yscale("log")
-        # Plain numbers at 1, 2, 5 x 10^k (at least three labels over the factors drawn).
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        # Plain numbers at 1, 2, 5 x 10^k, every digit over less than a decade (at least three
+        # labels over the factors drawn).
+        lo, hi = (max(v, 1e-12) for v in ax.get_ylim())
+        subs = (1.0, 2.0, 5.0) if hi / lo > 8 else tuple(float(d) for d in range(1, 10))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label)
@@ -67,8 +77,9 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
             f"Regime map {name}: how many times better each claim's method does than the "
             "strongest of its fixed baselines that the map runs, on the claim's first metric "
             f"(baseline / ours; above 1 is better), against {label}. Dashed: the paper's "
-            "reported effect. Markers: circle reproduced (within tolerance), triangle "
-            "exceeded, square partial, cross miss. Simulated time; one seed per point."
+            "reported effect. Markers: circle reproduced (within tolerance) or, for a claim of "
+            "a direction only, better by more than 1%; triangle exceeded; square partial; cross "
+            "miss or not better. Simulated time; one seed per point."
         ),
         "label": f"fig-regime-{name.replace('_', '-')}",
     }
@@ -79,7 +90,7 @@ def _points_table(rows: pd.DataFrame) -> Table:
         [
             str(r.experiment),
             str(r.claim),
-            f"{r.axis_label} = {sig(float(r.x))}",
+            f"{r.axis_label} = {fmt_x(float(r.x))}",
             f"{r.method} vs {r.baseline}",
             str(r.metric),
             DASH if not math.isfinite(float(r.factor)) else f"{sig(float(r.factor))}x",

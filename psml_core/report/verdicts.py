@@ -271,7 +271,8 @@ def verdict_table(claims: pd.DataFrame) -> Table:
     return Table(
         "verdicts",
         "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
-        "the paper's number; Ours: our mean effect, its 95% interval and range over seeds, n "
+        "the paper's number; Ours: our mean effect (the geometric mean of the per-seed ratios, "
+        "the mean on the log scale), its 95% interval and range over seeds, n "
         "seeds; Judged as: the fixed metric, workload, scenario and baselines (the strongest "
         "named) and the partial floor; Regime: ours against the paper's where it gives one, "
         "else the regime map's range; the section of each paper has the details.",
@@ -326,7 +327,7 @@ def regime_cell(row: Any) -> str:
     elif status == "off":
         text = f"off: {notes}"
     else:
-        text = "paper's regime unknown"
+        text = "the paper gives none of comm/compute, link side, density, workers"
     if said:
         text += f". {said}"
     return text

@@ -127,3 +127,13 @@ def test_every_shipped_claim_states_its_regime(repo):
                     assert field.get("source") and "value" in field
                 if field["status"] == "derived":
                     assert field.get("how") and "value" in field
+
+
+def test_a_paper_stating_its_workers_bounds_ours():
+    unknown = paper_regime({}, {})
+    two = {"workers": {"status": "reported", "value": 2, "source": "README"}}
+    status, notes = check_regime({**unknown, **two}, {"workers": 8})
+    assert status == "off" and "8 workers against the paper's 2" in notes[0]
+    assert check_regime({**unknown, **two}, {"workers": 2})[0] == "matched"
+    sixteen = {"workers": {"status": "derived", "value": 16, "how": "fig"}}
+    assert check_regime({**unknown, **sixteen}, {"workers": 8})[0] == "matched"  # within 2x

@@ -79,3 +79,15 @@ def test_other_axes_take_the_swept_value_and_no_map_gives_no_rows():
     assert sorted(rows["x"]) == [0.01, 0.1, 1.0, 10.0]
     assert map_rows(PAPERS, runs(), {"experiments": {"e": {"methods": ["m"]}}}).empty
     assert map_statements(pd.DataFrame(columns=MAP_COLUMNS)) == {}
+
+
+def test_a_direction_only_claim_is_better_only_by_a_clear_margin():
+    qual = {**CLAIM, "id": "dir", "reported": {"kind": "qualitative"}}
+    rows = map_rows({"p": {"claims": [qual]}}, runs(), {
+        "experiments": {"map": {**config()["experiments"]["map"],
+                                "regime_map": {"axis": "comm_compute", "claims": ["dir"]}}}
+    })  # fmt: skip
+    classes = dict(zip(rows["x"].round(1), rows["cls"], strict=True))
+    assert classes == {0.2: "not better", 2.0: "better", 20.0: "better", 200.0: "better"}
+    text = map_statements(rows)["dir"]
+    assert "better by more than 1% on time_to_target_s" in text and "not at 0.2" in text

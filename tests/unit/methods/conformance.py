@@ -91,7 +91,7 @@ def run_spec(
         backend: The spec's backend field.
     """
     recipe = recipes()[method] if isinstance(method, str) else method
-    base = smoke.run(workload, smoke.methods[0], scenario, smoke.seeds[0])
+    base = smoke.run(workload, "dense_bsp", scenario, smoke.seeds[0])
     wl = dataclasses.replace(base.workload, iterations=iterations)
     if momentum is not None:
         wl = dataclasses.replace(wl, momentum=momentum)
