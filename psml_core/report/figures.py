@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_seconds
@@ -416,8 +416,12 @@ def _bytes_axis(ax: Axes, log: bool) -> None:
         lo, hi = (max(v, 1e-12) for v in ax.get_xlim())
         span = hi / lo if hi > lo else 1.0
         # At least three labelled ticks: 1-2-5 within two decades, every digit within one.
-        subs = (1.0,) if span > 100 else (1.0, 2.0, 5.0) if span > 8 else tuple(range(1, 10))
-        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        if span > 8:
+            subs = (1.0,) if span > 100 else (1.0, 2.0, 5.0)
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        else:  # less than a decade: four ticks spread evenly on the log scale
+            ticks = sorted({float(f"{v:.2g}") for v in np.geomspace(lo * 1.05, hi / 1.05, 4)})
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
         # Less than a decade of data would label the minor ticks in 10^x notation.
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))

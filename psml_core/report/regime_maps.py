@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
 from psml_core.analysis.regime_map import fmt_x, map_statements
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
@@ -61,8 +62,11 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
         # Plain numbers at 1, 2, 5 x 10^k, every digit over less than a decade (at least three
         # labels over the factors drawn).
         lo, hi = (max(v, 1e-12) for v in ax.get_ylim())
-        subs = (1.0, 2.0, 5.0) if hi / lo > 8 else tuple(float(d) for d in range(1, 10))
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        if hi / lo > 8:
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        else:  # less than a decade: four ticks spread evenly on the log scale
+            ticks = sorted({float(f"{v:.2g}") for v in np.geomspace(lo * 1.05, hi / 1.05, 4)})
+            ax.yaxis.set_major_locator(FixedLocator(ticks))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label)
