@@ -901,6 +901,25 @@ def sweep_label(param: str, value: float) -> str:
     return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
 
 
+def _set_paths(data: dict[str, Any], paths: list[str], value: Any, where: str, owner: str) -> None:
+    """Set every dotted path of a sweep to ``value`` in ``data`` (a recipe, scenario, workload).
+
+    Raises:
+        ConfigError: ``owner`` has no block on the way to a path.
+    """
+    for path in paths:
+        node: Any = data
+        parts = path.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(
+                    f"invalid config: key '{where}.params': {owner} has no {path!r} "
+                    f"(no {part!r} block)"
+                )
+            node = node[part]
+        node[parts[-1]] = value
+
+
 def sweep_entries(
     table: dict[str, Any], sweep: dict[str, Any], where: str, kind: str
 ) -> dict[str, dict[str, Any]]:
@@ -933,17 +952,7 @@ def sweep_entries(
     out: dict[str, dict[str, Any]] = {}
     for value, label in zip(values, labels, strict=True):
         data = copy.deepcopy(table[base_name])
-        for path in sweep["params"]:
-            node: Any = data
-            parts = path.split(".")
-            for part in parts[:-1]:
-                if not isinstance(node.get(part), dict):
-                    raise ConfigError(
-                        f"invalid config: key '{where}.params': {kind[:-1]} {base_name!r} has "
-                        f"no {path!r} (no {part!r} block)"
-                    )
-                node = node[part]
-            node[parts[-1]] = value
+        _set_paths(data, sweep["params"], value, where, f"{kind[:-1]} {base_name!r}")
         shown = f"{sweep['params'][0].rsplit('.', 1)[-1]} = {value}"
         if "description" in data or kind == "scenarios":
             data["description"] = f"{data.get('description', '')} [sweep: {shown}]".strip()
@@ -981,17 +990,7 @@ def sweep_recipes(
     out: dict[str, MethodRecipe] = {}
     for value, label in zip(values, labels, strict=True):
         data = copy.deepcopy(base)
-        for path in sweep["params"]:
-            node: Any = data
-            parts = path.split(".")
-            for part in parts[:-1]:
-                if not isinstance(node.get(part), dict):
-                    raise ConfigError(
-                        f"invalid config: key '{where}.params': recipe {method!r} has no "
-                        f"{path!r} (no {part!r} block)"
-                    )
-                node = node[part]
-            node[parts[-1]] = value
+        _set_paths(data, sweep["params"], value, where, f"recipe {method!r}")
         name = f"{method}__{label}"
         shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
         data.update(

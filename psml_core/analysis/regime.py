@@ -194,6 +194,12 @@ def measure_regime(
     return out
 
 
+def _outside(mine: float, theirs: float, bound: float) -> float | None:
+    """``mine / theirs`` where it lies beyond ``bound`` either way, else None."""
+    factor = mine / theirs if theirs > 0 else math.inf
+    return None if 1 / bound <= factor <= bound else factor
+
+
 def check_regime(theirs: dict[str, dict[str, Any]], ours: dict[str, Any]) -> tuple[str, list[str]]:
     """``(status, notes)``: matched, off (each note names a field out of bounds) or unknown.
 
@@ -211,15 +217,14 @@ def check_regime(theirs: dict[str, dict[str, Any]], ours: dict[str, Any]) -> tup
             continue
         checked += 1
         if key == "comm_compute":
-            factor = mine / value if value > 0 else math.inf
-            if not 1 / COMM_COMPUTE_FACTOR <= factor <= COMM_COMPUTE_FACTOR:
+            factor = _outside(mine, value, COMM_COMPUTE_FACTOR)
+            if factor is not None:
                 notes.append(
                     f"comm/compute {mine:.3g} is {factor:.3g}x the paper's {value:.3g} "
                     f"(bound: within {COMM_COMPUTE_FACTOR:g}x)"
                 )
         elif key == "workers":
-            factor = mine / value if value > 0 else math.inf
-            if not 1 / WORKERS_FACTOR <= factor <= WORKERS_FACTOR:
+            if _outside(mine, value, WORKERS_FACTOR) is not None:
                 notes.append(
                     f"{mine:g} workers against the paper's {value:g} (bound: within "
                     f"{WORKERS_FACTOR:g}x)"

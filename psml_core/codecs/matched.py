@@ -18,8 +18,9 @@ __all__ = ["MatchedTopKCodec"]
 class MatchedTopKCodec(Codec):
     """Top-k with error feedback whose k each step is what a value-bounded filter would send.
 
-    The Ratatouille spec's baseline "top-k with error feedback at a matched byte budget"
-    (specs section 3). A matched budget must not be a number typed into a recipe: here a
+    Ratatouille's baseline "top-k with error feedback at a matched byte budget" (our reading,
+    recorded in ``config/methods.yaml``, recipe ``topk_matched``). A matched budget must not be
+    a number typed into a recipe: here a
     *shadow* :class:`~psml_core.codecs.value_bounded.ValueBoundedCodec` with the filter's
     parameters sees the same gradient stream as the worker (with its own residual, as in a PF
     run) and reports how many elements it would send; the codec then sends the ``k`` largest

@@ -87,8 +87,9 @@ class ValueBoundedCodec(Codec):
     Source: cap-ntu/Ratatouille ("PF"): PF-MxNet's kvstore ``Push_`` (per-key filter,
     ``theta_t = theta_0 / t^(1/3)``, 8 warm-up pushes), ps-lite's ``KVWorker::Push``
     (``theta_0 / sqrt(t)``) and PF-Caffe's element-wise ``SGDUpdate`` (constant ``tau``, whose log
-    prints ``tau * lr_t / lr_0``); specs section 3, "Spec for the suite". The paper's text is not
-    available; this follows the code.
+    prints ``tau * lr_t / lr_0``); docs/measurement.md and the paper file
+    ``config/papers/ratatouille.yaml`` give our reading. The paper's text is not available;
+    this follows the code.
 
     Algorithm (worker, step ``ctx.step``; the residual ``r`` starts at zero)::
 
