@@ -73,12 +73,14 @@ from psml_core.errors import ConfigError
 
 __all__ = [
     "CENSORED_BOUND",
+    "EXPLANATION_KEYS",
     "HIGHER_IS_BETTER",
     "NOT_COMPARABLE",
     "VERDICTS",
     "ClaimResult",
     "censored_values",
     "evaluate_claims",
+    "explanation_for",
     "gain_to_effect",
     "effect_to_gain",
     "load_papers",
@@ -87,6 +89,14 @@ __all__ = [
 ]
 
 NOT_COMPARABLE = "NOT COMPARABLE (regime)"
+EXPLANATION_KEYS = {
+    "REPRODUCED": "reproduced",
+    "EXCEEDED": "exceeded",
+    "PARTIAL": "partial",
+    "NOT REPRODUCED": "not_reproduced",
+    NOT_COMPARABLE: "not_comparable",
+}
+"""A verdict's key in a claim's ``explanation`` mapping of the paper file."""
 VERDICTS = (
     "REPRODUCED",
     "EXCEEDED",
@@ -638,7 +648,6 @@ def evaluate_claims(
                 reported=rep.get("value"),
                 unit=rep.get("unit", ""),
                 up_to=rep.get("up_to", False),
-                explanation=claim.get("explanation", ""),
             )
             meas = claim["measure"]
             ex = experiments.get(meas["experiment"])
@@ -662,5 +671,18 @@ def evaluate_claims(
                 _quantitative(claim, res, wanted, mine)
             if config is not None and res.verdict != "NOT RUN":
                 _regime(paper, claim, res, wanted, mine, config)
+            res.explanation = explanation_for(claim, res.verdict)
             out.append(res)
     return out
+
+
+def explanation_for(claim: dict[str, Any], verdict: str) -> str:
+    """The paper file's explanation of this verdict, or "" if it gives none for it.
+
+    ``explanation`` maps verdict keys (``not_reproduced``, ``partial``, ``exceeded``,
+    ``not_comparable``, ``reproduced``) to text, so that an explanation written for one outcome
+    is never printed beside another.
+    """
+    by_verdict = claim.get("explanation") or {}
+    key = EXPLANATION_KEYS.get(verdict)
+    return str(by_verdict.get(key) or "") if key else ""

@@ -32,7 +32,15 @@ import pandas as pd
 
 from psml_core.analysis.claims import effect_to_gain, metric_values, pair_gains
 
-__all__ = ["MAP_COLUMNS", "MIN_GAIN", "fmt_x", "holds_anywhere", "map_rows", "map_statements"]
+__all__ = [
+    "MAP_COLUMNS",
+    "MIN_GAIN",
+    "fmt_x",
+    "holds_anywhere",
+    "map_rows",
+    "map_statements",
+    "map_summaries",
+]
 
 MAP_COLUMNS = [
     "experiment", "axis", "axis_label", "point", "x", "paper", "claim", "kind", "method",
@@ -40,6 +48,7 @@ MAP_COLUMNS = [
 ]  # fmt: skip
 """Columns of ``regime_map.parquet``: one row per (map, point, claim), against the strongest."""
 
+_AXIS_LABELS = {"comm_compute": "dense comm / compute", "workers": "workers"}
 _TIERS = ("reproduced", "exceeded", "partial", "miss", "better", "not better")
 MIN_GAIN = math.log(1.01)
 """A qualitative claim's point counts as better only by more than 1% (one seed has no spread)."""
@@ -104,7 +113,7 @@ def map_rows(
         if not rmap:
             continue
         axis = rmap["axis"]
-        label = rmap.get("label") or axis.replace("_", " ")
+        label = rmap.get("label") or _AXIS_LABELS.get(axis, axis.replace("_", " "))
         mine = runs[runs["method"].isin(ex["methods"])]
         for kind, point, value in _points(ex):
             col = "scenario" if kind == "scenario" else "workload"
@@ -210,6 +219,41 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
             parts.append(f"censored (never held the target) at {_ranges(list(censored['x']))}")
         out.setdefault(str(claim), []).append(head + "; ".join(parts))
     return {k: ". ".join(v) for k, v in out.items()}
+
+
+def _short_axis(label: str) -> str:
+    return {"dense comm / compute": "comm/compute"}.get(label, label)
+
+
+def map_summaries(rows: pd.DataFrame) -> dict[str, str]:
+    """Claim id -> one short line per map: where along its axis the claim holds.
+
+    The summary table's form of :func:`map_statements`: "holds at comm/compute 120 of 0.143-120",
+    "partial only at workers 8, 16 of 2-16", "misses at all 4 points (workers 2-16)".
+    """
+    out: dict[str, list[str]] = {}
+    if rows.empty:
+        return {}
+    for (claim, _exp), grp in rows.groupby(["claim", "experiment"], sort=True):
+        grp = grp.sort_values("x")
+        label = _short_axis(str(grp["axis_label"].iloc[0]))
+        span = f"{fmt_x(float(grp['x'].min()))}-{fmt_x(float(grp['x'].max()))}"
+        by = {c: [fmt_x(float(x)) for x in grp.loc[grp["cls"] == c, "x"]] for c in _TIERS}
+        held = by["reproduced"] + by["exceeded"]
+        if grp["kind"].iloc[0] == "qualitative":
+            text = (
+                f"better at {label} {', '.join(by['better'])} of {span}"
+                if by["better"]
+                else f"better nowhere on {label} {span}"
+            )
+        elif held:
+            text = f"holds at {label} {', '.join(sorted(held, key=float))} of {span}"
+        elif by["partial"]:
+            text = f"partial only at {label} {', '.join(by['partial'])} of {span}"
+        else:
+            text = f"misses at all {len(grp)} points of {label} {span}"
+        out.setdefault(str(claim), []).append(text)
+    return {k: "; ".join(v) for k, v in out.items()}
 
 
 def holds_anywhere(rows: pd.DataFrame, claim: str) -> bool:

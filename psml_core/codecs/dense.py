@@ -13,7 +13,7 @@ __all__ = ["DenseCodec"]
 class DenseCodec(Codec):
     """Dense fp32: the vector's little-endian float32 bytes, nothing else.
 
-    Wire format: ``n`` float32 values, little-endian; ``wire_bytes = 4 n`` exactly (the specs'
+    Wire format: ``n`` float32 values, little-endian; ``wire_bytes = 4 n`` exactly (our design's
     "dense tensor of n elements: 4n"). The element count is implied by the length. The server
     side broadcasts the aggregate in the cheapest exact sparse format, which for dense gradients
     is dense.

@@ -165,7 +165,7 @@ class DFSCodec(Codec):
     was not available; this is the suite's spec (``specs/methods.md`` section 2, tagged [ours]).
 
     Algorithm (worker, per step; ``v`` is the input — what was not sent is carried by a wrapper,
-    so **DFS recipes must set** ``error_feedback: true`` (the spec's ``e <- v - g_hat``,
+    so **DFS recipes must set** ``error_feedback: true`` (our design's ``e <- v - g_hat``,
     :class:`~psml_core.codecs.error_feedback.ErrorFeedback`) or, under SGD with momentum,
     ``momentum_correction: true`` (DGC's accumulated velocity,
     :class:`~psml_core.codecs.momentum_correction.MomentumCorrection`; see Convergence)):
@@ -216,9 +216,9 @@ class DFSCodec(Codec):
     Server side: :class:`DFSServer` (per-block sum, the union's aggregated blocks sent down,
     optional down sparsification with a server residual, ``B`` + mask bitmap broadcast).
 
-    Tuning: ``rho = 0.01`` matches the top-k baseline budget (also 0.001, 0.1); ``lam = 1`` is the
-    spec's default (0 turns the bonus off, and the mask is then not broadcast) but under a tight
-    budget use ``lam = 0`` (see Convergence); ``reselect_every = 50`` is the cheap mode of the
+    Tuning: ``rho = 0.01`` matches the top-k baseline budget (also 0.001, 0.1); ``lam = 1`` is
+    our design's default (0 turns the bonus off, and the mask is then not broadcast) but under a
+    tight budget use ``lam = 0`` (see Convergence); ``reselect_every = 50`` is the cheap mode of the
     dynamic block size (a 4 |candidates|-byte report per push and the selection's compute every
     50 steps instead of every step); ``dynamic = false`` with a fixed ``block_size`` isolates the
     dynamic-B gain. Small ``B`` tracks the gradient's energy better, large ``B`` pays fewer ids;
@@ -226,7 +226,7 @@ class DFSCodec(Codec):
     driven by the union (overlap between workers) and by the rounding of ``ceil(rho n / B) B``;
     the rule minimises bytes per step, not bytes to accuracy, and drifts to the largest ``B``
     that still fits the budget in one block. Choose the candidates so that a push keeps at
-    least ~3 blocks, ``B <= rho n / 3`` (1% of a 2150-element shard: {2, 4, 8}; the spec's
+    least ~3 blocks, ``B <= rho n / 3`` (1% of a 2150-element shard: {2, 4, 8}; our design's
     {32, ..., 1024} suits shards of 10^5 elements and more). ``energy`` makes the kept counts,
     hence the reports, depend on how the gradient's energy is laid out.
 
@@ -254,8 +254,8 @@ class DFSCodec(Codec):
       equal accuracy the difference is within the seed spread.
     * Error feedback with server momentum instead (same B-set, ``lam = 0``): 379/359/never.
       ``lam = 1`` with momentum correction: 399/359/399 (only at the last evaluations), with
-      the spec's B-set {32, ..., 1024}: never/never/359 (final 0.92/0.90/0.95); the old bare
-      setting (error feedback, ``lam = 1``, spec's B-set) ends at 0.85/0.75/0.86.
+      our design's B-set {32, ..., 1024}: never/never/359 (final 0.92/0.90/0.95); the old bare
+      setting (error feedback, ``lam = 1``, the reference B-set) ends at 0.85/0.75/0.86.
     * On the smoke MLP (P = 4, 2 shards of 2405, lr 0.1) with 240 steps: corrected 0.95/0.96/0.95,
       error feedback 0.87/0.85/0.88, dense 0.97. There the B-set {4, ..., 32} settles on one
       block of 32 per push and does not converge (0.47/0.45/0.58 at step 80).
@@ -265,7 +265,7 @@ class DFSCodec(Codec):
       than smaller blocks do. Neither is implemented.
     * Keeping an energy share instead (the former recipe: ``energy = 0.5`` with ``ratio`` capped
       at 0.3, error feedback, server momentum) reaches 0.93 at 159/139/139 with 68/60/60 MB,
-      3-4x ``topk_ef``'s bytes to target and 6.9x its total (1.7e8 B): not the spec's budget.
+      3-4x ``topk_ef``'s bytes to target and 6.9x its total (1.7e8 B): not our design's budget.
 
     Args:
         ratio: ``rho`` in (0, 1], the element budget; None = use ``ctx.ratio``. Default None.
@@ -519,7 +519,7 @@ class DFSServer(ServerCodec):
 
        With ``lam = 0`` the workers have no use for the mask and it is not sent.
 
-    Dynamic block size (the spec's three steps): after the rounds ``t`` with ``t % K == 0``
+    Dynamic block size (our design's three steps): after the rounds ``t`` with ``t % K == 0``
     (:meth:`reselect_due`) the next pushes carry :class:`CostReport` words; the server takes
     ``up_p(B)`` from them, estimates the union from the masks of that step
     (:meth:`union_estimate`) and keeps the ``B`` of least ``sum_p up_p(B) + P |U(B)| (4B + 4)``

@@ -1,6 +1,6 @@
 """Wire formats shared by the codecs, with exact sizes and no self-describing header.
 
-Sparse vectors (the specs' "Byte accounting"):
+Sparse vectors (our design's "Byte accounting"):
 
 * **COO**: ``k`` little-endian int32 indices (ascending), then ``k`` float32 values: ``8k`` bytes.
 * **bitmap**: ``ceil(n/8)`` bytes of presence bits (little bit order: element i is bit i % 8 of

@@ -1,6 +1,6 @@
 """PS-lite key/value entries: the wire format of jpdc's and Parsa's parameter server.
 
-Source: the specs' byte accounting (``specs/methods.md``, section 0: "PS-lite key/value entry:
+Source: our design's byte accounting (docs/methods.md: "PS-lite key/value entry:
 8 B key (uint64) plus 4 B value, so 12 B per entry"), used by methods 1 and 3, which follow the
 PS-lite lineage. PS-lite moves ``(keys, vals)`` pairs of SArrays; only the keys a message names
 travel, which is what makes a placement show in the measured bytes.

@@ -27,10 +27,11 @@ class OmniReduceCodec(Codec):
     are dropped, the decoder sees zeros — and every other block is sent whole. With
     ``threshold = 0`` the codec is lossless. With ``topk = True`` the vector is first sparsified
     element-wise to its ``k = ceil(rho n)`` largest magnitudes (ties to lower indices), the
-    specs' "Top-k + OmniReduce blocks" baseline (DFS spec, section 2): recipe ``topk_omnireduce``
-    = ``{block_size: 256, topk: true, ratio: rho, error_feedback: true}``, the same density as
+    "Top-k + OmniReduce blocks" baseline of our DFS design (docs/methods.md, DFS): recipe
+    ``topk_omnireduce`` = ``{block_size: 256, topk: true, ratio: rho}`` with DGC's momentum
+    correction, the same density as
     the ``topk`` codec (which keeps ``max(1, floor(rho n))``: at most one element fewer) and the
-    same error feedback, so the two differ only in the wire format (8 B per element vs whole
+    same correction, so the two differ only in the wire format (8 B per element vs whole
     blocks of ``4B + 4`` bytes). A parameter rather than a separate codec: the selection is one
     line in front of the unchanged block formatting, and the server side is OmniReduce's own.
 
@@ -42,7 +43,7 @@ class OmniReduceCodec(Codec):
 
     Server side (:class:`OmniReduceServer`): sums the pushes block by block and returns the
     aggregated blocks of the *union* of the workers' blocks to every worker, in the same record
-    format: ``|union| (4B + 4)`` bytes per worker (the specs' ``P |U blocks| (4B + 4)`` summed
+    format: ``|union| (4B + 4)`` bytes per worker (our design's ``P |U blocks| (4B + 4)`` summed
     over P workers), a block summing to zero included, as the aggregator of the paper does.
 
     Tuning: ``B = 256`` is the authors' default (``block_size`` and ``message_size``); smaller

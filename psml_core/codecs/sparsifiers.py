@@ -214,7 +214,7 @@ class TopKCodec(Codec):
     Server side: by default the lossless union of the workers' supports (up to ``P k`` elements,
     cheapest sparse format, capped at ``4n``), as in the DC2 spec. With ``down_ratio`` set the
     server re-sparsifies its aggregate with exact top-k at that ratio and keeps a float64 residual
-    of what it did not send (:class:`TopKDownServer`): the spec's optional "re-compress" mode.
+    of what it did not send (:class:`TopKDownServer`): an optional "re-compress" mode.
 
     Tuning: use error feedback (``error_feedback: true``), which makes ratios of 0.01 and below
     usable (the DGC and GRACE evaluations); without it, stay near 0.1 or above. GRACE's default
@@ -436,7 +436,7 @@ class RandomKServer(ServerCodec):
 class ThresholdCodec(Codec):
     """Fixed magnitude threshold (GRACE ``threshold``; Strom 2015).
 
-    Algorithm: keep every element with ``|x| > threshold`` (strictly, as the spec and GRACE's
+    Algorithm: keep every element with ``|x| > threshold`` (strictly, as GRACE's
     current code; an early GRACE version used ``>=``), compared exactly as real numbers (the
     float64 parameter is not rounded to float32 first). The kept count depends on the data, not
     on a ratio, so this codec ignores ``ctx.ratio``.

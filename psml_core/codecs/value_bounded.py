@@ -2,7 +2,7 @@
 
 See :class:`ValueBoundedCodec` for the algorithm, the wire formats and the byte formulas, and
 :class:`ValueBoundedServer` for the server's broadcast filter. :func:`snappy_size` gives the
-lossless Snappy size of a payload, which the specs want reported separately from the raw bytes.
+lossless Snappy size of a payload, reported separately from the raw bytes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _RESIDUAL_DTYPES = ("float64", "float32")
 def snappy_size(payload: Payload | bytes | bytearray | memoryview) -> int | None:
     """Bytes of the payload's buffer after lossless Snappy compression, if Snappy is available.
 
-    The PF code Snappy-compresses every message in the ps-lite ZMQ van; the specs report that
+    The PF code Snappy-compresses every message in the ps-lite ZMQ van; psml reports that
     size *separately* and never mix it into ``wire_bytes``. ``python-snappy`` is an optional
     dependency: without it (or if ``import snappy`` finds an unrelated package with no
     ``compress``) this returns None.
@@ -139,18 +139,18 @@ class ValueBoundedCodec(Codec):
       values) while ``k <= floor(ceil(n/8) / 4)``, else bitmap (``ceil(n/8)`` presence bytes,
       then the values) while shorter than dense, else dense float32. With ``k`` kept elements:
       ``wire_bytes = 8k`` if ``k <= floor(ceil(n/8)/4)``, else ``min(ceil(n/8) + 4k, 4n)``
-      (:func:`~psml_core.codecs.formats.sparse_size`). The specs' "8 B per kept element, or
+      (:func:`~psml_core.codecs.formats.sparse_size`). Our design's "8 B per kept element, or
       bitmap if cheaper".
     * key mode: PS-lite key/value entries, one per element of every sent key: ``m``
       little-endian uint64 keys (the elements' indices in the vector, ascending), then the ``m``
       float32 values. ``wire_bytes = 12 m`` with ``m`` the total size of the sent keys — the
-      specs' "12 B per element of each sent key". The decoder rejects a length that is not a
+      our design's "12 B per element of each sent key". The decoder rejects a length that is not a
       multiple of 12, unordered or out-of-range indices, and any key sent only in part.
 
     Decoders also reject non-finite values. ``ctx.ratio`` is not used: the amount sent follows
     from the bound, not from a ratio.
 
-    Server side (:class:`ValueBoundedServer`, the "broadcast filter", spec steps 5–6): the
+    Server side (:class:`ValueBoundedServer`, the "broadcast filter", steps 5–6 above): the
     aggregate is the sum of the pushes; the engine divides it by P and passes the *average*
     ``U`` to ``encode_down``, which filters ``V = U + R`` with the same ``theta_t`` and mode,
     broadcasts the kept part in the same wire format and keeps ``R = V - broadcast``. Down bytes

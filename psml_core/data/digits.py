@@ -16,7 +16,7 @@ class DigitsSource(DatasetSource):
     name = "digits"
 
     def load(self) -> Dataset:
-        """Load the images and split them, stratified by class, with the spec's seed."""
+        """Load the images and split them, stratified by class, with our design's seed."""
         # Imported here: sklearn takes ~1 s to import and only this source needs it.
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split

@@ -1,4 +1,4 @@
-"""Feature hashing: jpdc's model compression for sparse linear models (specs, method 1).
+"""Feature hashing: jpdc's model compression for sparse linear models (docs/methods.md, JPDC).
 
 Raw feature ``j`` goes to bucket ``h(j)`` in ``[0, m)`` with sign ``xi(j)`` in ``{+1, -1}``
 (Weinberger et al., "Feature Hashing for Large Scale Multitask Learning", ICML 2009); the hashed

@@ -40,7 +40,7 @@ class SyntheticImagesSource(DatasetSource):
     name = "synthetic_images"
 
     def load(self) -> Dataset:
-        """Draw the images and split them with the spec's seed and ``test_fraction``.
+        """Draw the images and split them with our design's seed and ``test_fraction``.
 
         Raises:
             ConfigError: ``rows`` is not set or below 2 x 10.

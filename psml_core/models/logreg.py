@@ -18,7 +18,7 @@ class LogisticRegression(Model):
     Layout of the flat vector: binary, ``[w (d), b]``; K classes, ``[W (d x K, row-major), b (K)]``
     so that feature j owns the contiguous keys ``j*K .. j*K+K-1``. A sample's gradient touches
     only the keys of its non-zero features plus the bias, which is what makes sparse data
-    partitionable (specs, method 1). Computed in float64, returned as float32.
+    partitionable (docs/methods.md, JPDC). Computed in float64, returned as float32.
     """
 
     name = "logreg"

@@ -1,7 +1,7 @@
 """Delay processes: extra one-way latency per iteration, netem-style, seeded and reproducible.
 
 Each process maps a training iteration to an extra delay (seconds) that every message of that
-iteration experiences on top of the link latency. The DC2 specs' scenarios:
+iteration experiences on top of the link latency. DC2's scenarios:
 
 * low delay variation: ``normal`` with mean 5 ms, sd 1 ms (truncated at 0);
 * high delay variation: ``markov``, a two-state chain between 1 ms and 100 ms that switches

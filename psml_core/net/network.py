@@ -3,7 +3,7 @@
 Every machine has an egress and an ingress link of the scenario's bandwidth. A message from
 machine a to machine b is a flow over (egress a, ingress b). Concurrent flows share each link
 max-min fairly (progressive filling), so P workers pushing to one server split its ingress
-bandwidth: the server-NIC contention the specs ask for. A message costs
+bandwidth: the server-NIC contention of a parameter server. A message costs
 
     per-message overhead  +  (payload + header bytes) at the fair-share rate  +  latency,
 

@@ -1,12 +1,12 @@
 """Predicted communication of a placement, computed before training.
 
-For sparse linear models (specs, method 1): worker p touches the keys N_p (the union of its
+For sparse linear models (docs/methods.md, JPDC): worker p touches the keys N_p (the union of its
 samples' supports); a key crosses the network when its shard is not on p's machine. For dense
 models every worker touches every key.
 
 Three granularities:
 
-* :func:`predicted_traffic` — per full pass over each worker's data (the spec's Remote(p),
+* :func:`predicted_traffic` — per full pass over each worker's data (our design's Remote(p),
   what a partitioner minimises); with ``batch_size`` also the *expected* figures of one
   mini-batch step (:func:`expected_step_traffic`).
 * :func:`expected_step_traffic` — per step, in expectation over the batch draw: a batch of

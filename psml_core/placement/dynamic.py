@@ -1,6 +1,6 @@
-"""Dynamic chunk reassignment for dense (DNN) models: jpdc's dynamic partition (specs, method 1).
+"""Dynamic chunk reassignment for dense (DNN) models: jpdc's dynamic partition.
 
-Source: specs/methods.md, section 1, "Spec: DNN, dynamic partition" [ours]; jpdc (Duan and Wu,
+Source: our design for the DNN case (docs/methods.md, JPDC) [ours]; jpdc (Duan and Wu,
 JPDC 2023) estimates the DNN cost function during training because it cannot be written down.
 
 Algorithm:

@@ -1,6 +1,6 @@
-"""Hash placement: owner = hash(id) mod parts, as a PS-lite-style key hash (specs, method 1).
+"""Hash placement: owner = hash(id) mod parts, as a PS-lite-style key hash (docs/methods.md, JPDC).
 
-Source: the "hash partition" baseline of jpdc (specs, method 1, Baselines); hashing keys to
+Source: the "hash partition" baseline of jpdc (docs/methods.md, JPDC baselines); hashing keys to
 servers is what consistent-hashing parameter servers do, so that any node can compute a key's
 server without a table. Algorithm: key ``k`` goes to shard
 ``murmurhash3_32(k, seed) mod shards`` and sample ``i`` to worker

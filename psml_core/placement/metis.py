@@ -1,4 +1,4 @@
-"""METIS on the sample-parameter bipartite graph, then Step B for the keys (specs, method 1).
+"""METIS on the sample-parameter bipartite graph, then Step B for the keys (docs/methods.md, JPDC).
 
 Sources: the multilevel alternative of jpdc's data partition (Duan, Wang and Wu, TNSE 2021
 use a multilevel bipartite graph partitioner); METIS (Karypis and Kumar, SIAM J. Sci. Comput.

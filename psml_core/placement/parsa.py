@@ -1,4 +1,4 @@
-r"""Parsa-style two-step placement: samples by block-wise greedy, then keys (specs, method 1).
+r"""Parsa-style two-step placement: samples by block-wise greedy, then keys (docs/methods.md, JPDC).
 
 Sources: Li, Andersen and Smola, "Graph partitioning via parallel submodular approximation to
 accelerate distributed machine learning" (Parsa, 2015; code mli/parsa) and the two-step
@@ -15,7 +15,7 @@ greedy is exact, not stale. Two visiting orders:
 * ``visit="partition"`` (default, Parsa's order): the least-loaded worker (ties: lowest id)
   takes the unassigned sample of the block with the smallest cost to it (ties: stream order).
   Loads never differ by more than one.
-* ``visit="stream"`` (the spec's literal wording): each sample in stream order goes to the
+* ``visit="stream"`` (our design's literal wording): each sample in stream order goes to the
   non-full worker (load < (1 + eps) n / P) of smallest cost, ties by lower load, then lower id.
 
 [ours] ``partition`` is the default because the literal order degenerates: every later sample

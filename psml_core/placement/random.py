@@ -1,4 +1,4 @@
-"""Seeded uniform random placement: the "random partition" baseline of jpdc (specs, method 1).
+"""Seeded uniform random placement: the "random partition" baseline of jpdc (docs/methods.md, JPDC).
 
 Source: the baseline that Duan, Wang and Wu (TNSE 2021) and Parsa (Li, Andersen and Smola,
 2015) compare against. Algorithm: one random permutation of the samples cut into ``workers``

@@ -25,19 +25,16 @@ from typing import Any
 import pandas as pd
 import typst
 
-from psml_core.analysis.aggregate import RUN_KEYS, aggregate_runs, read_runs_csv
+from psml_core.analysis.aggregate import RUN_KEYS, read_runs_csv
 from psml_core.analysis.claims import load_papers
-from psml_core.analysis.regime_map import MAP_COLUMNS
+from psml_core.analysis.regime_map import MAP_COLUMNS, map_summaries
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
 from psml_core.metrics.writer import read_metrics
+from psml_core.report import attachments as at
 from psml_core.report import tables as tb
 from psml_core.report import verdicts as vd
-from psml_core.report.figures import (
-    FigureSpec,
-    breakdown_figure,
-    bytes_figure,
-)
+from psml_core.report.figures import FigureSpec, breakdown_figure
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import head_to_head_section, paper_sections
 
@@ -125,24 +122,10 @@ def _load_metrics(runs: pd.DataFrame, metrics: Mapping[str, Path]) -> dict[str, 
 # --------------------------------------------------------------------------- content
 
 
-def _figures(
-    runs: pd.DataFrame, metrics: Mapping[str, pd.DataFrame], workdir: Path
-) -> list[FigureSpec]:
-    # Loss and accuracy curves are drawn per experiment in the papers' sections (a handful of
-    # series per panel); over all runs at once they would be a hundred lines in one panel.
-    del metrics
-    return [*bytes_figure(runs, workdir), *breakdown_figure(runs, workdir)]
-
-
-def _attachment(write: Any, table: tb.Table) -> dict[str, Any]:
-    """A table written as CSV and attached to the PDF: its file, rows and what it holds."""
-    entry = write(table)
-    return {
-        "file": entry["file"],
-        "rows": len(table.rows),
-        "columns": len(table.header),
-        "caption": table.caption,
-    }
+def _figures(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
+    # Accuracy curves and bytes are drawn per experiment in the papers' sections (a handful of
+    # series per panel); here only where the workers' time went, which no section shows.
+    return breakdown_figure(runs, workdir)
 
 
 def _results_intro(runs: pd.DataFrame) -> str:
@@ -165,31 +148,6 @@ def _results_intro(runs: pd.DataFrame) -> str:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-_OURS = "[ours]"
-
-
-def _ours(text: str) -> str:
-    """A recipe's deviation is our design choice: say so, unless the text already does."""
-    return text if "[ours" in text else f"{text} {_OURS}"
-
-
-def _methods(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for m in tb.method_entries(experiment):
-        meta = [f"role: {m['role']}"] + ([f"paper: {m['paper']}"] if m["paper"] != tb.DASH else [])
-        out.append(
-            {
-                "name": m["name"],
-                "meta": ", ".join(meta),
-                "description": m["description"],
-                "blocks": [{"block": b, "value": v} for b, v in m["blocks"]],
-                "deviations": [_ours(d) for d in m["deviations"]],
-                "deviations_note": "" if m["deviations"] else "No deviations declared.",
-            }
-        )
-    return out
 
 
 def _subtitle(experiment: Mapping[str, Any], runs: pd.DataFrame) -> str:
@@ -257,7 +215,7 @@ def _report_data(
         workdir=workdir,
     )
     h2h = head_to_head_section(runs=runs, frames=frames, experiment=experiment, workdir=workdir)
-    figures = _figures(runs, frames, workdir)
+    figures = _figures(runs, workdir)
     return {
         "title": str(title),
         "subtitle": _subtitle(experiment, runs),
@@ -279,22 +237,27 @@ def _report_data(
         "head_to_head": h2h,
         "results": {
             "intro": _results_intro(runs),
-            "figures": [{"file": f.file, "caption": f.caption, "label": f.label} for f in figures],
+            "figures": [
+                {"file": f.file, "caption": f.caption, "label": f.label, "width": f.width}
+                for f in figures
+            ],
         },
-        # Long per-run tables travel as CSV files attached to the PDF, not as pages.
+        # Long tables travel as CSV files (numbers, not formatted text) attached to the PDF.
         "attachments": [
-            _attachment(w, t)
-            for t in [
-                tb.runs_table(runs),
-                *tb.aggregate_tables(aggregate_runs(runs)),
-                *([tb.partition_table(partition)] if partition else []),
-                tb.run_provenance_table(runs),
+            a.write(workdir)
+            for a in [
+                at.runs_attachment(runs),
+                at.aggregate_attachment(runs),
+                at.claims_attachment(claims),
+                at.regimes_attachment(vd.regimes_frame(claims)),
+                at.methods_attachment(experiment),
+                *([at.partition_attachment(partition)] if partition else []),
             ]
         ],
-        "methods": _methods(experiment),
+        "methods": [w(tb.methods_table(experiment))],
+        "versions": tb.versions_text(runs),
         "provenance": [
             w(tb.overview_table(runs, experiment)),
-            w(tb.versions_table(runs)),
             w(tb.inputs_table(inputs)),
             w(tb.data_files_table(runs)),
         ],
@@ -335,7 +298,7 @@ def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]
 
 def _remove_stale(workdir: Path) -> None:
     """Delete figures and tables of an earlier build, which this build may not rewrite."""
-    for pattern in ("fig_*.svg", "table_*.csv"):
+    for pattern in ("fig_*.svg", "table_*.csv", "data_*.csv"):
         for old in sorted(workdir.glob(pattern)):
             old.unlink()
 
@@ -409,6 +372,8 @@ def build_report(
     placements = _partition_files(partition)
     inputs = _inputs(experiment, Path(papers_dir), Path(runs_csv), Path(claims_csv))
     rmap = _read_regime_map(regime_map)
+    short = map_summaries(rmap)
+    claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     _remove_stale(workdir)

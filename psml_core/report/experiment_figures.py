@@ -25,14 +25,16 @@ from psml_core.analysis.claims import metric_values
 from psml_core.report.figures import (
     _LEGEND_IN,
     _LOG_SPAN,
+    HALF_LABEL_CHARS,
     MAX_FIGURE_HEIGHT_IN,
     FigureSpec,
     _log_axis,
     _pack,
     _spans,
+    short_settings,
     stacked_axes,
 )
-from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
+from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import (
     CENSORED,
     clock_phrase,
@@ -52,7 +54,7 @@ __all__ = [
     "sync_figure",
 ]
 
-_LINE_ROW_IN = 2.0  # one row of line panels
+_LINE_ROW_IN = 1.75  # one row of line panels
 _BAR_IN = 0.2  # one bar group (a method) in a horizontal bar panel
 _PANEL_IN = 0.65  # a bar panel's title and x axis
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -98,8 +100,11 @@ def _line_figures(
     chunks = [list(panels[i : i + per_fig]) for i in range(0, len(panels), per_fig)]
     specs = []
     for k, chunk in enumerate(chunks, start=1):
+        # One panel is drawn for half the text width, to sit beside another figure.
         ncols = 1 if len(chunk) == 1 else 2
         nrows = -(-len(chunk) // ncols)
+        width = HALF_WIDTH_IN if ncols == 1 else TEXT_WIDTH_IN
+        legend_rows = -(-len(legend) // (2 if ncols == 1 else 4))
         path = workdir / f"fig_{stem}_{k}.svg"
         with report_style():
             fig, axes = plt.subplots(
@@ -107,7 +112,7 @@ def _line_figures(
                 ncols,
                 squeeze=False,
                 layout="constrained",
-                figsize=(TEXT_WIDTH_IN, _LINE_ROW_IN * nrows + _LEGEND_IN + 0.1 * len(legend)),
+                figsize=(width, _LINE_ROW_IN * nrows + 0.2 + 0.16 * legend_rows),
             )
             for i, (w, s) in enumerate(chunk):
                 ax = axes[i // ncols, i % ncols]
@@ -118,13 +123,16 @@ def _line_figures(
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(4, len(legend)),
+                ncol=min(2 if ncols == 1 else 4, len(legend)),
                 frameon=False,
             )
             save_svg(fig, path)
         specs.append(
             FigureSpec(
-                path.name, caption(k, len(chunks), chunk), f"fig-{stem.replace('_', '-')}-{k}"
+                path.name,
+                caption(k, len(chunks), chunk),
+                f"fig-{stem.replace('_', '-')}-{k}",
+                0.5 if ncols == 1 else 1.0,
             )
         )
     return specs
@@ -193,10 +201,10 @@ def accuracy_by_scenario_figure(
 
     def caption(k: int, n: int, chunk: Sequence[tuple[str, str]]) -> str:
         return (
-            f"Test accuracy of the global model against {clock} time (s), one panel per "
-            f"workload · scenario, one line per method ({_seeds_phrase(runs)}); the dashed line "
-            f"is the workload's target accuracy, which defines time to target. Logarithmic time "
-            f"axis where times span more than a factor of {_LOG_SPAN:g}.{_part(k, n, chunk)}"
+            f"Test accuracy of the global model against {clock} time, one line per method "
+            f"({_seeds_phrase(runs)}); dashed: the target accuracy, which defines time to "
+            f"target. Logarithmic time axis where times span over {_LOG_SPAN:g}x."
+            f"{_part(k, n, chunk)}"
         )
 
     return _line_figures(_panels(runs), stem, workdir, draw, legend, caption)
@@ -319,8 +327,12 @@ def _bar_figures(
     draw: Callable[[Axes, str], None],
     legend: Sequence[Any],
     caption: Callable[[int, int, Sequence[str]], str],
+    half: bool = False,
 ) -> list[FigureSpec]:
-    """One panel per (key, bars), stacked vertically, packed into figures that fit a page."""
+    """One panel per (key, bars), stacked vertically, packed into figures that fit a page.
+
+    With ``half``, drawn for half the text width (short bar labels), to sit beside another.
+    """
     sizes = [_PANEL_IN + _BAR_IN * n for _, n in panels]
     groups = _pack(sizes, MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
     specs = []
@@ -329,20 +341,23 @@ def _bar_figures(
         heights = [sizes[i] for i in group]
         path = workdir / f"fig_{stem}_{k}.svg"
         with report_style():
-            fig, axes = stacked_axes(heights)
+            fig, axes = stacked_axes(heights, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
             for ax, (key, _) in zip(axes, chosen, strict=True):
                 draw(ax, key)
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(4, len(legend)),
+                ncol=min(2 if half else 4, len(legend)),
                 frameon=False,
             )
             save_svg(fig, path)
         names = [key for key, _ in chosen]
         specs.append(
             FigureSpec(
-                path.name, caption(k, len(groups), names), f"fig-{stem.replace('_', '-')}-{k}"
+                path.name,
+                caption(k, len(groups), names),
+                f"fig-{stem.replace('_', '-')}-{k}",
+                0.5 if half else 1.0,
             )
         )
     return specs
@@ -608,8 +623,9 @@ def lossless_figure(
         var_name="series",
         value_name="value",
     )
-    long["label"] = [f"{m} · {s}" for m, s in zip(long["method"], long["scenario"], strict=True)]
-    long["workload"] = long["workload"].astype(str)
+    labels, titles = short_settings(long["workload"], long["method"], long["scenario"])
+    long["label"] = labels
+    long["workload"] = long["workload"].astype(str).map(titles)
     rank = {m: i for i, m in enumerate(methods)}
     return _up_down_bars(
         long,
@@ -619,10 +635,9 @@ def lossless_figure(
         order=lambda lb: (rank.get(lb.split(" · ")[0], 0), lb),
         xlabel="bytes (all workers, all iterations)",
         text=(
-            "Raw against Snappy-compressed bytes, per method · scenario (mean over seeds): raw "
-            "is the exact encoded size the run counts as wire bytes; Snappy is the size of the "
-            "same payloads after lossless Snappy compression, measured separately and never "
-            "part of the wire bytes (no Snappy bar: the recipe does not measure it)."
+            "Raw wire bytes (the exact encoded sizes the runs count) against the same payloads "
+            "Snappy-compressed, measured separately and never counted as wire bytes (mean over "
+            "seeds; no Snappy bar: the recipe does not measure it)."
         ),
         stem=stem,
         workdir=workdir,
@@ -677,7 +692,8 @@ def _up_down_bars(
 
     n_labels = {key: len(set(data[data[key_col] == key]["label"])) for key in keys}
     panels = [(key, 4 * n_labels[key]) for key in keys]
-    return _bar_figures(panels, stem, workdir, draw, legend, caption)
+    half = max(len(str(lb)) for lb in data["label"]) <= HALF_LABEL_CHARS
+    return _bar_figures(panels, stem, workdir, draw, legend, caption, half)
 
 
 # --------------------------------------------------------------------------- head-to-head

@@ -22,10 +22,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
-from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
+from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
 from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_seconds
 
 __all__ = [
+    "HALF_LABEL_CHARS",
     "MAX_FIGURE_HEIGHT_IN",
     "FigureSpec",
     "accuracy_figure",
@@ -33,6 +34,7 @@ __all__ = [
     "bytes_figure",
     "curves",
     "loss_figure",
+    "short_settings",
 ]
 
 # Values spanning more than this factor get a logarithmic axis.
@@ -44,18 +46,24 @@ _LEGEND_IN = 0.5  # room for the legend below the panels
 _CURVE_ROW_IN = 2.1  # one row of line panels
 _PANEL_IN = 0.6  # a bar panel's title and x axis
 _BYTES_ROW_IN = 0.27  # one method · scenario (two bars)
-_BREAKDOWN_ROW_IN = 0.22  # one run
+_BREAKDOWN_ROW_IN = 0.135  # one method · scenario
+_BREAKDOWN_HALF_CHARS = 40  # longest "method · scenario" label that fits a half-width panel
 _LINESTYLES = ("-", "--", ":", "-.")
 _SETTING = ("method", "scenario")
 
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure written to ``file`` (relative to the work directory), with its caption."""
+    """A figure written to ``file`` (relative to the work directory), with its caption.
+
+    ``width`` is the share of the text width it is drawn for: 0.5 for a figure that the
+    template sets beside another one, at 100 % of its drawn size either way.
+    """
 
     file: str
     caption: str
     label: str
+    width: float = 1.0
 
 
 # --------------------------------------------------------------------------- data
@@ -394,34 +402,63 @@ def _bar_panels(
     return [[panels[i] for i in group] for group in _pack(sizes, limit)]
 
 
-def stacked_axes(heights: Sequence[float]) -> tuple:
-    """A text-wide figure of panels stacked vertically (``heights`` in inches) and a legend row."""
+def stacked_axes(heights: Sequence[float], width: float = TEXT_WIDTH_IN) -> tuple:
+    """A figure of panels stacked vertically (``heights`` in inches) and a legend row."""
     fig, axes = plt.subplots(
         len(heights),
         1,
         squeeze=False,
         layout="constrained",
-        figsize=(TEXT_WIDTH_IN, sum(heights) + _LEGEND_IN),
+        figsize=(width, sum(heights) + _LEGEND_IN),
         gridspec_kw={"height_ratios": list(heights)},
     )
     return fig, axes[:, 0]
 
 
-def _bar_axes(panels: Sequence[tuple[str, list[object]]], per_item_in: float) -> tuple:
-    return stacked_axes([_PANEL_IN + per_item_in * len(its) for _, its in panels])
+def _bar_axes(
+    panels: Sequence[tuple[str, list[object]]], per_item_in: float, width: float = TEXT_WIDTH_IN
+) -> tuple:
+    return stacked_axes([_PANEL_IN + per_item_in * len(its) for _, its in panels], width)
 
 
-def _bytes_axis(ax: Axes, log: bool) -> None:
+HALF_LABEL_CHARS = 26
+"""Bar labels up to this long fit a half-width figure; longer ones get the text width."""
+
+
+def short_settings(
+    workload: pd.Series, method: pd.Series, scenario: pd.Series
+) -> tuple[list[str], dict[str, str]]:
+    """Bar labels and panel titles for bars per method · scenario.
+
+    A workload whose bars share one scenario gets "method" labels under the title
+    "workload · scenario"; else "method · scenario" labels under the workload's name.
+    """
+    frame = pd.DataFrame(
+        {"w": workload.astype(str), "m": method.astype(str), "s": scenario.astype(str)}
+    )
+    single = frame.groupby("w")["s"].nunique() == 1
+    titles = {
+        w: f"{w} · {frame.loc[frame['w'] == w, 's'].iloc[0]}" if one else w
+        for w, one in single.items()
+    }
+    labels = [
+        m if single[w] else _label((m, s))
+        for w, m, s in zip(frame["w"], frame["m"], frame["s"], strict=True)
+    ]
+    return labels, titles
+
+
+def _bytes_axis(ax: Axes, log: bool, ticks: int = 4) -> None:
     if log:
         lo, hi = (max(v, 1e-12) for v in ax.get_xlim())
         span = hi / lo if hi > lo else 1.0
-        # At least three labelled ticks: 1-2-5 within two decades, every digit within one.
-        if span > 8:
-            subs = (1.0,) if span > 100 else (1.0, 2.0, 5.0)
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-        else:  # less than a decade: four ticks spread evenly on the log scale
-            ticks = sorted({float(f"{v:.2g}") for v in np.geomspace(lo * 1.05, hi / 1.05, 4)})
-            ax.xaxis.set_major_locator(FixedLocator(ticks))
+        # At least three labelled ticks: every decade over three or more decades, else
+        # ``ticks`` values spread evenly on the log scale (rounded to two digits).
+        if span > 1000:
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+        else:
+            at = np.geomspace(lo * 1.1, hi / 1.1, ticks)
+            ax.xaxis.set_major_locator(FixedLocator(sorted({float(f"{v:.2g}") for v in at})))
         # Less than a decade of data would label the minor ticks in 10^x notation.
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
@@ -448,13 +485,15 @@ def bytes_figure(
         value_name="bytes",
     )
     long["direction"] = long["direction"].map({"bytes_up": "up", "bytes_down": "down"})
-    long["setting"] = [_label(st) for st in zip(long["method"], long["scenario"], strict=True)]
+    labels, titles = short_settings(long["workload"], long["method"], long["scenario"])
+    long["setting"] = labels
     items = sorted({(str(w), s) for w, s in zip(long["workload"], long["setting"], strict=True)})
+    half = max(len(s) for _, s in items) <= HALF_LABEL_CHARS
     figures = _bar_panels(items, _BYTES_ROW_IN)
     specs = []
     for k, panels in enumerate(figures, start=1):
         path = workdir / f"fig_{stem}_{k}.svg"
-        _draw_bytes(long, panels, path, log=log)
+        _draw_bytes(long, panels, path, log=log, titles=titles, half=half)
         scale = {
             True: "Logarithmic axis.",
             False: "",
@@ -463,21 +502,27 @@ def bytes_figure(
         specs.append(
             FigureSpec(
                 path.name,
-                "Wire bytes per direction, summed over workers and iterations, per method · "
-                f"scenario (mean over seeds; exact encoded sizes). {scale}"
+                "Wire bytes per direction, summed over workers and iterations (exact encoded "
+                f"sizes, mean over seeds). {scale}"
                 + _part(k, len(figures), [w for w, _ in panels]),
                 f"fig-{stem.replace('_', '-')}-{k}",
+                0.5 if half else 1.0,
             )
         )
     return specs
 
 
 def _draw_bytes(
-    long: pd.DataFrame, panels: Sequence[tuple[str, list]], path: Path, log: bool | None = None
+    long: pd.DataFrame,
+    panels: Sequence[tuple[str, list]],
+    path: Path,
+    log: bool | None = None,
+    titles: Mapping[str, str] | None = None,
+    half: bool = False,
 ) -> None:
     colours = palette(2)
     with report_style():
-        fig, axes = _bar_axes(panels, _BYTES_ROW_IN)
+        fig, axes = _bar_axes(panels, _BYTES_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
         for ax, (w, settings) in zip(axes, panels, strict=True):
             sub = long[(long["workload"] == w) & long["setting"].isin(settings)]
             # The arithmetic mean over seeds, taken here: on a log axis seaborn would average
@@ -498,7 +543,6 @@ def _draw_bytes(
                 legend=False,
                 log_scale=log_axis,
             )
-            _bytes_axis(ax, log_axis)
             for container in ax.containers:
                 labels = [fmt_bytes(bar.get_width()) for bar in container]
                 ax.bar_label(container, labels=labels, padding=2, fontsize=6.5)
@@ -513,10 +557,18 @@ def _draw_bytes(
                     bar.set_x(left)
                     bar.set_width(max(end - left, 0.0))
                 ax.set_xlim(left=left)
-            ax.set(title=w, xlabel="wire bytes (all workers, all iterations)", ylabel="")
+            # Ticks once the limits are final, fewer on a half-width panel.
+            _bytes_axis(ax, log_axis, 3 if half else 4)
+            ax.set(
+                title=(titles or {}).get(w, w),
+                xlabel="wire bytes (all workers, all iterations)",
+                ylabel="",
+            )
         names = ("up (worker → server)", "down (server → worker)")
         handles = [Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)]
-        fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+        fig.legend(
+            handles=handles, loc="outside lower center", ncol=1 if half else 2, frameon=False
+        )
         save_svg(fig, path)
 
 
@@ -529,46 +581,64 @@ _PARTS = (
 
 
 def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
-    """Share of worker time in compute / codec / communication / wait, one bar per run.
+    """Share of worker time in compute / codec / communication / wait, per method · scenario.
 
-    Written to ``fig_breakdown_<k>.svg``, as many as needed to fit the pages.
+    One bar per method · scenario: each part's mean over seeds. Written to
+    ``fig_breakdown_<k>.svg``, as many as needed to fit the pages.
     """
-    ordered = runs.sort_values(["workload", "method", "scenario", "seed"])
-    items = [(str(r.workload), r) for r in ordered.itertuples(index=False)]
-    figures = _bar_panels(items, _BREAKDOWN_ROW_IN)
+    keys = ["workload", "method", "scenario"]
+    means = runs.groupby(keys, as_index=False, sort=True)[[c for c, _ in _PARTS]].mean()
+    items = [(str(r.workload), r) for r in means.itertuples(index=False)]
+    # Half-width panels, one per figure, go side by side where the labels are short enough.
+    half = max(len(f"{r.method} · {r.scenario}") for _, r in items) <= _BREAKDOWN_HALF_CHARS
+    packed = _bar_panels(items, _BREAKDOWN_ROW_IN)
+    figures = _columns([p for group in packed for p in group]) if half else packed
     specs = []
     for k, panels in enumerate(figures, start=1):
         path = workdir / f"fig_breakdown_{k}.svg"
-        _draw_breakdown(panels, path)
+        _draw_breakdown(panels, path, half)
         specs.append(
             FigureSpec(
                 path.name,
-                "Where the workers' time went, per run: shares of compute, codec (encoding "
-                "and decoding on the worker's device), communication and wait (blocked by the "
-                "sync policy), summed over workers; the number after each "
-                f"bar is that sum in {clock_phrase(runs['clock'])} time (s). Shares rather than "
-                "seconds because the scenarios' totals differ by orders of magnitude."
+                "Where the workers' time went: shares of compute, codec (encoding and decoding "
+                "on the worker's device), communication and wait (blocked by the sync policy), "
+                "summed over workers, mean over seeds; after each bar that sum in "
+                f"{clock_phrase(runs['clock'])} time."
                 + _part(k, len(figures), [w for w, _ in panels]),
                 f"fig-breakdown-{k}",
+                0.5 if half else 1.0,
             )
         )
     return specs
 
 
-def _draw_breakdown(panels: Sequence[tuple[str, list]], path: Path) -> None:
+def _columns(panels: list[tuple[str, list]]) -> list[list[tuple[str, list]]]:
+    """Half-width panels stacked into columns no taller than the tallest panel, in order."""
+    sizes = [_PANEL_IN + _BREAKDOWN_ROW_IN * len(rows) for _, rows in panels]
+    return [[panels[i] for i in group] for group in _pack(sizes, max(sizes, default=0.0))]
+
+
+def _draw_breakdown(panels: Sequence[tuple[str, list]], path: Path, half: bool = False) -> None:
     colours = palette(len(_PARTS))
     with report_style():
-        fig, axes = _bar_axes(panels, _BREAKDOWN_ROW_IN)
+        fig, axes = _bar_axes(panels, _BREAKDOWN_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
         for ax, (w, rows) in zip(axes, panels, strict=True):
             _stacked(ax, pd.DataFrame(rows), colours)
             ax.set_title(w)
+            if half:
+                ax.tick_params(axis="y", labelsize=6)
         handles = [Patch(color=c, label=n) for c, (_, n) in zip(colours, _PARTS, strict=True)]
-        fig.legend(handles=handles, loc="outside lower center", ncol=len(_PARTS), frameon=False)
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=2 if half else len(_PARTS),
+            frameon=False,
+        )
         save_svg(fig, path)
 
 
 def _stacked(ax: Axes, sub: pd.DataFrame, colours: Sequence) -> None:
-    labels = [f"{r.method} · {r.scenario} · seed {int(r.seed)}" for r in sub.itertuples()]
+    labels = [f"{r.method} · {r.scenario}" for r in sub.itertuples()]
     parts = sub[[c for c, _ in _PARTS]].to_numpy(dtype=float)
     totals = parts.sum(axis=1)
     shares = np.divide(

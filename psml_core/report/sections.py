@@ -98,8 +98,7 @@ def _experiment_text(
     return (
         f"{lead} Recipes ({who}) on {cluster}, workloads {', '.join(g['workloads'])}, "
         f"scenarios {', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
-        f"{len(runs)} of {planned} runs in the runs table. The setup tables (section Setup) "
-        "hold the workloads' and scenarios' settings, the methods appendix each recipe."
+        f"{len(runs)} of {planned} runs in the runs table."
     )
 
 
@@ -162,8 +161,8 @@ def _figures_for(
     return figs, extra
 
 
-def _fig(f: FigureSpec) -> dict[str, str]:
-    return {"file": f.file, "caption": f.caption, "label": f.label}
+def _fig(f: FigureSpec) -> dict[str, Any]:
+    return {"file": f.file, "caption": f.caption, "label": f.label, "width": f.width}
 
 
 # --------------------------------------------------------------------------- papers
@@ -250,9 +249,7 @@ def paper_sections(
                 "reported": [t.write(workdir) for t in reported],
                 "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
                 "regimes": [
-                    t.write(workdir)
-                    for t in (vd.regime_table(r, pid) for r in mine.itertuples(index=False))
-                    if t is not None
+                    t.write(workdir) for t in [vd.paper_regime_table(mine, pid)] if t is not None
                 ],
                 "misses": vd.miss_notes(mine, paper_file),
             }
@@ -277,7 +274,8 @@ def head_to_head_section(
         return {
             "intro": f"The {tier} tier has no head-to-head experiment (an experiment "
             f"named {HEAD_TO_HEAD} that runs every method side by side on the same workload and "
-            "scenarios), so this section is empty; a tier that defines one fills it.",
+            "scenarios), so this report has no head-to-head section; a tier that defines one "
+            "gets it.",
             "tables": [],
             "figures": [],
         }

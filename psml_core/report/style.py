@@ -20,10 +20,12 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from psml_core.atomic import atomic_path  # noqa: E402
 
-__all__ = ["PALETTE", "TEXT_WIDTH_IN", "palette", "report_style", "save_svg"]
+__all__ = ["HALF_WIDTH_IN", "PALETTE", "TEXT_WIDTH_IN", "palette", "report_style", "save_svg"]
 
 # Width of the A4 text block (2 cm margins), so figures are placed at 100 % without rescaling.
 TEXT_WIDTH_IN = 6.5
+# A figure for one column of two, side by side (the template leaves a gutter between them).
+HALF_WIDTH_IN = 3.15
 PALETTE = "colorblind"
 # Fixed salt: matplotlib derives SVG element ids from it instead of from a random value.
 _SVG_RC = {

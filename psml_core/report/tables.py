@@ -25,7 +25,6 @@ __all__ = [
     "CENSORED",
     "DASH",
     "Table",
-    "aggregate_tables",
     "clock_phrase",
     "compute_table",
     "data_files_table",
@@ -42,15 +41,13 @@ __all__ = [
     "head_to_head_table",
     "inputs_table",
     "method_entries",
+    "methods_table",
     "overview_table",
-    "partition_table",
-    "run_provenance_table",
-    "runs_table",
     "scenarios_table",
     "sig",
     "sparsity_table",
     "time_to_target_cell",
-    "versions_table",
+    "versions_text",
     "workloads_table",
 ]
 
@@ -302,12 +299,10 @@ def overview_table(runs: pd.DataFrame, experiment: Mapping[str, Any]) -> Table:
     hash_text = (
         hashes[0]
         if len(hashes) == 1
-        else f"{len(hashes)} distinct, one per run; listed in the appendix (run provenance)"
+        else f"{len(hashes)} distinct, one per run; in the attached runs table (config_hash)"
     )
+    # Tier, backend and clock are in the report's subtitle.
     pairs = [
-        ("Tier", fmt_value(experiment.get("tier") or ", ".join(_unique(runs["tier"])))),
-        ("Backend", ", ".join(_unique(runs["backend"])) or fmt_value(experiment.get("backend"))),
-        ("Clock", clock_phrase(runs["clock"])),
         ("Seeds", fmt_value(seeds)),
         ("Runs", str(len(runs))),
         ("Git commit", ", ".join(commits) or DASH),
@@ -327,17 +322,15 @@ def _merged_json_column(runs: pd.DataFrame, column: str) -> dict[str, list[str]]
     return {k: sorted(v) for k, v in sorted(merged.items())}
 
 
-def versions_table(runs: pd.DataFrame) -> Table:
-    """Package versions recorded by the runs; differing versions are all listed."""
+def versions_text(runs: pd.DataFrame) -> str:
+    """Package versions recorded by the runs, as one sentence; differing versions all listed."""
     merged = _merged_json_column(runs, "versions")
-    rows = [[pkg, " / ".join(vs)] for pkg, vs in merged.items()] or [[DASH, DASH]]
-    return Table(
-        "versions",
-        "Package versions recorded in the runs' provenance (several values separated by "
-        "“/” when runs differ).",
-        ["Package", "Version"],
-        rows,
-        widths=["auto", 1],
+    listed = ", ".join(f"{pkg} {' / '.join(vs)}" for pkg, vs in merged.items())
+    return (
+        f"Package versions recorded in the runs' provenance (several separated by “/” where "
+        f"runs differ): {listed}."
+        if listed
+        else "The runs recorded no package versions."
     )
 
 
@@ -355,31 +348,6 @@ def data_files_table(runs: pd.DataFrame) -> Table:
         ["Dataset", "File", "SHA-256"],
         rows,
         widths=["auto", "auto", 1],
-    )
-
-
-def run_provenance_table(runs: pd.DataFrame) -> Table:
-    """Per run: config hash and the wall-clock seconds the run itself took."""
-    rows = [
-        [
-            str(r.workload),
-            str(r.method),
-            str(r.scenario),
-            str(int(r.seed)),
-            str(r.config_hash),
-            fmt_seconds(r.wall_clock_s),
-        ]
-        for r in runs.itertuples(index=False)
-    ]
-    return Table(
-        "run_provenance",
-        "Run provenance, grouped by workload: the SHA-256 of each run's full settings (config "
-        "hash) and the wall-clock time the run took to compute, whatever its clock.",
-        ["Workload", "Method", "Scenario", "Seed", "Config hash (SHA-256)", "Wall-clock"],
-        rows,
-        align=["left", "left", "left", "right", "left", "right"],
-        widths=["auto", "auto", "auto", "auto", 1, "auto"],
-        group=True,
     )
 
 
@@ -586,143 +554,32 @@ def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-# --------------------------------------------------------------------------- results
+_DEFAULT_BLOCKS = {"controller": "static", "placement": "range"}
 
 
-def runs_table(runs: pd.DataFrame) -> Table:
-    """One row per run: what ran and its headline numbers."""
+def methods_table(experiment: Mapping[str, Any]) -> Table:
+    """Appendix A: every recipe in use, one short row each.
+
+    What each recipe does and its deviations go to the attached methods table.
+    """
     rows = []
-    for r in runs.itertuples(index=False):
-        ttt = CENSORED if _missing(r.time_to_target_s) else fmt_seconds(r.time_to_target_s)
-        rows.append(
-            [
-                str(r.workload),
-                str(r.method),
-                str(r.scenario),
-                str(int(r.seed)),
-                f"{int(r.iterations):,}",
-                fmt_percent(r.final_test_accuracy),
-                ttt,
-                fmt_seconds(r.total_time_s),
-                fmt_bytes(r.bytes_up),
-                fmt_bytes(r.bytes_down),
-            ]
-        )
-    targets = ", ".join(
-        f"{w} {fmt_percent(t)}"
-        for w, t in sorted(runs.groupby("workload")["target_accuracy"].first().items())
-    )
-    caption = (
-        f"Runs: every run of this report ({len(runs)}), grouped by workload. Times are on the "
-        f"{clock_phrase(runs['clock'])} clock. Time to target is the first evaluation from "
-        f"which test accuracy stays at or above the workload's target ({targets}) to the end of "
-        f"the run; “{CENSORED}” if the run never held it. Bytes are exact wire bytes over all "
-        "workers and iterations; up is worker to server, down is server to worker."
-    )
+    for m in method_entries(experiment):
+        n = len(m["deviations"])
+        who = m["role"] + (f", {m['paper']}" if m["paper"] != DASH else "")
+        blocks = [f"{b}: {v}" for b, v in m["blocks"] if _DEFAULT_BLOCKS.get(b) != v]
+        rows.append([m["name"], who, " · ".join(blocks) or DASH, str(n)])
     return Table(
-        "runs",
-        caption,
-        [
-            "Workload",
-            "Method",
-            "Scenario",
-            "Seed",
-            "Iter.",
-            "Final acc.",
-            "Time to target",
-            "Total time",
-            "Bytes up",
-            "Bytes down",
-        ],
-        rows,
-        align=["left", "left", "left", *(["right"] * 7)],
-        group=True,
-    )
-
-
-def _sd(x: Any, fmt: Any) -> str:
-    return DASH if _missing(x) else fmt(x)
-
-
-def aggregate_tables(agg: pd.DataFrame) -> list[Table]:
-    """Two tables from :func:`~psml_core.analysis.aggregate.aggregate_runs`: quality and bytes."""
-    keys = ["Workload", "Method", "Scenario", "Seeds"]
-    quality, traffic = [], []
-    for r in agg.itertuples(index=False):
-        head = [str(r.workload), str(r.method), str(r.scenario), str(int(r.n))]
-        held = int(r.time_to_target_reached)
-        quality.append(
-            [
-                *head,
-                fmt_percent(r.final_test_accuracy_mean),
-                _sd(r.final_test_accuracy_std, fmt_percent),
-                fmt_seconds(r.total_time_s_mean),
-                _sd(r.total_time_s_std, fmt_seconds),
-                CENSORED if held == 0 else fmt_seconds(r.time_to_target_s_mean),
-                f"{int(r.n) - held}/{int(r.n)}",
-            ]
-        )
-        traffic.append(
-            [
-                *head,
-                *(
-                    fmt(getattr(r, f"{m}_{stat}"))
-                    for m in ("bytes_up", "bytes_down", "bytes_total")
-                    for stat, fmt in (("mean", fmt_bytes), ("std", lambda v: _sd(v, fmt_bytes)))
-                ),
-            ]
-        )
-    clock = clock_phrase(agg["clock"])
-    note = "Mean and sample standard deviation (sd) over seeds; sd is – with fewer than two values."
-    return [
-        Table(
-            "aggregate_quality",
-            f"Aggregate over seeds, grouped by workload: final test accuracy and times ({clock} "
-            f"clock). {note} "
-            "Time to target is averaged over the seeds that held the target to the end of the "
-            f"run; Censored counts the seeds that never held it (“{CENSORED}” if none did).",
-            [*keys, "Acc. mean", "Acc. sd", "Time mean", "Time sd", "To target", "Censored"],
-            quality,
-            align=["left", "left", "left", *(["right"] * 7)],
-            group=True,
-        ),
-        Table(
-            "aggregate_bytes",
-            "Aggregate over seeds, grouped by workload: wire bytes per direction and in total. "
-            + note,
-            [*keys, "Up mean", "Up sd", "Down mean", "Down sd", "Total mean", "Total sd"],
-            traffic,
-            align=["left", "left", "left", *(["right"] * 7)],
-            group=True,
-        ),
-    ]
-
-
-def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(obj, Mapping) and obj:
-        out: list[tuple[str, Any]] = []
-        for k in sorted(obj, key=str):
-            out += _flatten(obj[k], f"{prefix}.{k}" if prefix else str(k))
-        return out
-    return [(prefix, obj)]
-
-
-def partition_table(partitions: Mapping[str, Mapping[str, Any]]) -> Table:
-    """Every key of the placement files, flattened; one group of rows per file."""
-    rows = [
-        [name, key, fmt_value(value, key)]
-        for name in sorted(partitions)
-        for key, value in _flatten(partitions[name])
-    ]
-    return Table(
-        "partition",
-        "Predicted traffic of each placement, computed before training from the data and the "
-        "placement, grouped by workload (and method, when placements differ by method); every "
-        "key of the placement file, long lists shortened.",
-        ["Placement", "Quantity", "Value"],
-        rows or [[DASH] * 3],
-        widths=["auto", "auto", 1],
-        group=True,
+        "methods",
+        "Every recipe in use: its role and paper, its building blocks (codec, sync policy, "
+        "controller, placement; the static controller and the range placement, the defaults, "
+        "are not repeated) and how many deviations from the paper's setup it declares. What "
+        "each recipe does and each deviation (our design choice) are in the attached methods "
+        "table.",
+        ["Recipe", "Role", "Blocks", "Deviations"],
+        rows or [[DASH] * 4],
+        align=["left", "left", "left", "right"],
+        widths=["auto", "auto", 1, "auto"],
+        breakable=True,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.claims import VERDICTS
+from psml_core.analysis.claims import EXPLANATION_KEYS, VERDICTS
 from psml_core.errors import DataError
 from psml_core.report.tables import DASH, Table, fmt_seconds, fmt_value, sig
 
@@ -26,12 +26,17 @@ __all__ = [
     "check_claims",
     "claim_notes",
     "fmt_ours",
+    "fmt_ours_short",
     "fmt_reported",
     "is_measured",
+    "judged_short",
     "measured_as",
     "miss_notes",
     "paper_claims_table",
+    "paper_regime_table",
     "read_claims",
+    "regime_cell",
+    "regimes_frame",
     "short_statement",
     "summary_intro",
     "verdict_counts",
@@ -204,13 +209,6 @@ def short_statement(text: str, limit: int = _STATEMENT_CHARS) -> str:
     return f"{cut}…"
 
 
-def _detail(row: Any, with_metrics: bool) -> str:
-    text = row.detail or DASH
-    if with_metrics and row.per_metric:
-        text = f"{text}. Means, method vs strongest baseline: {row.per_metric}"
-    return text
-
-
 # --------------------------------------------------------------------------- tables and text
 
 
@@ -233,7 +231,7 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
     if counts.get("NOT RUN"):
         text += (
             f" {counts['NOT RUN']} could not be judged because this tier does not run them (the "
-            "Detail column names the missing runs)."
+            "paper's section names the missing runs)."
         )
     return text + (
         " Every claim's scenario, baselines and metric are fixed in its paper file before any "
@@ -244,41 +242,72 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
         "above the band (a more favourable setup is no reproduction); PARTIAL, the effect "
         "clearing the partial floor (by default half the claimed effect on a log scale); a run "
         "that never held its target accuracy is censored, never re-measured by another metric. "
-        "SETUP FACT marks a quantity our own setup fixes. Each claim's regime (dense "
-        "comm/compute, bandwidth- or latency-bound links, density) is measured and set beside "
-        "the paper's: where a field the paper gives is off (comm/compute beyond 2x, the other "
-        "side of bandwidth-bound, another density class) the claim is NOT COMPARABLE (regime); "
-        "where the paper gives none, a regime map (one seed per point) states the range in "
-        "which the claim holds (Regime column)."
+        "SETUP FACT marks a quantity our own setup fixes. Each claim's regime is measured on "
+        "its own runs and set beside the paper's: the dense reference's communication over "
+        "computation time (comm/compute), the bandwidth share (the part of a worker-step's "
+        "communication time that is bandwidth rather than latency; above 0.5 the link is "
+        "bandwidth-bound), the density (the method's wire bytes per sample over the "
+        "reference's) and the workers. Where a field the paper gives is off (comm/compute or "
+        "workers beyond 2x, the other side of bandwidth share 0.5, another density class of "
+        "dense, ~10%, ~1%, ~0.1%) the claim is NOT COMPARABLE (regime); where the paper gives "
+        "none, a regime map (one seed per point) states where the claim holds (Regime column)."
     )
 
 
+def fmt_ours_short(row: Any) -> str:
+    """The summary's form of :func:`fmt_ours`: mean, 95% interval, n, censored runs."""
+    if row.verdict == "NOT RUN":
+        return "not run"
+    if not is_measured(row):
+        return "not measured"
+    n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
+    if row.kind == "qualitative":
+        return f"better on {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
+    text = _unit(sig(float(row.ours)), row.unit)
+    if row.verdict != "SETUP FACT" and math.isfinite(float(row.ci_low)):
+        text += f" [{sig(float(row.ci_low))}, {sig(float(row.ci_high))}]"
+    text += f", {n}"
+    if 0 < int(row.seeds) < 3:
+        text += " (indicative)"
+    if int(row.censored or 0):
+        text += f", {int(row.censored)} censored"
+    return text
+
+
+def judged_short(row: Any) -> str:
+    """The summary's form of :func:`measured_as`: metric, workload, scenario, strongest rival."""
+    parts = [p for p in (row.metric, getattr(row, "workload", ""), row.scenario) if p]
+    if row.baseline:
+        parts.append(f"vs {row.baseline}")
+    return " · ".join(parts) or DASH
+
+
 def verdict_table(claims: pd.DataFrame) -> Table:
-    """The summary's table: every claim, grouped by paper, with its verdict."""
+    """The summary's table: every claim, grouped by paper, one short row each."""
     rows = [
         [
             r.paper,
-            f"{r.claim}: {short_statement(r.statement)}",
+            f"{r.claim}: {short_statement(r.statement, 80)}",
             fmt_reported(r),
-            fmt_ours(r),
-            measured_as(r),
+            fmt_ours_short(r),
+            judged_short(r),
             r.verdict,
-            _detail(r, with_metrics=False),
-            regime_cell(r),
+            regime_cell(r, short=True),
         ]
         for r in claims.itertuples(index=False)
     ]
     return Table(
         "verdicts",
-        "Reported versus reproduced, every claim of every paper (grouped by paper). Reported: "
-        "the paper's number; Ours: our mean effect (the geometric mean of the per-seed ratios, "
-        "the mean on the log scale), its 95% interval and range over seeds, n "
-        "seeds; Judged as: the fixed metric, workload, scenario and baselines (the strongest "
-        "named) and the partial floor; Regime: ours against the paper's where it gives one, "
-        "else the regime map's range; the section of each paper has the details.",
-        ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail", "Regime"],
-        rows or [[DASH] * 8],
-        widths=["auto", 1.5, 0.8, 1.1, 1.1, 0.9, 1.1, 1.5],
+        "Reported versus reproduced, every claim of every paper. Reported: the paper's number; "
+        "Ours: our mean effect over seeds (geometric mean of the per-seed ratios), its 95% "
+        "interval in brackets, n seeds, runs censored; Judged as: the fixed metric, workload, "
+        "scenario and the strongest baseline; Regime: ours against the paper's where it gives "
+        "one, else where along the regime map the claim holds. Each paper's section gives "
+        "every baseline, the partial floor, the range over seeds and the reason for the "
+        "verdict.",
+        ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Regime"],
+        rows or [[DASH] * 7],
+        widths=["auto", 1.5, 0.65, 1.05, 1.25, 0.8, 1.2],
         group=True,
         verdict=5,
         breakable=True,
@@ -286,87 +315,156 @@ def verdict_table(claims: pd.DataFrame) -> Table:
 
 
 def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
-    """A paper's claims: reported vs reproduced, verdict and detail (with per-metric means)."""
+    """A paper's claims: reported vs reproduced, how judged and the verdict.
+
+    Why each verdict fell as it did is in the list of misses below the table (the detail and
+    our explanation), so the table does not repeat it.
+    """
     rows = [
-        [
-            r.claim,
-            fmt_reported(r),
-            fmt_ours(r),
-            measured_as(r),
-            r.verdict,
-            _detail(r, with_metrics=True),
-        ]
+        [r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict]
         for r in claims.itertuples(index=False)
     ]
     return Table(
         f"claims_{paper}",
-        "Reported versus reproduced. Ours: mean effect over seeds, its 95% interval and range, "
-        "n seeds (for a qualitative claim: on how many metric·scenario pairs the method beat "
-        "the strongest baseline); Judged as: the fixed metric, workload, scenario and "
-        "baselines, and the partial floor; Detail: why the verdict, or what is missing.",
-        ["Claim", "Reported", "Ours", "Judged as", "Verdict", "Detail"],
-        rows or [[DASH] * 6],
-        widths=["auto", 0.9, 1.3, 1.4, "auto", 1.6],
+        "Reported versus reproduced, as in Table 1, with the range over seeds, every baseline "
+        "(the verdict is against the strongest) and the partial floor; why each verdict that is "
+        "not REPRODUCED fell is below the tables.",
+        ["Claim", "Reported", "Ours", "Judged as", "Verdict"],
+        rows or [[DASH] * 5],
+        widths=["auto", 0.8, 1.6, 1.9, "auto"],
         verdict=4,
         breakable=True,
     )
 
 
-def regime_cell(row: Any) -> str:
+def regime_cell(row: Any, short: bool = False) -> str:
     """The claim's regime in a few words, and the regime map's range where one answers it.
 
-    Matched, off (which field, how far) or unknown.
+    Matched, off (which field, how far) or not given by the paper. With ``short``, the map's
+    one-line range (``regime_map_short``, set by the report) instead of its full sentences.
     """
     status = getattr(row, "regime_status", "") or ""
     notes = getattr(row, "regime_notes", "") or ""
     said = getattr(row, "regime_map", "") or ""
+    if short:
+        said = getattr(row, "regime_map_short", "") or ""
     if not status:
         text = "not measured" if row.verdict == "NOT RUN" else DASH
     elif status == "matched":
-        text = "matched to the paper's"
+        text = "matched" if short else "matched to the paper's"
     elif status == "off":
         text = f"off: {notes}"
     else:
-        text = "the paper gives none of comm/compute, link side, density, workers"
+        text = (
+            "not given by the paper"
+            if short
+            else "the paper gives none of comm/compute, link side, density, workers"
+        )
     if said:
-        text += f". {said}"
+        text += f"; map: {said}" if short else f". {said}"
     return text
 
 
-def regime_table(row: Any, paper: str) -> Table | None:
-    """A claim's regime, field by field: the paper's (with status and source), ours, ratio."""
+_BOUNDED = ("comm_compute", "bandwidth_share", "density", "workers")
+"""The regime fields with a matching bound (docs/measurement.md), one column pair each."""
+
+
+def _fields(row: Any) -> dict[str, dict[str, Any]]:
     raw = getattr(row, "regime", "") or ""
-    if not raw:
+    return {f["field"]: f for f in json.loads(raw)} if raw else {}
+
+
+def _pair(f: Mapping[str, Any] | None) -> tuple[str, str]:
+    if f is None:
+        return DASH, DASH
+    unit = f.get("unit", "")
+    theirs = DASH if f.get("theirs") is None else _val(f["theirs"], unit)
+    if f.get("theirs") is not None and f.get("status") == "derived":
+        theirs += " (derived)"
+    ours = DASH if f.get("ours") is None else _val(f["ours"], unit)
+    if f.get("ratio") is not None:
+        ours += f" ({sig(float(f['ratio']))}x)"
+    return theirs, ours
+
+
+def paper_regime_table(claims: pd.DataFrame, paper: str) -> Table | None:
+    """A paper's claims' regimes: the four bounded fields, the paper's beside ours, per claim.
+
+    The other fields (model, batch, link, compute per step, ...) of every claim are in the
+    attached ``regimes`` table (:func:`regimes_frame`); the caption names those the paper gives.
+    """
+    rows, given = [], set()
+    for r in claims.itertuples(index=False):
+        fields = _fields(r)
+        if not fields:
+            continue
+        cells = [r.claim]
+        for name in _BOUNDED:
+            cells += list(_pair(fields.get(name)))
+        rows.append(cells)
+        given |= {
+            f"{f['label']} {_val(f['theirs'], f.get('unit', ''))}"
+            + (f" {f['unit']}" if f.get("unit") and f.get("unit") != "s" else "")
+            for f in fields.values()
+            if f.get("theirs") is not None and f["field"] not in _BOUNDED
+        }
+    if not rows:
         return None
-    rows = []
-    for f in json.loads(raw):
-        theirs, mine = f.get("theirs"), f.get("ours")
-        status = f.get("status", "unknown")
-        note = f.get("note") or ""
-        rows.append(
-            [
-                f["label"] + (f" ({f['unit']})" if f.get("unit") else ""),
-                DASH if theirs is None else _val(theirs, f.get("unit", "")),
-                status + (f": {note}" if note else ""),
-                DASH if mine is None else _val(mine, f.get("unit", "")),
-                DASH if f.get("ratio") is None else f"{sig(float(f['ratio']))}x",
-            ]
-        )
-    where = f" under {row.scenario.split(', ')[0]}" if row.scenario else ""
+    extra = (
+        f" Other fields the paper gives: {'; '.join(sorted(given))}."
+        if given
+        else " The paper gives no other field (model, batch, link, compute per step)."
+    )
     return Table(
-        f"regime_{paper}_{row.claim}",
-        f"Regime of {row.claim}: the paper's (reported, derived or unknown) and ours, measured "
-        f"on the claim's own runs{where} (comm/compute, gradient bytes and compute from the "
-        "dense reference's runs; density: the method's wire bytes per sample over the "
-        "reference's). Status of the comparison: "
-        + (regime_cell(row) if getattr(row, "regime_status", "") else DASH)
-        + ".",
-        ["Field", "Paper", "Status", "Ours", "Ours / paper"],
+        f"regime_{paper}",
+        "Regimes: the paper's (– where it gives none) beside ours, measured on each claim's own "
+        "runs in its fixed scenario, with ours over the paper's in brackets (fields and bounds "
+        "as defined on the summary page; whether they match, in Table 1's Regime column)."
+        + extra
+        + " Every field of every claim, with its source, is in the attached regimes table.",
+        [
+            "Claim",
+            "Comm/compute: paper",
+            "ours",
+            "Bandwidth share: paper",
+            "ours",
+            "Density: paper",
+            "ours",
+            "Workers: paper",
+            "ours",
+        ],  # fmt: skip
         rows,
-        widths=["auto", 1.0, 1.8, 1.0, "auto"],
-        align=["left", "left", "left", "left", "right"],
+        widths=["auto"] + [1] * 8,
+        align=["left"] + ["right"] * 8,
         breakable=True,
     )
+
+
+def regimes_frame(claims: pd.DataFrame) -> pd.DataFrame:
+    """Every claim's regime, field by field, as numbers: the attached ``regimes`` table."""
+    rows = []
+    for r in claims.itertuples(index=False):
+        for f in _fields(r).values():
+            rows.append(
+                {
+                    "paper": r.paper,
+                    "claim": r.claim,
+                    "field": f["field"],
+                    "unit": f.get("unit", ""),
+                    "paper_value": f.get("theirs"),
+                    "paper_status": f.get("status", "unknown"),
+                    "paper_source": f.get("note") or "",
+                    "ours": f.get("ours"),
+                    "ours_over_paper": f.get("ratio"),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "paper", "claim", "field", "unit", "paper_value", "paper_status", "paper_source",
+            "ours", "ours_over_paper",
+        ],
+    )  # fmt: skip
 
 
 def _val(v: Any, unit: str = "") -> str:
@@ -401,10 +499,12 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
         elif r.verdict == "SETUP FACT":
             text = f"SETUP FACT: {r.detail}."
         else:
+            key = EXPLANATION_KEYS.get(r.verdict, "")
             why = " ".join(r.explanation.split()).rstrip(". ") or (
-                f"no explanation recorded yet (key explanation of the claim in {paper_file}); "
-                "the deviations above are the first suspects"
+                f"no explanation of this outcome is recorded (key explanation.{key} of the claim "
+                f"in {paper_file}); the deviations above are the first suspects"
             )
-            text = f"{r.verdict}: {r.detail}. What we think explains it: {why}."
+            means = f" Means, method vs strongest baseline: {r.per_metric}." if r.per_metric else ""
+            text = f"{r.verdict}: {r.detail}.{means} What we think explains it: {why}."
         out.append({"claim": r.claim, "text": text})
     return out

@@ -28,7 +28,7 @@ class DSSP(SyncPolicy):
     they exclude waiting. The grant holds until the slowest worker's clock moves; then it is
     recomputed. Staleness never exceeds ``s_low + r_max``.
 
-    Tuning: the spec's values s_low = 2, r_max = 6 [ours]; a larger r_max absorbs stragglers
+    Tuning: our design's values s_low = 2, r_max = 6 [ours]; a larger r_max absorbs stragglers
     at the cost of staleness.
 
     Args:

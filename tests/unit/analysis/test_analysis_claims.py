@@ -295,3 +295,34 @@ def test_runs_pair_on_workload_and_seed_within_the_experiments_workloads():
     assert res.seeds == 3 and res.ours == pytest.approx(75.0)
     both = evaluate_claims(papers, runs, {"e": {}})[0]
     assert both.seeds == 6 and (both.low, both.high) == pytest.approx((10.0, 75.0))
+
+
+# --------------------------------------------------------------------------- explanations
+
+
+EXPLAINED = {"not_reproduced": "why it missed", "partial": "why it fell short"}
+
+
+@pytest.mark.parametrize(
+    ("method_values", "verdict_word", "text"),
+    [([20, 20, 20], "NOT REPRODUCED", "why it missed"),  # no effect at all
+     ([2.2, 2.2, 2.2], "PARTIAL", "why it fell short"),  # 4.5x of the claimed 10x
+     ([1, 1, 1], "REPRODUCED", "")],  # 10x of 10x: no explanation written for it
+)  # fmt: skip
+def test_an_explanation_is_printed_only_beside_the_verdict_it_explains(
+    method_values, verdict_word, text
+):
+    c = claim("ratio", 0.1, explanation=EXPLAINED)
+    res = verdict(c, seeds(method_values, [10, 10, 10]))
+    assert res.verdict == verdict_word
+    assert res.explanation == text
+
+
+def test_a_paper_file_with_an_unkeyed_explanation_is_refused(tmp_path):
+    import yaml
+
+    paper = {"id": "p", "title": "t", "authors": "a", "venue": "v", "evidence": "e",
+             "setup": "s", "claims": [claim("ratio", 0.1, explanation="because")]}  # fmt: skip
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(paper))
+    with pytest.raises(ConfigError, match="explanation"):
+        load_papers(tmp_path)

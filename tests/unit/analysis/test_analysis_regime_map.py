@@ -61,11 +61,11 @@ def test_each_point_is_measured_against_its_fixed_baseline_and_classed():
 
 def test_the_statement_gives_the_range_where_the_claim_holds():
     text = map_statements(map_rows(PAPERS, runs(), config()))["speed"]
-    assert "dense comm / compute" not in text  # no label given: the axis name
-    assert "reaches the reported effect at comm compute 20" in text
-    assert "exceeds it at comm compute 200" in text
-    assert "clears only the partial floor at comm compute 2" in text
-    assert "misses at comm compute 0.2" in text and "1 seed" in text
+    # No label given: the axis's default label.
+    assert "reaches the reported effect at dense comm / compute 20" in text
+    assert "exceeds it at dense comm / compute 200" in text
+    assert "clears only the partial floor at dense comm / compute 2" in text
+    assert "misses at dense comm / compute 0.2" in text and "1 seed" in text
 
 
 def test_a_censored_method_run_is_a_miss_and_said_so():
@@ -91,3 +91,16 @@ def test_a_direction_only_claim_is_better_only_by_a_clear_margin():
     assert classes == {0.2: "not better", 2.0: "better", 20.0: "better", 200.0: "better"}
     text = map_statements(rows)["dir"]
     assert "better by more than 1% on time_to_target_s" in text and "not at 0.2" in text
+
+
+def test_the_summary_line_names_where_the_claim_holds():
+    from psml_core.analysis.regime_map import map_summaries
+
+    line = map_summaries(map_rows(PAPERS, runs(), config()))["speed"]
+    assert line == "holds at comm/compute 20, 200 of 0.2-200"
+    rows = map_rows(PAPERS, runs(), config())
+    rows["cls"] = ["miss", "partial", "partial", "miss"]
+    assert map_summaries(rows)["speed"] == "partial only at comm/compute 2, 20 of 0.2-200"
+    rows["cls"] = "miss"
+    assert map_summaries(rows)["speed"] == "misses at all 4 points of comm/compute 0.2-200"
+    assert map_summaries(pd.DataFrame(columns=MAP_COLUMNS)) == {}

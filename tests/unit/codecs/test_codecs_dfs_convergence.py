@@ -2,7 +2,7 @@
 
 At ``B = 1`` and ``lam = 0`` DFS is exactly element top-k with error feedback (the first tests),
 so what whole-block selection changes is the blocks, not the residual, the server or the
-broadcast. At the spec's budget (``rho = 0.01``) the ``dfs`` recipes use DGC's momentum
+broadcast. At our design's budget (``rho = 0.01``) the ``dfs`` recipes use DGC's momentum
 correction and factor masking on the workers (plain SGD at the server) instead of error feedback
 with server momentum, which does not reach the target there: the :class:`~psml_core.codecs.dfs.
 DFSCodec` docstring (Convergence) has the measurements, and the last tests check both sides.

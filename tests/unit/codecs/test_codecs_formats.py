@@ -20,7 +20,7 @@ def sparse_vectors(draw, max_n=300):
 
 
 def reference_size(n: int, k: int) -> int:
-    """The specs' rule, written out: COO 8k, bitmap ceil(n/8)+4k, dense 4n; the cheapest."""
+    """Our design's rule, written out: COO 8k, bitmap ceil(n/8)+4k, dense 4n; the cheapest."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     if coo <= bitmap:
         return coo

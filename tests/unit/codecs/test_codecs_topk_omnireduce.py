@@ -116,7 +116,7 @@ def test_same_density_as_the_topk_baseline(n):
 
 
 def test_plain_omnireduce_skips_nothing_on_a_dense_gradient():
-    """The spec's OmniReduce baseline (threshold 0, B = 256): 4n + 4 nblk on a dense vector."""
+    """Our design's OmniReduce baseline (threshold 0, B = 256): 4n + 4 nblk on a dense vector."""
     n = 10_000
     codec = make_codec(BlockSpec("omnireduce", {"block_size": 256, "threshold": 0.0}))
     x = np.random.default_rng(1).standard_normal(n).astype(np.float32)

@@ -32,7 +32,7 @@ def ref_bounds(n: int, key_size: int) -> list[int]:
 
 
 def ref_size(n: int, k: int) -> int:
-    """The specs' element-sparse rule: COO 8k while not longer than bitmap, else the cheaper."""
+    """Our design's element-sparse rule: COO 8k while not longer than bitmap, else the cheaper."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     if coo <= bitmap:
         return coo

@@ -88,7 +88,7 @@ def run_spec(
         scenario: A smoke network scenario.
         multipliers: Fixed per-worker compute-time multipliers (heterogeneous workers).
         momentum: Overrides the workload's momentum.
-        backend: The spec's backend field.
+        backend: Our design's backend field.
     """
     recipe = recipes()[method] if isinstance(method, str) else method
     base = smoke.run(workload, "dense_bsp", scenario, smoke.seeds[0])
@@ -131,7 +131,7 @@ _RUNS: dict[tuple[str, str], SimRun] = {}
 
 
 def simulate(spec: RunSpec, prepared: dict[str, Path]) -> SimRun:
-    """:func:`run_sim`, cached per process by the spec's settings and the data directory."""
+    """:func:`run_sim`, cached per process by our design's settings and the data directory."""
     key = (spec.config_hash(), str(prepared[spec.dataset.name]))
     if key not in _RUNS:
         _RUNS[key] = run_sim(spec, prepared)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 from pathlib import Path
@@ -18,7 +19,7 @@ from psml_core.errors import DataError
 from psml_core.report import build_report
 from psml_core.report.sections import head_to_head_section, paper_sections
 from psml_core.report.tables import fmt_bandwidth, fmt_bytes, fmt_percent, fmt_seconds, sig
-from psml_core.report.verdicts import fmt_ours, read_claims
+from psml_core.report.verdicts import fmt_ours_short, read_claims
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_pdf_is_byte_identical_across_builds(built: dict[str, Any]) -> None:
 def test_workdir_holds_the_intermediate_artifacts(built: dict[str, Any]) -> None:
     work = built["root"] / "work1"
     names = {p.name for p in work.iterdir()}
-    assert {"report.typ", "report_data.json", "table_runs.csv"} <= names
+    assert {"report.typ", "report_data.json", "data_runs.csv", "table_verdicts.csv"} <= names
     assert any(n.startswith("fig_") and n.endswith(".svg") for n in names)
     for svg in work.glob("fig_*.svg"):  # deterministic SVG: no date, fixed ids
         assert svg.read_bytes() == (built["root"] / "work2" / svg.name).read_bytes()
@@ -71,20 +72,31 @@ def _attached(built: dict[str, Any]) -> dict[str, str]:
 
 def test_long_tables_are_attached_as_csv(built: dict[str, Any]) -> None:
     files = _attached(built)
-    assert {"table_runs.csv", "table_run_provenance.csv"} <= set(files)
-    assert any(name.startswith("table_aggregate") for name in files)
-    assert "table_partition.csv" in files
+    want = {"data_runs.csv", "data_aggregate.csv", "data_claims.csv", "data_regimes.csv",
+            "data_methods.csv", "data_partition.csv"}  # fmt: skip
+    assert want <= set(files)
     for name in files:  # each attachment is listed, with its size, in the PDF
         assert name in built["text"].replace("\n", "")
 
 
-def test_runs_table_names_every_run(built: dict[str, Any]) -> None:
-    runs_part = _attached(built)["table_runs.csv"]
+def test_attached_tables_hold_numbers_not_formatted_text(built: dict[str, Any]) -> None:
+    files = _attached(built)
+    runs = pd.read_csv(io.StringIO(files["data_runs.csv"]))
     for run_id in built["inputs"]["metrics"]:
         workload, method, scenario, _ = run_id.split("/")
-        assert workload in runs_part and method in runs_part and scenario in runs_part
-    # rcv1_logreg's target 99 % is never reached: censored, and said so
-    assert "not held (censored)" in _flat(runs_part)
+        assert ((runs["workload"] == workload) & (runs["method"] == method)).any()
+        assert scenario in set(runs["scenario"])
+    for col in ("bytes_up", "bytes_down", "total_time_s", "final_test_accuracy"):
+        assert pd.api.types.is_numeric_dtype(runs[col]), col
+    # rcv1_logreg's target 99 % is never reached: censored, flagged, no time
+    rcv1 = runs[runs["workload"] == "rcv1_logreg"]
+    assert rcv1["censored"].all() and rcv1["time_to_target_s"].isna().all()
+    assert (runs.loc[~runs["censored"], "time_to_target_s"] > 0).all()
+    regimes = pd.read_csv(io.StringIO(files["data_regimes.csv"]))
+    assert {"claim", "field", "paper_value", "paper_status", "ours"} <= set(regimes.columns)
+    methods = pd.read_csv(io.StringIO(files["data_methods.csv"]), keep_default_na=False)
+    dc2 = methods[methods["recipe"] == "dc2_topk"].iloc[0]
+    assert dc2["role"] == "method" and "Delay measured once per iteration." in dc2["deviations"]
 
 
 def test_pdf_has_no_placeholders(built: dict[str, Any]) -> None:
@@ -146,16 +158,21 @@ def test_summary_page_has_the_verdict_table(built: dict[str, Any]) -> None:
     assert "Summary: reported versus reproduced" in first
     claims = read_claims(built["inputs"]["claims_csv"])
     assert len(claims) == 3
+    summary = _flat(" ".join(p.extract_text() for p in built["reader"].pages[:2]))
     for r in claims.itertuples(index=False):
-        assert r.claim in first
-        assert r.verdict in first
+        assert r.claim in summary
+        assert r.verdict in summary
     # Counts and numbers of the summary come from claims.csv.
     n = int((claims["verdict"] == "NOT REPRODUCED").sum())
     assert f"{n} NOT REPRODUCED" in first
     dc2 = claims[claims["claim"] == "dc2_vs_none"].iloc[0]
     assert dc2.metric == "total_time_s"
-    assert _flat(fmt_ours(dc2)) in first
+    assert _flat(fmt_ours_short(dc2)) in summary
     assert "up to 41×" in first
+    # The verdict rules are defined on the summary page.
+    for rule in ("REPRODUCED needs at least 3 seeds", "PARTIAL, the effect", "censored",
+                 "NOT COMPARABLE (regime)"):  # fmt: skip
+        assert rule in first, rule
 
 
 def test_a_claim_whose_experiment_is_not_in_the_tier_says_so(built: dict[str, Any]) -> None:
@@ -203,11 +220,14 @@ def test_a_tier_without_head_to_head_says_so(built: dict[str, Any], tmp_path: Pa
     assert section["tables"] == [] and section["figures"] == []
 
 
-def test_methods_appendix_marks_our_choices(built: dict[str, Any]) -> None:
+def test_methods_appendix_lists_every_recipe(built: dict[str, Any]) -> None:
     text = _flat(built["text"])
-    appendix = text[text.index("Appendix A: Methods") :]
-    assert "dc2_topk" in appendix and "role: method, paper: dc2" in appendix
-    assert "Delay measured once per iteration. [ours]" in appendix
+    appendix = text[text.index("Appendix A: Methods") : text.index("Appendix B: Provenance")]
+    recipes = built["inputs"]["experiment"]["recipes"]
+    for name in recipes:
+        assert name in appendix, name
+    assert "method, dc2" in appendix
+    assert "each deviation (our design choice)" in appendix
 
 
 def test_provenance_appendix_lists_inputs(built: dict[str, Any]) -> None:
@@ -286,7 +306,7 @@ def test_the_report_sets_each_regime_beside_the_papers_and_draws_the_maps(
     built: dict[str, Any],
 ) -> None:
     text = " ".join(built["text"].split())
-    assert "Regimes: the paper's and ours" in text
+    assert "Regimes: the paper's" in text and "compute: paper" in text
     assert "Regime maps: where each claim holds" in text
     assert "reaches the reported effect at dense comm / compute 20" in text
     assert "exceeds it at dense comm / compute 200" in text
@@ -295,7 +315,9 @@ def test_the_report_sets_each_regime_beside_the_papers_and_draws_the_maps(
     claims = read_claims(built["inputs"]["claims_csv"])
     measured = claims[claims["verdict"] != "NOT RUN"]
     assert (measured["regime_status"] != "").all()
-    assert "Ours / paper" in text and "unknown" in text
+    regimes = pd.read_csv(io.StringIO(_attached(built)["data_regimes.csv"]))
+    assert set(regimes["claim"]) == set(measured["claim"])
+    assert "unknown" in set(regimes["paper_status"])
 
 
 def test_a_missing_regime_map_file_is_named(tmp_path: Path, built: dict[str, Any]) -> None:
