@@ -45,6 +45,8 @@ from psml_core.report.tables import (
 )
 
 __all__ = [
+    "MAX_SERIES",
+    "method_groups",
     "accuracy_by_scenario_figure",
     "head_to_head_figure",
     "lossless_figure",
@@ -156,19 +158,68 @@ def _present(methods: Sequence[str], runs: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------- accuracy
 
 
+MAX_SERIES = 8
+"""At most this many methods share a panel; more are split into groups (figures)."""
+_REFERENCE = "dense_bsp"
+
+
+def method_groups(methods: Sequence[str], limit: int = MAX_SERIES) -> list[list[str]]:
+    """Split ``methods`` into groups of at most ``limit``, in order, each as large as the others.
+
+    The dense reference (``dense_bsp``), when present, is drawn in every group so that each
+    panel keeps the same yardstick.
+    """
+    methods = list(methods)
+    if len(methods) <= limit:
+        return [methods]
+    ref = [m for m in methods if m == _REFERENCE]
+    rest = [m for m in methods if m != _REFERENCE]
+    room = limit - len(ref)
+    n = -(-len(rest) // room)
+    size = -(-len(rest) // n)
+    return [ref + rest[i : i + size] for i in range(0, len(rest), size)]
+
+
 def accuracy_by_scenario_figure(
     curve: pd.DataFrame, runs: pd.DataFrame, methods: Sequence[str], workdir: Path, stem: str
 ) -> list[FigureSpec]:
     """Test accuracy against time, a panel per workload · scenario, a line per method.
+
+    More than :data:`MAX_SERIES` methods are split into groups, one set of figures each
+    (:func:`method_groups`), so that no panel has more lines than a reader can tell apart.
 
     Args:
         curve: :func:`psml_core.report.figures.curves` of exactly these runs.
         runs: The experiment's runs.
         methods: The experiment's methods, in order (their colours).
         workdir: Directory of the SVG files.
-        stem: File stem: ``fig_<stem>_<k>.svg``.
+        stem: File stem: ``fig_<stem>_<k>.svg`` (``fig_<stem>_g<i>_<k>.svg`` per group).
     """
     methods = _present(methods, runs)
+    groups = method_groups(methods)
+    specs: list[FigureSpec] = []
+    for i, group in enumerate(groups, start=1):
+        part = (
+            f" Methods {i} of {len(groups)} groups (at most {MAX_SERIES} lines a panel"
+            + (f", {_REFERENCE} in each" if _REFERENCE in group else "")
+            + ")."
+            if len(groups) > 1
+            else ""
+        )
+        specs += _accuracy_group(
+            curve, runs, group, workdir, stem if len(groups) == 1 else f"{stem}_g{i}", part
+        )
+    return specs
+
+
+def _accuracy_group(
+    curve: pd.DataFrame,
+    runs: pd.DataFrame,
+    methods: Sequence[str],
+    workdir: Path,
+    stem: str,
+    part: str,
+) -> list[FigureSpec]:
     styles = method_styles(methods)
     acc = curve[curve["kind"] == "test_accuracy"]
     targets = {
@@ -204,7 +255,7 @@ def accuracy_by_scenario_figure(
             f"Test accuracy of the global model against {clock} time, one line per method "
             f"({_seeds_phrase(runs)}); dashed: the target accuracy, which defines time to "
             f"target. Logarithmic time axis where times span over {_LOG_SPAN:g}x."
-            f"{_part(k, n, chunk)}"
+            f"{part}{_part(k, n, chunk)}"
         )
 
     return _line_figures(_panels(runs), stem, workdir, draw, legend, caption)
@@ -240,10 +291,31 @@ def ratio_figure(
     workdir: Path,
     stem: str,
 ) -> list[FigureSpec]:
-    """Compression ratio in force per iteration (mean over workers and seeds), per method."""
-    methods = _present(methods, runs)
-    styles = method_styles(methods)
+    """Compression ratio in force per iteration (mean over workers and seeds), per method.
+
+    More than :data:`MAX_SERIES` methods are split into groups (:func:`method_groups`).
+    """
+    present = _present(methods, runs)
     data = _per_iteration(runs, metrics, "ratio")
+    groups = method_groups(present)
+    specs: list[FigureSpec] = []
+    for i, group in enumerate(groups, start=1):
+        part = f" Methods {i} of {len(groups)} groups." if len(groups) > 1 else ""
+        specs += _ratio_group(
+            runs, data, group, workdir, stem if len(groups) == 1 else f"{stem}_g{i}", part
+        )
+    return specs
+
+
+def _ratio_group(
+    runs: pd.DataFrame,
+    data: pd.DataFrame,
+    methods: Sequence[str],
+    workdir: Path,
+    stem: str,
+    part: str,
+) -> list[FigureSpec]:
+    styles = method_styles(methods)
     log = _spans(data["mean"])
 
     def draw(ax: Axes, w: str, s: str) -> None:
@@ -263,6 +335,7 @@ def ratio_figure(
             "dense), mean over workers and seeds, one panel per workload · scenario: an adaptive "
             "controller moves it with the measured delay, a fixed ratio stays flat."
             + (" Logarithmic axis." if log else "")
+            + part
             + _part(k, n, chunk)
         )
 

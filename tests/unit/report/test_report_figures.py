@@ -143,3 +143,18 @@ def test_hashing_table_before_and_after() -> None:
     assert table is not None and table.rows == [["z", "100", "16", "75.5 → 74.6", "1.90 → 3.97",
                                                  "0.330 → 0.987"]]  # fmt: skip
     assert tables.hashing_table("h", {"d": {"rows": 5}}) is None
+
+
+def test_no_panel_gets_more_than_eight_methods():
+    from psml_core.report.experiment_figures import MAX_SERIES, method_groups
+
+    few = ["dense_bsp", "a", "b"]
+    assert method_groups(few) == [few]
+    many = ["dense_bsp", *(f"m{i}" for i in range(12))]
+    groups = method_groups(many)
+    assert all(len(g) <= MAX_SERIES for g in groups)
+    assert all(g[0] == "dense_bsp" for g in groups)  # the yardstick in every panel
+    assert sorted({m for g in groups for m in g}) == sorted(many)
+    assert max(map(len, groups)) - min(map(len, groups)) <= 1
+    no_ref = [f"m{i}" for i in range(9)]
+    assert [len(g) for g in method_groups(no_ref)] == [5, 4]
