@@ -323,6 +323,7 @@ class ClaimResult:
     verdict: str = "NOT RUN"
     detail: str = ""
     explanation: str = ""
+    seed_limited: bool = False
     regime_status: str = ""
     regime_notes: str = ""
     regime_map: str = ""
@@ -390,6 +391,7 @@ def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dic
             return "REPRODUCED", "the interval's lower end is within tolerance (one-sided)", nums
         if mean >= floor:
             why = f"n = {n} < {MIN_SEEDS}" if n < MIN_SEEDS else "the interval reaches below it"
+            nums["seed_limited"] = float(n < MIN_SEEDS)
             return "PARTIAL", f"the mean is within tolerance (one-sided), but {why}", nums
         return "NOT REPRODUCED", "below the reported value by more than the tolerance", nums
     inside = n >= MIN_SEEDS and band[0] <= ci[0] and ci[1] <= band[1]
@@ -401,7 +403,10 @@ def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dic
     if clears and n >= MIN_SEEDS and ci[0] > band[1] and claim["reported"].get("up_to"):
         return "EXCEEDED", 'the whole interval lies above the tolerance band of an "up to"', nums
     if clears:
-        if n < MIN_SEEDS:
+        if n < MIN_SEEDS and bool(np.all((band[0] <= g.gains) & (g.gains <= band[1]))):
+            why = f"every seed within the tolerance band, but n = {n} < {MIN_SEEDS} seeds"
+            nums["seed_limited"] = 1.0
+        elif n < MIN_SEEDS:
             why = f"n = {n} < {MIN_SEEDS} seeds (no interval)"
         elif ci[0] > band[1]:
             why = "the interval lies above the tolerance band (a more favourable setup)"
@@ -466,6 +471,7 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     # Every fixed scenario must pass: the worst decides (ties: the first listed).
     verdict, sc, g, detail, nums = min(outcomes, key=lambda o: _RANK[o[0]])
     res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
+    res.seed_limited = bool(nums.pop("seed_limited", 0.0))
     _set_numbers(res, g, metric, nums)
     res.detail = detail
     if len(outcomes) > 1:
@@ -586,6 +592,7 @@ def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     )
     if better_spread == total and seeds < MIN_SEEDS:
         res.detail += f" (REPRODUCED needs {MIN_SEEDS} seeds)"
+        res.seed_limited = True
     if censored:
         res.detail += f"; {censored} censored run(s) (never held the target) counted as bounds"
 
@@ -671,18 +678,29 @@ def evaluate_claims(
                 _quantitative(claim, res, wanted, mine)
             if config is not None and res.verdict != "NOT RUN":
                 _regime(paper, claim, res, wanted, mine, config)
-            res.explanation = explanation_for(claim, res.verdict)
+            res.explanation = explanation_for(claim, res.verdict, res.seeds, res.seed_limited)
             out.append(res)
     return out
 
 
-def explanation_for(claim: dict[str, Any], verdict: str) -> str:
+def explanation_for(
+    claim: dict[str, Any], verdict: str, seeds: int = MIN_SEEDS, seed_limited: bool = False
+) -> str:
     """The paper file's explanation of this verdict, or "" if it gives none for it.
 
     ``explanation`` maps verdict keys (``not_reproduced``, ``partial``, ``exceeded``,
     ``not_comparable``, ``reproduced``) to text, so that an explanation written for one outcome
-    is never printed beside another.
+    is never printed beside another. A PARTIAL held back only by its number of seeds
+    (``seed_limited``: every seed inside the band, or beyond the spread) is explained as such,
+    not by the text written for a smaller effect.
     """
+    if verdict == "PARTIAL" and seed_limited:
+        ran = "the one seed run" if seeds == 1 else f"each of the {seeds} seeds run"
+        return (
+            f"the claim holds in {ran}, but REPRODUCED needs "
+            f"{MIN_SEEDS} seeds and a 95% interval; run this tier with more seeds (for example "
+            "--config 'seeds=[0,1,2]')"
+        )
     by_verdict = claim.get("explanation") or {}
     key = EXPLANATION_KEYS.get(verdict)
     return str(by_verdict.get(key) or "") if key else ""

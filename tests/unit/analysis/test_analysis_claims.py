@@ -326,3 +326,13 @@ def test_a_paper_file_with_an_unkeyed_explanation_is_refused(tmp_path):
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(paper))
     with pytest.raises(ConfigError, match="explanation"):
         load_papers(tmp_path)
+
+
+def test_a_partial_held_back_only_by_its_seeds_is_explained_as_such():
+    c = claim("ratio", 0.1, explanation=EXPLAINED)
+    res = verdict(c, seeds([1], [10]))  # exactly the claimed 10x, one seed
+    assert res.verdict == "PARTIAL" and res.seed_limited
+    assert "needs 3 seeds" in res.explanation and "fell short" not in res.explanation
+    res = verdict(c, seeds([2.2], [10]))  # 4.5x of 10x: short of the band, one seed
+    assert res.verdict == "PARTIAL" and not res.seed_limited
+    assert res.explanation == "why it fell short"
