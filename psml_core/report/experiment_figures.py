@@ -387,6 +387,7 @@ def _hbars(
     else:
         top = float(positive.max()) if positive.size else 1.0
         ax.set_xlim(0, top * 1.3)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # byte labels are wide
     ax.set_yticks(y0, list(order))
     ax.set_ylim(len(order) - 0.5, -0.5)  # first label on top
     ax.grid(axis="y", visible=False)
