@@ -48,6 +48,18 @@ class Model(ABC):
     def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Mean loss over the batch (plus L2) and its gradient (float32, length n_params)."""
 
+    def loss_grad_batch(
+        self, params: np.ndarray, Xs: list[Matrix], ys: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`loss_grad` of P replicas at once: ``params`` is (P, n_params), one batch each.
+
+        Returns the P losses (float64) and the (P, n_params) float32 gradients. This default
+        loops; a model that can batch the P replicas in one call (:class:`TorchNet`) overrides
+        it, with results equal to the loop's within float32 rounding.
+        """
+        out = [self.loss_grad(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
+        return np.array([o[0] for o in out]), np.stack([o[1] for o in out])
+
     @abstractmethod
     def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
         """Mean loss (without L2) and accuracy on (X, y)."""

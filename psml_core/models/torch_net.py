@@ -33,6 +33,11 @@ class TorchNet(Model):
 
     net: nn.Module
     eval_batch: int | None = None
+    vmap_batches: bool = False
+    """Whether :meth:`loss_grad_batch` may use ``torch.func.vmap``: only for networks checked
+    against the per-replica path (:class:`~psml_core.models.mlp.MLP`). On torch 2.13 vmap over
+    the ResNet's GroupNorm and strided convolutions gave one replica in three a gradient 1.6%
+    off the float64 reference, where the per-replica path is within 1e-6."""
 
     def tensor_sizes(self) -> tuple[int, ...]:
         """Element counts of the network's parameter tensors, in the flat vector's order."""
@@ -62,6 +67,43 @@ class TorchNet(Model):
         loss.backward()
         grad = torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
         return float(loss.item()), grad.numpy().astype(np.float32, copy=True)
+
+    def loss_grad_batch(
+        self, params: np.ndarray, Xs: list[Matrix], ys: list[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """P replicas' losses and gradients in one call: ``torch.func.vmap`` over the replicas.
+
+        The module runs functionally (``functional_call``) on each replica's parameters, so
+        the P forward and backward passes are one batched pass. Falls back to the loop when
+        the batches differ in size, the module keeps buffers (batch-norm statistics, which a
+        functional pass would not update), or the network is not marked ``vmap_batches``.
+        Equal to the loop within float32 rounding (the batched matrix products sum in another
+        order).
+        """
+        sizes = {int(X.shape[0]) for X in Xs}
+        unsafe = not self.vmap_batches or any(True for _ in self.net.buffers())
+        if len(Xs) < 2 or len(sizes) != 1 or unsafe:
+            return super().loss_grad_batch(params, Xs, ys)
+        names = [n for n, _ in self.net.named_parameters()]
+        shapes = [p.shape for p in self.net.parameters()]
+        counts = [int(p.numel()) for p in self.net.parameters()]
+        l2 = float(self.l2)
+        net = self.net
+
+        def loss_of(flat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            pieces = torch.split(flat, counts)
+            tensors = {n: v.view(s) for n, v, s in zip(names, pieces, shapes, strict=True)}
+            out = torch.func.functional_call(net, tensors, (x,))
+            loss = nn.functional.cross_entropy(out, t)
+            if l2:
+                loss = loss + 0.5 * l2 * (flat * flat).sum()
+            return loss
+
+        flat = torch.from_numpy(np.ascontiguousarray(params, dtype=np.float32))
+        x = torch.stack([self._inputs(X) for X in Xs])
+        t = torch.from_numpy(np.stack([np.asarray(y, dtype=np.int64) for y in ys]))
+        grads, losses = torch.func.vmap(torch.func.grad_and_value(loss_of))(flat, x, t)
+        return losses.detach().double().numpy(), grads.detach().numpy().astype(np.float32)
 
     def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
         """Mean cross-entropy and accuracy (``eval_batch`` rows at a time, if set)."""
