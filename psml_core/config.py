@@ -220,11 +220,15 @@ def _part_schema(part: str) -> dict[str, Any]:
         "run_id": {"type": "string", "minLength": 1},
         "seed": {"type": "integer", "minimum": 0},
         "colocated": {"type": "boolean"},
-        **{k: top[k] for k in ("tier", "backend", "workers", "shards", "checkpoint_every")},
+        **{
+            k: top[k]
+            for k in ("tier", "backend", "workers", "shards", "checkpoint_every", "device")
+        },
         **{k: {"$ref": f"#/$defs/{k}"} for k in ("dataset", "workload", "scenario", "compute")},
         "method": {"$ref": "#/$defs/recipe"},
     }
-    required = [f.name for f in dataclasses.fields(RunSpec) if f.name != "checkpoint_every"]
+    optional = ("checkpoint_every", "device")
+    required = [f.name for f in dataclasses.fields(RunSpec) if f.name not in optional]
     return {
         "$defs": defs,
         "type": "object",
@@ -470,10 +474,18 @@ class RunSpec:
     scenario: ScenarioSpec
     compute: ComputeSpec
     checkpoint_every: int = 0
+    device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain, JSON-serialisable dict."""
-        return _plain(dataclasses.asdict(self))
+        """A plain, JSON-serialisable dict.
+
+        ``device`` is left out when it is the default ``cpu``: a CPU run keeps the config hash
+        it had before the setting existed (its results and checkpoints stay valid).
+        """
+        out = _plain(dataclasses.asdict(self))
+        if out.get("device") == "cpu":
+            del out["device"]
+        return out
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""
@@ -548,6 +560,8 @@ class Experiment:
     report: dict[str, Any] = field(default_factory=dict)
     experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
     checkpoint_every: int = 0
+    device: str = "cpu"
+    slurm_gpu_partition: str = "gpu"
     derived: frozenset[str] = frozenset()
     """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
 
@@ -581,6 +595,7 @@ class Experiment:
             scenario=self.scenarios[scenario],
             compute=self.compute_for(scenario),
             checkpoint_every=self.checkpoint_every,
+            device=self.device,
         )
 
     def cluster(self, workload: str) -> tuple[int, int]:
@@ -847,6 +862,8 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
             for k, v in cfg.get("experiments", {}).items()
         },
         checkpoint_every=cfg.get("checkpoint_every", 0),
+        device=cfg.get("device", "cpu"),
+        slurm_gpu_partition=cfg.get("slurm_gpu_partition", "gpu"),
         derived=frozenset(made),
     )
     if not exp.grid():

@@ -30,7 +30,7 @@
 #      minutes); starts slurmctld and slurmd (nice 19: jobs inherit it) and waits until the
 #      node is idle;
 #   3. edits the copy's profiles/slurm/config.yaml the way README ("Running on SLURM") tells a
-#      user to: no account (none exist here), the local partition, no GPUs, one CPU per
+#      user to: no account (none exist here), the local partition, one CPU per
 #      training task, mem_mb capped to what one core's share of this node holds; and, because
 #      this cluster has no slurmdbd (so `sacct` cannot answer), status polling with squeue;
 #   4. runs the smoke tier: `snakemake --profile profiles/slurm --config tier=smoke`
@@ -266,8 +266,8 @@ def sub(pattern, repl, expected):
 
 
 sub(r"^  slurm_account: .*\n", "", 1)  # no accounts here: the plugin submits without -A
-sub(r"^(\s+slurm_partition: ).*$", rf'\g<1>"{partition}"', 2)  # CPU and GPU partition
-sub(r"^(    gpu: )\d+", r"\g<1>0", 1)  # no GPUs
+sub(r"^(\s+slurm_partition: ).*$", rf'\g<1>"{partition}"', 1)  # the CPU partition
+# No GPUs: the profile asks for none (only device: cuda runs would, and none run here).
 sub(r"^(    cpus_per_task: )\d+", r"\g<1>1", 1)  # one core per training task
 text = re.sub(  # one job per core fits the node
     r"^(\s+mem_mb: )(\d+)",

@@ -17,7 +17,8 @@ from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
-from psml_core.errors import DataError
+from psml_core.engine.torch_device import device_provenance, resolve_device
+from psml_core.errors import ConfigError, DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.net.codec_cost import CodecCostModel
@@ -38,9 +39,10 @@ def configure_torch(spec: RunSpec) -> None:
         set_deterministic(True, warn_only=False)
 
 
-def _time_model(job: Job, backend: Backend) -> dict[str, Any]:
-    """What the run's clock assumed: the compute model, and on sim the codec cost tables."""
+def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, Any]:
+    """What the run's clock assumed (compute model, codec costs) and what it computed on."""
     out = job.compute.describe()
+    out["torch_device"] = device_provenance(device)
     if isinstance(backend, SimBackend):
         spec = job.spec
         out["overlap"] = spec.scenario.overlap
@@ -89,6 +91,12 @@ def train(
     out = Path(out_dir)
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
+    device = resolve_device(spec.device)
+    if device.type == "cuda" and spec.backend != "sim":
+        raise ConfigError(
+            f"device: cuda runs on the sim backend only so far; the {spec.backend} backend "
+            "computes on the CPU (use --config device=cpu for it)"
+        )
     checkpoint = out / CHECKPOINT_NAME
     if spec.backend == "sim":
         backend: Backend = SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
@@ -103,6 +111,7 @@ def train(
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
+    job.model.to(device)
     records = backend.run(job)
     if isinstance(backend, SimBackend) and backend.resumed_at is not None:
         print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
@@ -114,7 +123,7 @@ def train(
         clock=backend.clock,
         data_sha256=manifest_sha256(data_dir),
         wall_clock_s=wall,
-        compute_model=_time_model(job, backend),
+        compute_model=_time_model(job, backend, device),
         placement_decisions=None
         if job.dynamic is None
         else [dataclasses.asdict(d) for d in job.dynamic.decisions],

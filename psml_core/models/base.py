@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from psml_core.config import WorkloadSpec
 from psml_core.registry import Registry
@@ -67,6 +68,14 @@ class Model(ABC):
     @abstractmethod
     def flops(self, X: Matrix) -> float:
         """Floating-point operations of one forward + backward pass on batch X (for timing)."""
+
+    def to(self, device: torch.device) -> Model:
+        """Compute on ``device`` from now on (``device`` setting); NumPy models stay on the CPU.
+
+        Parameters and gradients cross the interface as NumPy arrays on the CPU whatever the
+        device: the codecs and the server shards work on those.
+        """
+        return self
 
     def tensor_sizes(self) -> tuple[int, ...]:
         """Parameter counts of the model's tensors in forward order (they tile the flat vector).

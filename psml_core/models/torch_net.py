@@ -39,6 +39,14 @@ class TorchNet(Model):
     the ResNet's GroupNorm and strided convolutions gave one replica in three a gradient 1.6%
     off the float64 reference, where the per-replica path is within 1e-6."""
 
+    device: torch.device = torch.device("cpu")
+
+    def to(self, device: torch.device) -> TorchNet:
+        """Move the module to ``device``; inputs follow it, gradients come back to the CPU."""
+        self.device = torch.device(device)
+        self.net.to(self.device)
+        return self
+
     def tensor_sizes(self) -> tuple[int, ...]:
         """Element counts of the network's parameter tensors, in the flat vector's order."""
         return tuple(int(p.numel()) for p in self.net.parameters())
@@ -47,26 +55,33 @@ class TorchNet(Model):
         return as_tensor(X)
 
     def _flat(self) -> torch.Tensor:
-        return nn.utils.parameters_to_vector(self.net.parameters()).detach()
+        return nn.utils.parameters_to_vector(self.net.parameters()).detach().cpu()
 
     def _load(self, params: np.ndarray) -> None:
         # A copy: vector_to_parameters makes the parameters views of the vector it is given.
         with torch.no_grad():
             nn.utils.vector_to_parameters(
-                torch.from_numpy(np.array(params, dtype=np.float32)), self.net.parameters()
+                torch.from_numpy(np.array(params, dtype=np.float32)).to(self.device),
+                self.net.parameters(),
             )
+
+    def _x(self, X: Matrix) -> torch.Tensor:
+        return self._inputs(X).to(self.device)
+
+    def _t(self, y: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(y, dtype=np.int64)).to(self.device)
 
     def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Mean cross-entropy plus (l2/2)||theta||^2, and its gradient."""
         self._load(params)
         self.net.zero_grad(set_to_none=True)
-        out = self.net(self._inputs(X))
-        loss = nn.functional.cross_entropy(out, torch.from_numpy(np.asarray(y, dtype=np.int64)))
+        out = self.net(self._x(X))
+        loss = nn.functional.cross_entropy(out, self._t(y))
         if self.l2:
             loss = loss + 0.5 * self.l2 * sum((p * p).sum() for p in self.net.parameters())
         loss.backward()
         grad = torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
-        return float(loss.item()), grad.numpy().astype(np.float32, copy=True)
+        return float(loss.item()), grad.cpu().numpy().astype(np.float32, copy=True)
 
     def loss_grad_batch(
         self, params: np.ndarray, Xs: list[Matrix], ys: list[np.ndarray]
@@ -99,11 +114,14 @@ class TorchNet(Model):
                 loss = loss + 0.5 * l2 * (flat * flat).sum()
             return loss
 
-        flat = torch.from_numpy(np.ascontiguousarray(params, dtype=np.float32))
-        x = torch.stack([self._inputs(X) for X in Xs])
-        t = torch.from_numpy(np.stack([np.asarray(y, dtype=np.int64) for y in ys]))
+        flat = torch.from_numpy(np.ascontiguousarray(params, dtype=np.float32)).to(self.device)
+        x = torch.stack([self._x(X) for X in Xs])
+        t = torch.stack([self._t(y) for y in ys])
         grads, losses = torch.func.vmap(torch.func.grad_and_value(loss_of))(flat, x, t)
-        return losses.detach().double().numpy(), grads.detach().numpy().astype(np.float32)
+        return (
+            losses.detach().double().cpu().numpy(),
+            grads.detach().cpu().numpy().astype(np.float32),
+        )
 
     def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
         """Mean cross-entropy and accuracy (``eval_batch`` rows at a time, if set)."""
@@ -114,13 +132,13 @@ class TorchNet(Model):
         loss_sum, correct = 0.0, 0
         with torch.no_grad():
             if n <= step:  # one pass: the mean as torch computes it
-                out = self.net(self._inputs(X))
-                t = torch.from_numpy(target)
+                out = self.net(self._x(X))
+                t = self._t(target)
                 loss = float(nn.functional.cross_entropy(out, t).item())
                 return loss, float((out.argmax(dim=1) == t).double().mean().item())
             for lo in range(0, n, step):
-                out = self.net(self._inputs(X[lo : lo + step]))
-                t = torch.from_numpy(target[lo : lo + step])
+                out = self.net(self._x(X[lo : lo + step]))
+                t = self._t(target[lo : lo + step])
                 loss_sum += float(nn.functional.cross_entropy(out, t, reduction="sum").item())
                 correct += int((out.argmax(dim=1) == t).sum().item())
         return loss_sum / n, correct / n

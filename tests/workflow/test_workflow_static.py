@@ -29,7 +29,8 @@ def test_snakefmt_check():
     [
         ([], "psml train --run"),
         (["--profile", "profiles/local"], "psml train --run"),
-        (["--profile", "profiles/slurm"], "slurm_partition=gpu"),
+        (["--profile", "profiles/slurm"], "slurm_partition=cpu"),
+        (["--profile", "profiles/slurm", "--config", "device=cuda"], "gpu=1"),
         (["--profile", "profiles/slurm", "--config", "backend=dist"], "tasks=6, mpi=srun"),
     ],
 )
@@ -38,6 +39,11 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert expect in out
+    trains = [ln for ln in out.splitlines() if "resources:" in ln and "launcher=" in ln]
+    if "profiles/slurm" in profile_args:  # a GPU only for training jobs that compute on one
+        cuda = "device=cuda" in profile_args
+        assert trains and all(("gpu=1" in ln) == cuda for ln in trains)
+        assert all(("slurm_partition=gpu" in ln) == cuda for ln in trains)
     for rule in ("prepare", "analyze", "partition", "train", "compare", "report"):
         assert f"rule {rule}:" in out or f"localrule {rule}:" in out, rule
 

@@ -162,6 +162,10 @@ def train_tasks(wildcards):
 # is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
 TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
 
+# A GPU only for training jobs that compute on one (device: cuda), on the GPU partition;
+# every other job keeps the profile's default partition and asks for none.
+TRAIN_GPU = {"gpu": 1, "slurm_partition": EXP.slurm_gpu_partition} if EXP.device == "cuda" else {}
+
 
 def all_summaries(wildcards):
     """Every run's summary.json."""

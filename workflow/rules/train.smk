@@ -20,6 +20,8 @@ rule train:
     resources:
         # SLURM tasks: P + S for dist, with `mpi` (see TRAIN_TASKS), else one.
         **TRAIN_TASKS,
+        # One GPU (and the GPU partition) only where the run computes on one.
+        **TRAIN_GPU,
         mem_mb=4000,
         runtime=60,
         # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".

@@ -1,0 +1,69 @@
+"""Where a run's tensors live (``device: cpu | cuda | auto``) and what it ran on.
+
+The simulated clock never depends on this: it comes from the device profile
+(``compute.device``). This is where the real gradients are computed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import torch
+
+from psml_core.errors import ConfigError
+
+__all__ = ["DEVICES", "device_provenance", "resolve_device"]
+
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device for the ``device`` setting.
+
+    ``auto`` is the first GPU where torch sees one, else the CPU; ``cuda`` without a GPU is an
+    error that says so.
+
+    Raises:
+        ConfigError: An unknown name, or ``cuda`` where torch finds no GPU.
+    """
+    if name not in DEVICES:
+        raise ConfigError(f"device: {name!r} is not one of {list(DEVICES)}")
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "device: cuda, but torch finds no GPU here (torch "
+            f"{torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use "
+            "--config device=cpu, or device=auto to take a GPU only where there is one"
+        )
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _driver_version() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def device_provenance(device: torch.device) -> dict[str, Any]:
+    """What the run computed on: the device, and on a GPU its model, CUDA and driver versions."""
+    if device.type != "cuda":
+        return {"device": "cpu"}
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "device": str(device),
+        "gpu": props.name,
+        "gpu_memory_bytes": int(props.total_memory),
+        "cuda": torch.version.cuda,
+        "driver": _driver_version(),
+    }

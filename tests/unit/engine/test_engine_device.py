@@ -1,0 +1,80 @@
+"""The ``device`` setting: cpu, cuda or auto; where a run's gradients are computed.
+
+The CPU tests always run. The GPU tests skip, with the reason, where torch sees no GPU (CI
+never has one): on a GPU machine, ``pytest tests/unit/engine/test_engine_device.py`` runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from psml_core.config import RunSpec, load_experiment
+from psml_core.data.store import load_prepared
+from psml_core.engine import SimBackend, build_job, train
+from psml_core.engine.torch_device import device_provenance, resolve_device
+from psml_core.errors import ConfigError
+
+GPU = torch.cuda.is_available()
+needs_gpu = pytest.mark.skipif(not GPU, reason="no GPU: torch.cuda.is_available() is False")
+
+
+def spec_for(smoke, **changes):
+    run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
+    wl = dataclasses.replace(run.workload, iterations=8)
+    return dataclasses.replace(run, workload=wl, **changes)
+
+
+def test_cpu_and_auto_without_a_gpu_resolve_to_the_cpu() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if GPU else "cpu")
+    assert device_provenance(torch.device("cpu")) == {"device": "cpu"}
+    with pytest.raises(ConfigError, match="not one of"):
+        resolve_device("tpu")
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is present: cuda resolves")
+def test_cuda_without_a_gpu_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="finds no GPU here.*device=cpu"):
+        resolve_device("cuda")
+
+
+def test_a_cpu_run_keeps_its_config_hash_and_cuda_changes_it(smoke) -> None:
+    spec = spec_for(smoke)
+    assert spec.device == "cpu" and "device" not in json.loads(spec.to_json())
+    cuda = dataclasses.replace(spec, device="cuda")
+    assert json.loads(cuda.to_json())["device"] == "cuda"
+    assert cuda.config_hash() != spec.config_hash()
+    assert RunSpec.from_json(cuda.to_json()) == cuda
+    assert RunSpec.from_json(spec.to_json()) == spec
+
+
+def test_the_tier_and_the_command_line_set_the_device(smoke) -> None:
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[3] / "config"
+    exp = load_experiment({"tier": "smoke", "device": "auto"}, config)
+    assert exp.device == "auto" and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).device == "auto"
+    with pytest.raises(ConfigError, match="device"):
+        load_experiment({"tier": "smoke", "device": "gpu"}, config)
+
+
+def test_the_summary_records_the_device(smoke, prepared, tmp_path) -> None:
+    summary = train(spec_for(smoke), prepared["digits"], tmp_path / "r")
+    assert summary["provenance"]["compute_model"]["torch_device"] == {"device": "cpu"}
+
+
+@needs_gpu
+def test_a_sim_run_on_the_gpu_moves_the_same_bytes_and_learns_alike(smoke, prepared) -> None:
+    ds = load_prepared(prepared["digits"])
+    cpu = SimBackend().run(build_job(spec_for(smoke), ds))
+    job = build_job(spec_for(smoke, device="cuda"), ds)
+    job.model.to(resolve_device("cuda"))
+    gpu = SimBackend().run(job)
+    assert [r.bytes_up for r in gpu] == [r.bytes_up for r in cpu]
+    losses = np.array([r.loss for r in cpu]), np.array([r.loss for r in gpu])
+    assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
