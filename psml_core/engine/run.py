@@ -91,7 +91,10 @@ def train(
     out = Path(out_dir)
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
-    device = resolve_device(spec.device)
+    # dist and horovod compute on the CPU so far: there, auto means the CPU.
+    device = resolve_device(
+        "cpu" if spec.backend != "sim" and spec.device == "auto" else spec.device
+    )
     if device.type == "cuda" and spec.backend != "sim":
         raise ConfigError(
             f"device: cuda runs on the sim backend only so far; the {spec.backend} backend "
