@@ -27,6 +27,7 @@ __all__ = [
     "claims_attachment",
     "methods_attachment",
     "partition_attachment",
+    "regime_map_attachment",
     "regimes_attachment",
     "runs_attachment",
 ]
@@ -173,4 +174,16 @@ def methods_attachment(experiment: Mapping[str, Any]) -> Attachment:
         "from the paper's setup (each one our design choice), separated by “|”.",
         frame.reindex(columns=front + blocks + back),
         summary="every recipe: role, paper, blocks, description and deviations",
+    )
+
+
+def regime_map_attachment(rows: pd.DataFrame) -> Attachment:
+    """Every regime-map point: claim, axis value, method against the strongest, factor, class."""
+    return Attachment(
+        "regime_map",
+        "Every regime-map point: the map, its axis and value, the claim, its method against "
+        "the strongest of its fixed baselines run there, the metric, the factor (baseline / "
+        "method; a censored run makes it a bound), the paper's factor and the class.",
+        rows,
+        summary="every regime-map point: axis value, claim, factor, paper's factor, class",
     )

@@ -312,6 +312,10 @@ def _compile(workdir: Path, out_pdf: Path) -> None:
                 root=str(workdir),
                 format="pdf",
                 ignore_system_fonts=True,  # only the wheel's fonts: same PDF on every machine
+                # No PDF tags: the tag tree fails on some float placements, depending only on
+                # where pages break ("this element's PDF tag would be split up"; typst issues
+                # 7789, 8776), so a report would fail to build for one more run in its table.
+                pdf_tags=False,
             )
         except typst.TypstError as exc:  # a template or data bug, not a user error
             raise RuntimeError(f"typst could not compile {workdir / 'report.typ'}: {exc}") from exc
@@ -390,6 +394,8 @@ def build_report(
         workdir=workdir,
     )
     data["regime_map"] = regime_map_section(rmap, workdir)
+    if not rmap.empty:
+        data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
     _compile(workdir, Path(out_pdf))

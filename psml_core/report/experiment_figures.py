@@ -387,7 +387,7 @@ def _hbars(
     else:
         top = float(positive.max()) if positive.size else 1.0
         ax.set_xlim(0, top * 1.3)
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # byte labels are wide
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # byte labels are wide
     ax.set_yticks(y0, list(order))
     ax.set_ylim(len(order) - 0.5, -0.5)  # first label on top
     ax.grid(axis="y", visible=False)
@@ -737,21 +737,30 @@ def _up_down_bars(
     base = palette(2)
     colours = [base[0], base[1], base[0], base[1]]
     log = _spans(data["value"])
-    keys = sorted(set(data[key_col]))
+    # A panel holds at most as many labels as fit a figure; more are split into parts.
+    room = max(1, int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN - _PANEL_IN) // (len(series) * _BAR_IN)))
+    parts: dict[str, tuple[str, list[str]]] = {}
+    for key in sorted(set(data[key_col])):
+        labels = sorted(dict.fromkeys(data.loc[data[key_col] == key, "label"]), key=order)
+        chunks = [labels[i : i + room] for i in range(0, len(labels), room)]
+        for i, chunk in enumerate(chunks, start=1):
+            name = key if len(chunks) == 1 else f"{key} ({i}/{len(chunks)})"
+            parts[name] = (key, chunk)
 
-    def draw(ax: Axes, key: str) -> None:
-        sub = data[data[key_col] == key]
+    def draw(ax: Axes, name: str) -> None:
+        key, labels = parts[name]
+        sub = data[(data[key_col] == key) & data["label"].isin(labels)]
         _hbars(
             ax,
             sub,
-            sorted(dict.fromkeys(sub["label"]), key=order),
+            labels,
             series,
             colours,
             log=log,
             fmt=fmt_bytes,
             hatched=tuple(series[2:]),
         )
-        ax.set(title=key, xlabel=xlabel)
+        ax.set(title=name, xlabel=xlabel)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
 
     legend = [
@@ -764,8 +773,7 @@ def _up_down_bars(
     def caption(k: int, n: int, names: Sequence[str]) -> str:
         return text + (" Logarithmic axis." if log else "") + _bar_part(k, n, names)
 
-    n_labels = {key: len(set(data[data[key_col] == key]["label"])) for key in keys}
-    panels = [(key, 4 * n_labels[key]) for key in keys]
+    panels = [(name, len(series) * len(labels)) for name, (_, labels) in parts.items()]
     half = max(len(str(lb)) for lb in data["label"]) <= HALF_LABEL_CHARS
     return _bar_figures(panels, stem, workdir, draw, legend, caption, half)
 

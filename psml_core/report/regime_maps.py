@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
-from psml_core.analysis.regime_map import fmt_x, map_statements
+from psml_core.analysis.regime_map import map_statements
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
-from psml_core.report.tables import DASH, Table, sig
 
 __all__ = ["regime_map_section"]
 
@@ -71,7 +70,8 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label)
         ax.set_ylabel("baseline / method (x better)")
-        ax.legend(fontsize=7, frameon=False, loc="best")
+        # Beside the axes: inside, the legend would hide the dashed reported factors.
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         save_svg(fig, path)
         plt.close(fig)
@@ -87,35 +87,6 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
         ),
         "label": f"fig-regime-{name.replace('_', '-')}",
     }
-
-
-def _points_table(rows: pd.DataFrame) -> Table:
-    body = [
-        [
-            str(r.experiment),
-            str(r.claim),
-            f"{r.axis_label} = {fmt_x(float(r.x))}",
-            f"{r.method} vs {r.baseline}",
-            str(r.metric),
-            DASH if not math.isfinite(float(r.factor)) else f"{sig(float(r.factor))}x",
-            DASH
-            if not math.isfinite(float(r.reported_factor))
-            else f"{sig(float(r.reported_factor))}x",
-            str(r.cls) + (f" ({r.bound})" if r.bound else ""),
-        ]
-        for r in rows.sort_values(["experiment", "claim", "x"]).itertuples(index=False)
-    ]
-    return Table(
-        "regime_map",
-        "Regime map points: each claim's method against the strongest of its fixed baselines "
-        "run at the point (factor: baseline / method on the claim's first metric; a censored "
-        "run makes the factor a bound), beside the paper's reported factor.",
-        ["Map", "Claim", "Point", "Method vs strongest", "Metric", "Factor", "Paper", "Class"],
-        body,
-        group=True,
-        align=["left", "left", "left", "left", "left", "right", "right", "left"],
-        widths=["auto", "auto", 1.2, 1.4, 1.0, "auto", "auto", "auto"],
-    )
 
 
 def regime_map_section(rows: pd.DataFrame, workdir: Path) -> dict[str, Any]:
@@ -136,5 +107,6 @@ def regime_map_section(rows: pd.DataFrame, workdir: Path) -> dict[str, Any]:
         ),
         "figures": figures,
         "statements": [{"claim": k, "text": v} for k, v in sorted(said.items())],
-        "tables": [_points_table(rows).write(workdir)],
+        # Every point, with its factor and class, is attached as data_regime_map.csv.
+        "tables": [],
     }

@@ -203,6 +203,7 @@ def paper_sections(
             for spec in paper.get("tables") or []
         ]
         texts, figures, tables = [], [], []
+        shown: set[tuple[tuple[str, ...], ...]] = set()  # a table two experiments share: once
         for name in names:
             ex = experiments[name] or {}
             sub = experiment_runs(runs, experiment, ex)
@@ -217,7 +218,11 @@ def paper_sections(
                 name, experiment, ex, sub, frames, sparsity, partitions, workdir
             )
             figures += [_fig(f) for f in figs]
-            tables += [t.write(workdir) for t in extra]
+            for t in extra:
+                content = (tuple(t.header), *map(tuple, t.rows))
+                if content not in shown:
+                    shown.add(content)
+                    tables.append(t.write(workdir))
             settings = {
                 m: text
                 for spec in paper.get("tables") or []
