@@ -195,20 +195,30 @@ def accuracy_by_scenario_figure(
         workdir: Directory of the SVG files.
         stem: File stem: ``fig_<stem>_<k>.svg`` (``fig_<stem>_g<i>_<k>.svg`` per group).
     """
-    methods = _present(methods, runs)
+    return _per_group(
+        _present(methods, runs),
+        stem,
+        lambda group, name, part: _accuracy_group(curve, runs, group, workdir, name, part),
+    )
+
+
+def _per_group(
+    methods: Sequence[str],
+    stem: str,
+    draw: Callable[[Sequence[str], str, str], list[FigureSpec]],
+) -> list[FigureSpec]:
+    """``draw(group, stem, caption part)`` once per :func:`method_groups` group."""
     groups = method_groups(methods)
+    if len(groups) == 1:
+        return draw(groups[0], stem, "")
     specs: list[FigureSpec] = []
     for i, group in enumerate(groups, start=1):
         part = (
             f" Methods {i} of {len(groups)} groups (at most {MAX_SERIES} lines a panel"
             + (f", {_REFERENCE} in each" if _REFERENCE in group else "")
             + ")."
-            if len(groups) > 1
-            else ""
         )
-        specs += _accuracy_group(
-            curve, runs, group, workdir, stem if len(groups) == 1 else f"{stem}_g{i}", part
-        )
+        specs += draw(group, f"{stem}_g{i}", part)
     return specs
 
 
@@ -295,16 +305,12 @@ def ratio_figure(
 
     More than :data:`MAX_SERIES` methods are split into groups (:func:`method_groups`).
     """
-    present = _present(methods, runs)
     data = _per_iteration(runs, metrics, "ratio")
-    groups = method_groups(present)
-    specs: list[FigureSpec] = []
-    for i, group in enumerate(groups, start=1):
-        part = f" Methods {i} of {len(groups)} groups." if len(groups) > 1 else ""
-        specs += _ratio_group(
-            runs, data, group, workdir, stem if len(groups) == 1 else f"{stem}_g{i}", part
-        )
-    return specs
+    return _per_group(
+        _present(methods, runs),
+        stem,
+        lambda group, name, part: _ratio_group(runs, data, group, workdir, name, part),
+    )
 
 
 def _ratio_group(

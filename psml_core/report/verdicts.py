@@ -153,12 +153,17 @@ def fmt_reported(row: Any) -> str:
     return f"up to {text}" if row.up_to else text
 
 
-def fmt_ours(row: Any) -> str:
-    """Our mean with its 95% interval, range over seeds, n and censoring, or "not run"."""
+def _unmeasured(row: Any) -> str | None:
+    """The text for a claim without a measurement ("not run", "not measured"), else None."""
     if row.verdict == "NOT RUN":
         return "not run"
-    if not is_measured(row):
-        return "not measured"
+    return None if is_measured(row) else "not measured"
+
+
+def fmt_ours(row: Any) -> str:
+    """Our mean with its 95% interval, range over seeds, n and censoring, or "not run"."""
+    if (missing := _unmeasured(row)) is not None:
+        return missing
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
         # ours / low / high hold: pairs better on average, beyond the spread, in all.
@@ -256,10 +261,8 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
 
 def fmt_ours_short(row: Any) -> str:
     """The summary's form of :func:`fmt_ours`: mean, 95% interval, n, censored runs."""
-    if row.verdict == "NOT RUN":
-        return "not run"
-    if not is_measured(row):
-        return "not measured"
+    if (missing := _unmeasured(row)) is not None:
+        return missing
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
         return f"better on {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
@@ -292,7 +295,7 @@ def verdict_table(claims: pd.DataFrame) -> Table:
             fmt_ours_short(r),
             judged_short(r),
             r.verdict,
-            regime_cell(r, short=True),
+            regime_cell(r),
         ]
         for r in claims.itertuples(index=False)
     ]
@@ -337,32 +340,23 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
     )
 
 
-def regime_cell(row: Any, short: bool = False) -> str:
+def regime_cell(row: Any) -> str:
     """The claim's regime in a few words, and the regime map's range where one answers it.
 
-    Matched, off (which field, how far) or not given by the paper. With ``short``, the map's
-    one-line range (``regime_map_short``, set by the report) instead of its full sentences.
+    Matched, off (which field, how far) or not given by the paper; then the map's one-line
+    range (``regime_map_short``, set by the report).
     """
     status = getattr(row, "regime_status", "") or ""
-    notes = getattr(row, "regime_notes", "") or ""
-    said = getattr(row, "regime_map", "") or ""
-    if short:
-        said = getattr(row, "regime_map_short", "") or ""
+    said = getattr(row, "regime_map_short", "") or ""
     if not status:
         text = "not measured" if row.verdict == "NOT RUN" else DASH
     elif status == "matched":
-        text = "matched" if short else "matched to the paper's"
+        text = "matched"
     elif status == "off":
-        text = f"off: {notes}"
+        text = f"off: {getattr(row, 'regime_notes', '') or ''}"
     else:
-        text = (
-            "not given by the paper"
-            if short
-            else "the paper gives none of comm/compute, link side, density, workers"
-        )
-    if said:
-        text += f"; map: {said}" if short else f". {said}"
-    return text
+        text = "not given by the paper"
+    return f"{text}; map: {said}" if said else text
 
 
 _BOUNDED = ("comm_compute", "bandwidth_share", "density", "workers")
