@@ -18,7 +18,7 @@ from psml_core.engine.job import Job, build_job
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.torch_device import device_provenance, resolve_device
-from psml_core.errors import ConfigError, DataError
+from psml_core.errors import DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.net.codec_cost import CodecCostModel
@@ -91,15 +91,9 @@ def train(
     out = Path(out_dir)
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
-    # dist and horovod compute on the CPU so far: there, auto means the CPU.
-    device = resolve_device(
-        "cpu" if spec.backend != "sim" and spec.device == "auto" else spec.device
-    )
-    if device.type == "cuda" and spec.backend != "sim":
-        raise ConfigError(
-            f"device: cuda runs on the sim backend only so far; the {spec.backend} backend "
-            "computes on the CPU (use --config device=cpu for it)"
-        )
+    # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
+    # multi-process run takes its own GPU, engine.torch_device.rank_device).
+    device = resolve_device(spec.device)
     checkpoint = out / CHECKPOINT_NAME
     if spec.backend == "sim":
         backend: Backend = SimBackend(checkpoint if spec.checkpoint_every > 0 else None)

@@ -14,7 +14,7 @@ import torch
 
 from psml_core.errors import ConfigError
 
-__all__ = ["DEVICES", "device_provenance", "resolve_device"]
+__all__ = ["DEVICES", "device_provenance", "rank_device", "resolve_device"]
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -39,6 +39,22 @@ def resolve_device(name: str) -> torch.device:
             "--config device=cpu, or device=auto to take a GPU only where there is one"
         )
     return torch.device("cuda", torch.cuda.current_device())
+
+
+def rank_device(name: str, local_rank: int) -> torch.device:
+    """The device of one process of a multi-process run (dist, horovod): one GPU per rank.
+
+    A rank takes GPU ``local_rank % n`` of the ``n`` this host's torch sees, so a node with as
+    many GPUs as ranks gives each rank its own, and fewer GPUs are shared round-robin (a shared
+    GPU is correct, only slower). ``cpu``, and ``auto`` without a GPU, is the CPU.
+
+    Raises:
+        ConfigError: As :func:`resolve_device`.
+    """
+    device = resolve_device(name)
+    if device.type != "cuda":
+        return device
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
 
 
 def _driver_version() -> str | None:

@@ -87,26 +87,26 @@ def two_link_rates(
         capacity: Capacity of every link.
         competing: Competing flows on every link (integers >= 0), or None for none.
     """
+    # The unfrozen flows are kept compacted (s, d, idx) so each level touches only them, and
+    # the per-link flow counts are updated by the frozen flows instead of recounted.
     rates = np.zeros(src.size)
-    cap = capacity.astype(np.float64).copy()
-    active = np.ones(src.size, dtype=bool)
+    cap = capacity.astype(np.float64)  # a copy
     nlinks = cap.size
-    while active.any():
-        a_src, a_dst = src[active], dst[active]
-        counts = np.bincount(a_src, minlength=nlinks) + np.bincount(a_dst, minlength=nlinks)
+    counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
+    s, d, idx = src, dst, np.arange(src.size)
+    while s.size:
         used = counts > 0
-        if competing is not None:
-            counts = counts + competing
         share = np.full(nlinks, np.inf)
-        share[used] = cap[used] / counts[used]
+        np.divide(cap, counts if competing is None else counts + competing, out=share, where=used)
         level = share.min()
         tight = share <= level * (1 + 1e-12)
-        freeze = active & (tight[src] | tight[dst])
-        rates[freeze] = level
-        cap -= level * (
-            np.bincount(src[freeze], minlength=nlinks) + np.bincount(dst[freeze], minlength=nlinks)
-        )
-        active &= ~freeze
+        freeze = tight[s] | tight[d]
+        rates[idx[freeze]] = level
+        frozen = np.bincount(s[freeze], minlength=nlinks) + np.bincount(d[freeze], minlength=nlinks)
+        cap -= level * frozen
+        counts -= frozen
+        keep = ~freeze
+        s, d, idx = s[keep], d[keep], idx[keep]
     return rates
 
 

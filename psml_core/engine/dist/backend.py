@@ -2,8 +2,9 @@
 
 Transport: ``torch.distributed`` point-to-point with the **gloo** backend. Payloads are the
 codecs' byte buffers on the CPU; NCCL moves GPU tensors between GPUs and has no anysource
-receive, so gloo is the right transport even on GPU nodes (the model may still compute on a
-GPU; what crosses the wire is the encoded bytes).
+receive, so gloo is the transport even on GPU nodes. With ``device: cuda`` each rank's model
+computes on its own GPU (:func:`~psml_core.engine.torch_device.rank_device`: local rank modulo
+the GPUs seen) and what crosses the wire is still the encoded bytes, counted exactly as on CPU.
 
 Ranks (:class:`~psml_core.engine.dist.settings.Layout`): ``0..S-1`` server shards,
 ``S..S+P-1`` workers; rank 0 (shard 0) evaluates and gathers the results. Every rank builds the
@@ -38,6 +39,7 @@ from psml_core.control.base import Controller
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.dist.roles import ShardLoop, run_worker
 from psml_core.engine.dist.session import Session, current_session
+from psml_core.engine.torch_device import rank_device
 from psml_core.engine.dist.settings import DistOptions, Faults
 from psml_core.engine.dist.wire import Channel, Header, Kind, PeerLost, Wire, WireStats
 from psml_core.engine.job import Job
@@ -120,6 +122,8 @@ def run_rank(job: Job, session: Session) -> DistResult | None:
         raise RunError(
             f"the job has {spec.shards} shards and {spec.workers} workers; the session {layout}"
         )
+    # device: cuda puts this rank's model on its own GPU (local rank modulo the GPUs seen).
+    job.model.to(rank_device(spec.device, session.env.local_rank))
     wire = Wire(rank)
     faults = Faults.from_env()
     try:

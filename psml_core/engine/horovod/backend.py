@@ -71,6 +71,7 @@ from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.optim import make_optimizer
+from psml_core.engine.torch_device import rank_device
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
@@ -297,6 +298,8 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
             f"run {spec.run_id!r} has {spec.workers} workers but horovodrun started {size} "
             f"ranks; use horovodrun -np {spec.workers}"
         )
+    # device: cuda puts this rank's model on its own GPU; the payloads stay host bytes.
+    job.model.to(rank_device(spec.device, hvd.local_rank()))
     collective = collective_for(job, options)
     worker = job.workers[rank]
     exchange = _Exchange(hvd, job, rank, collective)

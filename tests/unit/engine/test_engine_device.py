@@ -16,7 +16,7 @@ import torch
 from psml_core.config import RunSpec, load_experiment
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
-from psml_core.engine.torch_device import device_provenance, resolve_device
+from psml_core.engine.torch_device import device_provenance, rank_device, resolve_device
 from psml_core.errors import ConfigError
 
 GPU = torch.cuda.is_available()
@@ -77,4 +77,30 @@ def test_a_sim_run_on_the_gpu_moves_the_same_bytes_and_learns_alike(smoke, prepa
     gpu = SimBackend().run(job)
     assert [r.bytes_up for r in gpu] == [r.bytes_up for r in cpu]
     losses = np.array([r.loss for r in cpu]), np.array([r.loss for r in gpu])
+    assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
+
+
+def test_each_rank_takes_its_own_gpu_round_robin(monkeypatch) -> None:
+    """One GPU per rank where there are enough, shared round-robin where there are fewer."""
+    assert rank_device("cpu", 5) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert [rank_device("cuda", r).index for r in range(6)] == [0, 1, 2, 3, 0, 1]
+    assert rank_device("auto", 3) == torch.device("cuda", 3)
+
+
+@needs_gpu
+def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepared) -> None:
+    """dist with device: cuda: every rank's model on a GPU, the wire bytes unchanged."""
+    from psml_core.engine.dist.backend import DistBackend
+
+    ds = load_prepared(prepared["digits"])
+    base = dataclasses.replace(spec_for(smoke), backend="dist", workers=2, shards=2)
+    cpu = DistBackend().run(build_job(base, ds))
+    gpu = DistBackend().run(build_job(dataclasses.replace(base, device="cuda"), ds))
+    key = sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in cpu)
+    assert sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in gpu) == key
+    losses = [np.array([r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))])
+              for rs in (cpu, gpu)]  # fmt: skip
     assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
