@@ -352,6 +352,7 @@ class ScenarioSpec:
     message_overhead_us: float = 10.0
     overlap: bool = True
     header_bytes: int = 0
+    rate_window: float = 0.02
     description: str = ""
     delay: dict[str, Any] | None = None
     cross_traffic: dict[str, Any] | None = None

@@ -13,6 +13,16 @@ Optional cross-traffic (:mod:`psml_core.net.cross_traffic`) adds competing long-
 flows on the NIC links, a time-varying number per link: they take their max-min fair share of
 the link like any message, so a message alone on its bottleneck with ``c`` competitors moves
 at ``B / (c + 1)`` and its transfer time grows with its bytes and the competition.
+
+Cost and the rate window. The fair shares are recomputed whenever the set of flows changes,
+once per simulated instant (all changes of one instant together). With hundreds of workers
+nearly every message starts or ends at an instant of its own, and that recomputation is most
+of the simulator's time. ``rate_window_s`` > 0 recomputes at most once per window while
+messages are in flight: a flow that starts inside a window moves from the window's end, and one
+that ends frees its bandwidth for the others there, so every message's timing is off by at most
+about one window per change it sees. The sim backend sets the window to ``rate_window`` (a
+scenario setting, default 0.02) times the scenario's latency, so the error is a small fraction
+of the shortest message's own time; ``rate_window: 0`` is the exact fluid model.
 """
 
 from __future__ import annotations
@@ -166,6 +176,12 @@ class FairShareNetwork:
         cross_traffic: Competing flows on the NIC links (None: none). The network asks it
             for the counts in force whenever it recomputes rates, and wakes at its next change
             only while messages are in flight, so an idle network schedules nothing.
+        rate_window_s: The fair shares are recomputed at most once per this much simulated
+            time while messages are in flight (0: at every instant the flow set changes, the
+            exact fluid model). The first change after a quiet window is applied at once; later
+            ones wait for the window's end, so every flow's start and end reach the other
+            flows' rates at most ``rate_window_s`` late (a new flow waits that long at most
+            before it moves). See the module docstring.
     """
 
     env: simpy.Environment
@@ -178,10 +194,13 @@ class FairShareNetwork:
     nic_bandwidth: dict[int, float] = field(default_factory=dict)
     nic_latency: dict[int, float] = field(default_factory=dict)
     cross_traffic: CrossTraffic | None = None
+    rate_window_s: float = 0.0
     _flows: _FlowTable = field(default_factory=_FlowTable)
     _last: float = 0.0
     _generation: int = 0
     _pending: bool = False
+    _held: float = -math.inf  # the last recomputation while messages were in flight
+    _epoch: int = 0  # bumped when the network goes idle: a pending recomputation is void
     _ct_flows: np.ndarray | None = None  # competing flows per link now
     _ct_next: float = -math.inf  # when they next change: before it, _ct_flows holds
 
@@ -247,16 +266,30 @@ class FairShareNetwork:
 
     def _reschedule_soon(self) -> None:
         # Many flows start or end at the same instant (a BSP round): recompute the fair shares
-        # once, after every event already queued for this instant, instead of once per flow.
+        # once, after every event already queued for this instant, instead of once per flow;
+        # with a rate window, once per window.
         if not self._pending:
             self._pending = True
-            self.env.process(self._deferred())
+            wait = max(0.0, self._held + self.rate_window_s - self.env.now)
+            self.env.process(self._deferred(wait, self._epoch))
 
-    def _deferred(self) -> Generator[Any, Any, None]:
-        yield self.env.timeout(0)
+    def _deferred(self, wait: float, epoch: int) -> Generator[Any, Any, None]:
+        yield self.env.timeout(wait)
+        if epoch != self._epoch:
+            return  # the network went idle meanwhile: nothing to recompute
         self._pending = False
         self._advance()
+        if self.rate_window_s:
+            self._held = self.env.now
         self._reschedule()
+
+    def _went_idle(self) -> None:
+        # No flow left: the next message starts a fresh window, exactly as in a new network
+        # (a run resumed from a checkpoint, taken when nothing is in flight, stays identical).
+        self._held = -math.inf
+        if self._pending:
+            self._pending = False
+            self._epoch += 1
 
     def _reschedule(self) -> None:
         f = self._flows
@@ -306,4 +339,7 @@ class FairShareNetwork:
             event, f.done[i] = f.done[i], None
             assert event is not None
             event.succeed()
-        self._reschedule_soon()
+        if self.rate_window_s and not f.active.any():
+            self._went_idle()
+        else:
+            self._reschedule_soon()

@@ -168,6 +168,7 @@ class SimBackend(Backend):
             header_bytes=sc.header_bytes,
             bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
             cross_traffic=make_cross_traffic(sc.cross_traffic, spec.seed, job.machines),
+            rate_window_s=sc.rate_window * sc.latency_us * 1e-6,
             **nic_overrides(job),
         )
         state = _RunState(job, env, net, self.checkpoint)

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from psml_core.net import FairShareNetwork, max_min_rates
 
 
-def run_transfers(transfers, *, machines=4, bw=1000.0, lat=0.0, ovh=0.0, header=0):
+def run_transfers(transfers, *, machines=4, bw=1000.0, lat=0.0, ovh=0.0, header=0, window=0.0):
     """Start (start_time, src, dst, nbytes) transfers; return their arrival times."""
     env = simpy.Environment()
-    net = FairShareNetwork(env, machines, bw, lat, ovh, header)
+    net = FairShareNetwork(env, machines, bw, lat, ovh, header, rate_window_s=window)
     done = {}
 
     def one(i, start, src, dst, nbytes):
@@ -226,3 +226,38 @@ def test_competing_flows_take_their_share():
     # Competitors on links no message uses change nothing.
     rates = two_link_rates(np.array([0]), np.array([3]), np.full(4, 900.0), np.array([0, 7, 7, 0]))
     assert rates == pytest.approx([900.0])
+
+
+# --------------------------------------------------------------------------- the rate window
+
+
+def test_a_lone_message_is_exact_under_a_rate_window():
+    """The first change after a quiet window is applied at once: a lone message is exact."""
+    exact = run_transfers([(0.0, 0, 1, 500), (2.0, 0, 1, 500)], lat=0.01, ovh=0.002)
+    # The second message starts 1.4 s after the first ended, well inside a 5 s window: the
+    # network went idle in between, so it starts a fresh window.
+    assert run_transfers([(0.0, 0, 1, 500), (2.0, 0, 1, 500)], lat=0.01, ovh=0.002,
+                         window=5.0) == exact  # fmt: skip
+
+
+def test_a_window_of_zero_is_the_exact_model():
+    flows = [(0.0, 0, 3, 300), (0.05, 1, 3, 100), (0.07, 2, 3, 50), (0.3, 0, 2, 80)]
+    assert run_transfers(flows, window=0.0) == run_transfers(flows)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 0.5), st.integers(0, 2), st.integers(1, 400)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([1e-4, 1e-3, 1e-2]),
+)
+def test_an_incast_under_a_window_is_late_by_at_most_a_window_per_message(flows, window):
+    """One bottleneck (machine 3's ingress): the exact model is work-conserving, and a window
+    idles the link for at most one window per message that ends (its bandwidth reaches the
+    others late), so the last arrival is never early and at most n windows late."""
+    transfers = [(start, src, 3, nbytes) for start, src, nbytes in flows]
+    exact = max(run_transfers(transfers))
+    late = max(run_transfers(transfers, window=window))
+    assert exact - 1e-9 <= late <= exact + len(flows) * window + 1e-9
