@@ -4,9 +4,10 @@ For each model shape it times P = 16 replicas' losses and gradients computed one
 replica (``Model.loss_grad``, the sim backend's path today) against one batched call
 (``loss_grad_batch``: ``torch.func.vmap`` over the replicas), in adjacent trials of the same
 run, and prints the median ratio per-worker / batched (above 1: batching is faster). One
-intra-op thread, as the sim backend runs. CPU only: the models compute on the CPU.
+intra-op thread, as the sim backend runs. ``--device cuda`` computes on the GPU (the
+gradients come back to the host either way, as in the sim backend).
 
-Usage: python benchmarks/bench_batch_grad.py [--workers 16] [--trials 15]
+Usage: python benchmarks/bench_batch_grad.py [--workers 16] [--trials 15] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from psml_core.config import WorkloadSpec
+from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.models import make_model
 from psml_core.models.base import Model
 
@@ -33,8 +35,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--trials", type=int, default=15)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     args = ap.parse_args()
     torch.set_num_threads(1)
+    device = resolve_device(args.device)
+    print(f"device: {device_provenance(device)}")
     rng = np.random.default_rng(0)
     print("| model | P | per-worker ms | batched ms | per-worker / batched |")
     print("|---|---|---|---|---|")
@@ -43,6 +48,7 @@ def main() -> None:
             name="w", dataset="d", model="mlp", hidden=hidden, batch_size=b, lr=0.1, iterations=1
         )
         model = make_model(wl, d, k)
+        model.to(device)
         p = args.workers
         params = np.stack([model.init_params(s) for s in range(p)])
         Xs = [rng.standard_normal((b, d)).astype(np.float32) for _ in range(p)]
