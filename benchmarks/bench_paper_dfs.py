@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-from psml_core.config import load_experiment
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
 from psml_core.engine.torch_device import device_provenance, resolve_device
+from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_IMAGES = 10_000  # CIFAR-10's test_batch

@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from psml_core.config import load_experiment
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
 from psml_core.engine.worker import Worker
+from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 
 from psml_core import __version__
-from psml_core.config import RunSpec, read_run_spec
+from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError
+from psml_core.recipes import read_run_spec
 
 __all__ = ["main"]
 
@@ -58,7 +59,8 @@ def _paths_arg(paths: Sequence[str]) -> list[Path]:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """Validate a config and print the effective configuration (or one error line)."""
-    from psml_core.config import effective_config, load_experiment, load_yaml
+    from psml_core.config import effective_config, load_yaml
+    from psml_core.recipes import load_experiment
 
     user = load_yaml(args.configfile) or {}
     for item in args.set or []:

@@ -42,8 +42,8 @@ __all__ = [
     "check_part",
     "config_root",
     "format_error",
-    "load_experiment",
-    "load_methods",
+    "build_experiment",
+    "parse_methods",
     "load_yaml",
     "read_run_spec",
     "schema_dir",
@@ -496,18 +496,17 @@ class RunSpec:
     def from_json(cls, text: str) -> RunSpec:
         """Parse :meth:`to_json` output; a malformed or invalid run is a ConfigError.
 
-        The run is checked against the same schema definitions as the config (and its method
-        against the methods schema and the block registries), so a hand-written ``--run``
-        fails here, with one line naming the key, and not deep inside training.
+        The run is checked against the same schema definitions as the config, so a
+        hand-written ``--run`` fails here, with one line naming the key, and not deep inside
+        training. Its blocks are checked against the registries one layer up
+        (:func:`psml_core.recipes.read_run_spec`).
         """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--run is not valid JSON: {exc}") from None
         check_part(data, "run", source="--run")
-        spec = build(cls, data, "run")
-        _check_blocks(spec.method, "--run", "method")
-        return spec
+        return build(cls, data, "run")
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
@@ -696,53 +695,18 @@ def _build(tp: Any, data: Any, where: str) -> Any:
 # --------------------------------------------------------------------------- loading
 
 
-def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
-    """Load and check config/methods.yaml: schema, and every block name against its registry."""
+def parse_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
+    """Load config/methods.yaml against its schema only.
+
+    :func:`psml_core.recipes.load_methods` also checks every block against its registry.
+    """
     p = Path(path) if path is not None else config_root() / "methods.yaml"
     raw = load_yaml(p, "methods file")
     data = validate(raw, "methods", source=f"methods file {str(p)!r}")
     recipes = {}
     for name, rec in data.items():
-        recipe = build(MethodRecipe, {"name": name, **rec}, name)
-        _check_blocks(recipe, str(p))
-        recipes[name] = recipe
+        recipes[name] = build(MethodRecipe, {"name": name, **rec}, name)
     return recipes
-
-
-def _check_blocks(recipe: MethodRecipe, source: str, at: str | None = None) -> None:
-    """Every block's name is registered and its params build it (e.g. a ratio in (0, 1]).
-
-    ``at`` is the key that holds the recipe (default: its name, as in config/methods.yaml).
-    """
-    from psml_core.codecs import CODECS, make_codec
-    from psml_core.control import CONTROLLERS
-    from psml_core.control.base import make_controller
-    from psml_core.placement import PLACEMENTS
-    from psml_core.placement.base import make_placement
-    from psml_core.sync import SYNC_POLICIES
-    from psml_core.sync.base import make_sync_policy
-
-    blocks = [
-        ("codec", recipe.codec, CODECS, make_codec),
-        ("codec_down", recipe.codec_down, CODECS, make_codec),
-        ("sync", recipe.sync, SYNC_POLICIES, make_sync_policy),
-        ("controller", recipe.controller, CONTROLLERS, make_controller),
-        ("placement", recipe.placement, PLACEMENTS, make_placement),
-    ]
-    what = source if source.startswith("--") else f"methods file {source!r}"
-    for key, block, registry, make in blocks:
-        if block is None:
-            continue
-        try:
-            registry.get(block.name, where=f"{at or recipe.name}.{key}.name")
-        except ConfigError as exc:
-            raise ConfigError(f"invalid {what}: {exc}") from None
-        try:
-            make(block)
-        except (ConfigError, TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"invalid {what}: key '{at or recipe.name}.{key}.params': {exc}"
-            ) from None
 
 
 def _shown(path: Path) -> str:
@@ -790,15 +754,18 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
 
 
-def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
+def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
     """Resolve the user's config into an :class:`Experiment`, checking cross-references.
+
+    The method recipes' blocks are not checked against their registries here (settings import
+    nothing above them): :func:`psml_core.recipes.load_experiment` does both.
 
     Raises:
         ConfigError: naming the key and the allowed values, for any invalid setting.
     """
     root = Path(root) if root is not None else config_root()
     cfg = effective_config(user, root)
-    recipes = load_methods(root / "methods.yaml")
+    recipes = parse_methods(root / "methods.yaml")
     _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
     for name, ex in cfg.get("experiments", {}).items():
         where = f"experiments.{name}"
@@ -1020,7 +987,6 @@ def sweep_recipes(
             recipe = build(MethodRecipe, data, name)
         except ConfigError as exc:
             raise ConfigError(f"invalid config: key '{where}': {exc}") from None
-        _check_blocks(recipe, f"--config {where}", name)
         out[name] = recipe
     return out
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from psml_core.config import Experiment, load_experiment
+from psml_core.config import Experiment
 from psml_core.data.prepare import prepare_dataset
+from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 

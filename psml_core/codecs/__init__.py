@@ -34,8 +34,8 @@ from psml_core.codecs.base import (
     Payload,
     ServerCodec,
     check_vector,
-    make_codec,
 )
+from psml_core.codecs.build import make_codec
 from psml_core.codecs.dense import DenseCodec
 from psml_core.codecs.dfs import CostReport, DFSCodec, DFSServer
 from psml_core.codecs.error_feedback import ErrorFeedback

@@ -21,7 +21,6 @@ __all__ = [
     "block_budget",
     "block_energy",
     "block_maxabs",
-    "block_sizes",
     "check_block_size",
     "check_fraction",
     "expand_mask",
@@ -49,14 +48,6 @@ def check_fraction(value: object, param: str) -> float:
     if not 0.0 < v <= 1.0:
         raise ValueError(f"{param} must be in (0, 1], got {value!r}")
     return v
-
-
-def block_sizes(n: int, block: int) -> np.ndarray:
-    """Elements in each block (int64, length ``nblk``): ``B`` except a shorter last block."""
-    sizes = np.full(block_count(n, block), block, dtype=np.int64)
-    if sizes.size:
-        sizes[-1] = n - (sizes.size - 1) * block
-    return sizes
 
 
 def records_bytes(n: int, block: int, nblocks: int, has_last: bool) -> int:

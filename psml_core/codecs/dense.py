@@ -20,6 +20,7 @@ class DenseCodec(Codec):
     """
 
     name = "none"
+    movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Encode ``x`` as little-endian float32."""

@@ -79,6 +79,7 @@ class FP16Codec(Codec):
     """
 
     name = "fp16"
+    movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Round ``x`` to fp16, saturating out-of-range values at +-65504."""

@@ -187,6 +187,7 @@ class QSGDCodec(Codec):
     """
 
     name = "qsgd"
+    movable = True
 
     def __init__(self, levels: int = 127, stream: int = 0) -> None:
         if isinstance(levels, bool) or not isinstance(levels, int | np.integer):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["kth_largest_exact", "topk_indices"]
+__all__ = ["topk_indices"]
 
 _SAMPLE = 65_536
 
@@ -31,11 +31,6 @@ def _exact_among(a: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
         return above
     ties = cand[vals == kth][:need]  # lowest indices first
     return np.sort(np.concatenate([above, ties]))
-
-
-def kth_largest_exact(a: np.ndarray, k: int) -> float:
-    """The k-th largest value of ``a`` (1-based k), by full partition: the slow reference."""
-    return float(np.partition(a, a.size - k)[a.size - k])
 
 
 def topk_indices(x: np.ndarray, k: int, scratch: np.ndarray | None = None) -> np.ndarray:

@@ -227,6 +227,7 @@ class TopKCodec(Codec):
     """
 
     name = "topk"
+    movable = True
 
     def __init__(self, ratio: float | None = None, down_ratio: float | None = None) -> None:
         self.ratio = None if ratio is None else _check_ratio(ratio, "ratio")
@@ -352,6 +353,7 @@ class RandomKCodec(Codec):
     """
 
     name = "randomk"
+    movable = True
 
     def __init__(self, ratio: float | None = None) -> None:
         self.ratio = None if ratio is None else _check_ratio(ratio, "ratio")
@@ -457,6 +459,7 @@ class ThresholdCodec(Codec):
     """
 
     name = "threshold"
+    movable = True
 
     def __init__(self, threshold: float = 0.01) -> None:
         try:

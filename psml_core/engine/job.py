@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.codecs import Codec, CodecContext, make_codec
+from psml_core.codecs import CODECS, Codec, CodecContext, ServerCodec, make_codec
+from psml_core.codecs.sparsifiers import RandomKServer
 from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, make_controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_dataset
-from psml_core.engine.migration import check_movable
 from psml_core.engine.optim import make_optimizer, optimizer_class
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
@@ -185,6 +185,39 @@ def make_worker_codec(spec: RunSpec, rank: int) -> Codec:
     codec = make_codec(spec.method.codec, momentum=worker_momentum(spec))
     codec.for_worker(rank)
     return codec
+
+
+def check_movable(job: Job) -> None:
+    """Refuse a dynamic placement whose per-key state could not be moved (a ConfigError)."""
+    spec = job.spec
+    where = f"method {spec.method.name!r}: placement 'dynamic'"
+    movable = [name for name in CODECS.names() if CODECS.get(name).movable]
+    policy = job.shards[0].policy
+    if not policy.barrier or policy.rounds:
+        raise ConfigError(
+            f"{where} moves keys at a point where no message is in flight, which only a "
+            f"barrier gives; use sync: {{name: bsp}}, not {spec.method.sync.name!r}"
+        )
+    if spec.method.pull not in ("params", "aggregate"):
+        raise ConfigError(f"{where} supports pull: params or aggregate, not {spec.method.pull!r}")
+    if spec.method.codec.params.get("momentum_correction"):
+        raise ConfigError(
+            f"{where}: codec {spec.method.codec.name!r} with momentum_correction keeps per-shard "
+            f"state (each worker's velocity and accumulation) that cannot be moved with the "
+            f"keys; use one of {movable} with error_feedback, or a static placement"
+        )
+    if not CODECS.get(spec.method.codec.name).movable or any(
+        type(s.server_codec) not in (ServerCodec, RandomKServer) for s in job.shards
+    ):
+        raise ConfigError(
+            f"{where}: codec {spec.method.codec.name!r} (with these params) keeps per-shard "
+            f"state that cannot be moved with the keys; use one of {movable} "
+            f"(error_feedback allowed, no down_ratio) or a static placement"
+        )
+    if spec.method.codec_down is not None and spec.method.codec_down.name != "none":
+        raise ConfigError(f"{where}: remove codec_down ({spec.method.codec_down.name!r})")
+    if spec.method.lossless != "none":
+        raise ConfigError(f"{where}: lossless: {spec.method.lossless!r} is not supported")
 
 
 def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:

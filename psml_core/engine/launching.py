@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from psml_core.config import RunSpec, read_run_spec
+from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, PsmlError
+from psml_core.recipes import read_run_spec
 
 __all__ = ["env_flag", "launched_spec", "launcher_parser", "read_run_spec", "run_launcher"]
 

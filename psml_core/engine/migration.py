@@ -18,7 +18,7 @@ the shard's key set (top-k per shard) picks differently afterwards.
 Only state that is a plain per-key vector can be moved this way, so the dynamic placement is
 limited to the codecs below (optionally with ``error_feedback: true``; not with
 ``momentum_correction``, whose velocity is not moved), BSP, and the ``params``/``aggregate`` pull
-modes: :func:`check_movable` says so with the fix.
+modes: :func:`psml_core.engine.job.check_movable` says so with the fix.
 """
 
 from __future__ import annotations
@@ -27,50 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import Codec, ServerCodec
+from psml_core.codecs.base import Codec
 from psml_core.codecs.error_feedback import ErrorFeedback
-from psml_core.codecs.sparsifiers import RandomKServer
-from psml_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from psml_core.engine.job import Job
 
-__all__ = ["MOVABLE_CODECS", "check_movable", "chunk_traffic", "move_keys"]
-
-MOVABLE_CODECS = ("none", "fp16", "qsgd", "randomk", "threshold", "topk")
-"""Up codecs without per-shard state of their own (an error-feedback residual is moved)."""
-
-
-def check_movable(job: Job) -> None:
-    """Refuse a dynamic placement whose per-key state could not be moved (a ConfigError)."""
-    spec = job.spec
-    where = f"method {spec.method.name!r}: placement 'dynamic'"
-    policy = job.shards[0].policy
-    if not policy.barrier or policy.rounds:
-        raise ConfigError(
-            f"{where} moves keys at a point where no message is in flight, which only a "
-            f"barrier gives; use sync: {{name: bsp}}, not {spec.method.sync.name!r}"
-        )
-    if spec.method.pull not in ("params", "aggregate"):
-        raise ConfigError(f"{where} supports pull: params or aggregate, not {spec.method.pull!r}")
-    if spec.method.codec.params.get("momentum_correction"):
-        raise ConfigError(
-            f"{where}: codec {spec.method.codec.name!r} with momentum_correction keeps per-shard "
-            f"state (each worker's velocity and accumulation) that cannot be moved with the "
-            f"keys; use one of {list(MOVABLE_CODECS)} with error_feedback, or a static placement"
-        )
-    if spec.method.codec.name not in MOVABLE_CODECS or any(
-        type(s.server_codec) not in (ServerCodec, RandomKServer) for s in job.shards
-    ):
-        raise ConfigError(
-            f"{where}: codec {spec.method.codec.name!r} (with these params) keeps per-shard "
-            f"state that cannot be moved with the keys; use one of {list(MOVABLE_CODECS)} "
-            f"(error_feedback allowed, no down_ratio) or a static placement"
-        )
-    if spec.method.codec_down is not None and spec.method.codec_down.name != "none":
-        raise ConfigError(f"{where}: remove codec_down ({spec.method.codec_down.name!r})")
-    if spec.method.lossless != "none":
-        raise ConfigError(f"{where}: lossless: {spec.method.lossless!r} is not supported")
+__all__ = ["chunk_traffic", "move_keys"]
 
 
 def _regroup(

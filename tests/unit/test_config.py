@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from psml_core.config import RunSpec, effective_config, load_experiment, load_methods
+from psml_core.config import RunSpec, effective_config
 from psml_core.errors import ConfigError
+from psml_core.recipes import load_experiment, load_methods, run_from_json
 
 
 def test_smoke_tier_loads(smoke):
@@ -119,7 +120,7 @@ def test_run_spec_rejects_unknown_keys(smoke):
     import json
 
     with pytest.raises(ConfigError, match="unknown key 'surprise'"):
-        RunSpec.from_json(json.dumps(data))
+        run_from_json(json.dumps(data))
 
 
 def test_methods_file_unknown_block_name(tmp_path: Path, repo):
@@ -172,7 +173,7 @@ def test_run_spec_rejects_invalid_values(smoke, path, value, fragment):
         node = node[part]
     node[path[-1]] = value
     with pytest.raises(ConfigError) as info:
-        RunSpec.from_json(json.dumps(data))
+        run_from_json(json.dumps(data))
     assert str(info.value).startswith("invalid --run: ") and fragment in str(info.value)
 
 

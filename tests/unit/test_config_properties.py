@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from psml_core.cli import main
-from psml_core.config import effective_config, load_experiment, load_methods
+from psml_core.config import effective_config
+from psml_core.recipes import load_experiment, load_methods
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "workflow" / "schemas"

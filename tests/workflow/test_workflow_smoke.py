@@ -19,7 +19,7 @@ from snakemake.settings.types import (
 )
 from wf_helpers import copy_workflow, snakemake_cli
 
-from psml_core.config import load_experiment
+from psml_core.recipes import load_experiment
 
 pytestmark = pytest.mark.slow
 

@@ -53,7 +53,7 @@ def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "results/small/runs/digits_mlp/dense_bsp/slow_100m/seed2/metrics.parquet" in proc.stdout
     # Every recipe of config/methods.yaml is scheduled by some experiment of the small tier.
-    from psml_core.config import load_methods
+    from psml_core.recipes import load_methods
 
     for name in load_methods(workflow_copy / "config" / "methods.yaml"):
         assert f"/{name}/" in proc.stdout, name

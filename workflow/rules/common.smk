@@ -11,7 +11,8 @@ import yaml
 
 from snakemake.utils import validate
 
-from psml_core.config import effective_config, load_experiment
+from psml_core.config import effective_config
+from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
 
 CONFIG_DIR = Path(workflow.basedir) / "config"

@@ -28,40 +28,16 @@ values of every shard, so ``job.global_params()`` is the trained model as in sim
 
 from __future__ import annotations
 
-import math
-import pickle
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-
-from psml_core.control.base import Controller
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.dist.roles import ShardLoop, run_worker
-from psml_core.engine.dist.session import Session, current_session
-from psml_core.engine.torch_device import rank_device
-from psml_core.engine.dist.settings import DistOptions, Faults
-from psml_core.engine.dist.wire import Channel, Header, Kind, PeerLost, Wire, WireStats
+from psml_core.engine.dist.rank import check_supported, run_rank
+from psml_core.engine.dist.result import DistResult
+from psml_core.engine.dist.session import current_session
+from psml_core.engine.dist.settings import DistOptions
+from psml_core.engine.dist.spawn import spawn_local
 from psml_core.engine.job import Job
-from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
 
-__all__ = ["DistBackend", "DistResult", "check_supported"]
-
-
-@dataclass
-class DistResult:
-    """What rank 0 assembles at the end of a run.
-
-    Attributes:
-        records: Every worker's records, with test metrics, sorted by (iteration, worker).
-        values: Final values of each shard.
-        wire: Wire statistics of each rank.
-    """
-
-    records: list[IterationRecord]
-    values: dict[int, np.ndarray]
-    wire: dict[int, WireStats] = field(default_factory=dict)
+__all__ = ["DistBackend", "DistOptions", "DistResult", "check_supported"]
 
 
 @BACKENDS.register("dist")
@@ -85,8 +61,6 @@ class DistBackend(Backend):
         check_supported(job)
         session = current_session()
         if session is None:
-            from psml_core.engine.dist.spawn import spawn_local
-
             result: DistResult | None = spawn_local(job, self.options)
         else:
             result = run_rank(job, session)
@@ -96,81 +70,3 @@ class DistBackend(Backend):
             job.shards[s].values[:] = values
         self.result = result
         return result.records
-
-
-def check_supported(job: Job) -> None:
-    """Refuse what the dist backend cannot run faithfully (a ConfigError naming the fix).
-
-    Round policies (PCP), delta pulls and adaptive controllers are supported (run on shard 0,
-    see :mod:`.roles`). The dynamic placement is not: moving keys between shard processes
-    needs a migration message the dist protocol does not have.
-    """
-    if job.spec.workers < 1 or job.spec.shards < 1:
-        raise ConfigError("the dist backend needs at least one worker and one shard")
-    if job.dynamic is not None:
-        raise ConfigError(
-            f"method {job.spec.method.name!r}: placement 'dynamic' moves keys between shards "
-            f"mid-run, which the dist backend cannot do yet; run it on the sim backend"
-        )
-
-
-def run_rank(job: Job, session: Session) -> DistResult | None:
-    """This launched rank's part of the run; the assembled result on rank 0, else None."""
-    layout, rank = session.layout, session.rank
-    spec = job.spec
-    if (spec.shards, spec.workers) != (layout.shards, layout.workers):
-        raise RunError(
-            f"the job has {spec.shards} shards and {spec.workers} workers; the session {layout}"
-        )
-    # device: cuda puts this rank's model on its own GPU (local rank modulo the GPUs seen).
-    job.model.to(rank_device(spec.device, session.env.local_rank))
-    wire = Wire(rank)
-    faults = Faults.from_env()
-    try:
-        t0 = session.start_clock()  # after every rank has built its job
-        mine: dict[str, Any] = {"rows": [], "values": {}}
-        evals: dict[int, tuple[float, float]] = {}
-        if layout.is_shard(rank):
-            loop = ShardLoop(job, rank, wire, layout, faults)
-            loop.run()
-            mine["values"] = {rank: job.shards[rank].values.copy()}
-            if loop.evaluator is not None:
-                evals = loop.evaluator.results()
-        else:
-            mine["rows"] = run_worker(
-                job, layout.index(rank), wire, layout, session.options, faults, t0
-            )
-        if rank != 0:
-            mine["wire"] = wire.stats
-            blob = pickle.dumps(mine, protocol=pickle.HIGHEST_PROTOCOL)
-            wire.send(0, Header(Kind.RESULT, rank, payload_len=len(blob)), [blob], Channel.RESULT)
-            session.close()
-            return None
-        gathered = {0: mine}
-        for r in range(1, layout.world_size):
-            hdr, _ = wire.recv_header(r, Channel.RESULT)
-            blob_in, _ = wire.recv_parts(r, hdr, Channel.RESULT)
-            assert blob_in is not None
-            gathered[r] = pickle.loads(blob_in)
-    except PeerLost as exc:
-        session.peer_lost(exc, exc.peer)
-    session.close()
-    gathered[0]["wire"] = wire.stats
-    return _assemble(gathered, evals)
-
-
-def _assemble(
-    gathered: dict[int, dict[str, Any]], evals: dict[int, tuple[float, float]]
-) -> DistResult:
-    records = []
-    for part in gathered.values():
-        for row in part["rows"]:
-            loss, acc = evals.get(row["iteration"], (math.nan, math.nan))
-            records.append(
-                IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="wall-clock")
-            )
-    records.sort(key=lambda r: (r.iteration, r.worker))
-    values: dict[int, np.ndarray] = {}
-    for part in gathered.values():
-        values.update(part["values"])
-    return DistResult(records, values, {r: part["wire"] for r, part in gathered.items()})

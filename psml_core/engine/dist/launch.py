@@ -31,8 +31,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
 from psml_core.atomic import write_bytes
 from psml_core.config import RunSpec
 from psml_core.engine.dist.env import rank_env
@@ -40,7 +38,6 @@ from psml_core.engine.dist.session import Session
 from psml_core.engine.dist.settings import DistOptions, Layout
 from psml_core.engine.launching import launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
-from psml_core.errors import ConfigError, PsmlError
 
 __all__ = ["main"]
 
@@ -48,7 +45,7 @@ __all__ = ["main"]
 def _launched(args: argparse.Namespace) -> None:
     """A rank started by torchrun or srun."""
     from psml_core.data.store import load_prepared
-    from psml_core.engine.dist.backend import DistBackend
+    from psml_core.engine.dist.rank import check_supported, run_rank
     from psml_core.engine.job import build_job
     from psml_core.engine.run import load_assignment, train
 
@@ -70,15 +67,17 @@ def _launched(args: argparse.Namespace) -> None:
             configure_torch(spec)
             dataset = load_prepared(args.data)
             assignment = load_assignment(args.partition) if args.partition else None
-            DistBackend().run(build_job(spec, dataset, assignment))
+            job = build_job(spec, dataset, assignment)
+            check_supported(job)
+            run_rank(job, session)
     except BaseException as exc:  # noqa: BLE001 - any failure of a joined rank stops them all
         session.fail(exc)
 
 
 def _spawned(directory: Path) -> None:
     """A child of the local spawner: inputs and result go through ``directory``."""
-    from psml_core.engine.dist.backend import DistBackend
-    from psml_core.engine.dist.spawn import INPUTS, RESULT
+    from psml_core.engine.dist.rank import check_supported, run_rank
+    from psml_core.engine.dist.result import INPUTS, RESULT
     from psml_core.engine.job import build_job
 
     inputs = pickle.loads((directory / INPUTS).read_bytes())
@@ -90,10 +89,11 @@ def _spawned(directory: Path) -> None:
     try:
         session.open()
         configure_torch(spec)
-        backend = DistBackend(inputs["options"])
-        backend.run(build_job(spec, inputs["dataset"], inputs["assignment"]))
+        job = build_job(spec, inputs["dataset"], inputs["assignment"])
+        check_supported(job)
+        result = run_rank(job, session)
         if env.rank == 0:
-            write_bytes(directory / RESULT, pickle.dumps(backend.result))
+            write_bytes(directory / RESULT, pickle.dumps(result))
     except BaseException as exc:  # noqa: BLE001
         session.fail(exc)
 

@@ -32,15 +32,13 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from psml_core.engine.dist.backend import DistResult
+from psml_core.engine.dist.result import INPUTS, RESULT, DistResult
 from psml_core.engine.dist.settings import DistOptions, Layout
 from psml_core.engine.job import Job
 from psml_core.errors import RunError
 
 __all__ = ["INPUTS", "RESULT", "spawn_local"]
 
-INPUTS = "inputs.pkl"
-RESULT = "result.pkl"
 _DROP = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
 
 

@@ -58,7 +58,6 @@ import hashlib
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,8 +65,9 @@ import torch
 
 from psml_core.codecs.base import Codec, Payload, ServerCodec
 from psml_core.config import BlockSpec
-from psml_core.control.base import Controller, Observation
+from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.optim import make_optimizer
@@ -77,26 +77,6 @@ from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 
 __all__ = ["HorovodBackend", "HorovodResult", "check_job", "collective_for", "run_rank"]
-
-
-@dataclass
-class HorovodResult:
-    """What a rank holds at the end of a run (records only on rank 0).
-
-    Attributes:
-        records: Every worker's records with test metrics, sorted by (iteration, worker); empty
-            on ranks other than 0.
-        params: The final parameters (identical on every rank).
-        collective: ``allreduce`` or ``allgather``.
-        observations: Per rank, the observations its controller was given, one per step.
-        controller: Rank 0's controller after the run (the spawner installs it into the job).
-    """
-
-    records: list[IterationRecord]
-    params: np.ndarray
-    collective: str
-    observations: dict[int, list[Observation]] = field(default_factory=dict)
-    controller: Controller | None = None
 
 
 def _dense_codec(codec: BlockSpec) -> bool:

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from psml_core.atomic import write_bytes
-from psml_core.engine.horovod.backend import HorovodResult
+from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, horovodrun_path, import_horovod
 from psml_core.engine.job import Job
 from psml_core.errors import RunError

@@ -596,7 +596,7 @@ def test_sim_backend_runs_dynamic_dfs(smoke, prepared):
 def test_recipes_build_the_intended_codecs(name, codec, checks):
     """Every sparsifier of the dfs experiment runs at 1% with DGC's momentum correction."""
     from psml_core.codecs import MomentumCorrection
-    from psml_core.config import load_methods
+    from psml_core.recipes import load_methods
 
     recipe = load_methods()[name]
     assert recipe.codec.name == codec and recipe.pull == "aggregate"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils import murmurhash3_32
 
-from psml_core.config import HashingSpec, RunSpec, load_methods
+from psml_core.config import HashingSpec, RunSpec
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import (
     feature_buckets,
@@ -21,6 +21,7 @@ from psml_core.data.hashing import (
     hashing_matrix,
 )
 from psml_core.errors import ConfigError
+from psml_core.recipes import load_methods
 
 
 def reference_hash(X: np.ndarray, m: int, seed: int, signed: bool) -> np.ndarray:

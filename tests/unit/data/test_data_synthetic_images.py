@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from psml_core.config import DatasetSpec, load_experiment
+from psml_core.config import DatasetSpec
 from psml_core.data import DATASETS, SyntheticImagesSource, prepare_dataset
 from psml_core.errors import ConfigError
+from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[3]
 

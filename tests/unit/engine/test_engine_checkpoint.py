@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psml_core.config import HeterogeneitySpec, load_methods
+from psml_core.config import HeterogeneitySpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import build_job
 from psml_core.engine.sim import checkpoint as ckpt_mod
 from psml_core.engine.sim.backend import SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME, FAULT_ENV
 from psml_core.errors import DataError
+from psml_core.recipes import load_methods
 
 EVERY = 5
 

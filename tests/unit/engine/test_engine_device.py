@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from psml_core.config import RunSpec, load_experiment
+from psml_core.config import RunSpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.torch_device import device_provenance, rank_device, resolve_device
 from psml_core.errors import ConfigError
+from psml_core.recipes import load_experiment
 
 GPU = torch.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not GPU, reason="no GPU: torch.cuda.is_available() is False")

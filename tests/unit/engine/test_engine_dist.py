@@ -509,7 +509,8 @@ def test_adaptive_controller_runs_on_shard_zero(smoke, prepared):
 
 def jpdc_dist_spec(smoke, recipe="jpdc", iterations=8, **method):
     """A shipped jpdc recipe (pull: touched, kv codec) on the sparse smoke workload."""
-    from psml_core.config import config_root, load_methods
+    from psml_core.config import config_root
+    from psml_core.recipes import load_methods
 
     recipes = load_methods(config_root() / "methods.yaml")
     run = smoke.run("rcv1_logreg", "dense_bsp", "dc_10g", smoke.seeds[0])

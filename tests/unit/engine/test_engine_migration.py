@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from psml_core.config import BlockSpec, load_methods
+from psml_core.config import BlockSpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
 from psml_core.engine.horovod.backend import check_job
@@ -22,6 +22,7 @@ from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.engine.run import train
 from psml_core.errors import ConfigError
 from psml_core.placement import DynamicChunkPartition, Reassignment
+from psml_core.recipes import load_methods
 
 PERIOD = 4
 CHUNK = 256

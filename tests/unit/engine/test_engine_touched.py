@@ -13,13 +13,14 @@ import pytest
 
 from psml_core.codecs import CodecContext
 from psml_core.codecs.kv import pack_keys
-from psml_core.config import BlockSpec, config_root, load_methods
+from psml_core.config import BlockSpec, config_root
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
 from psml_core.engine.horovod.backend import check_job
 from psml_core.errors import ConfigError
 from psml_core.placement import PlacementProblem, predicted_traffic
 from psml_core.placement.cost import expected_step_traffic, replayed_traffic
+from psml_core.recipes import load_methods
 
 JPDC = ["jpdc", "jpdc_metis", "partition_only", "hashing_only", "random_partition"]
 

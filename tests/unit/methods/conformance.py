@@ -35,20 +35,14 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from psml_core.config import (
-    BlockSpec,
-    Experiment,
-    HeterogeneitySpec,
-    MethodRecipe,
-    RunSpec,
-    load_methods,
-)
+from psml_core.config import BlockSpec, Experiment, HeterogeneitySpec, MethodRecipe, RunSpec
 from psml_core.control import make_controller
 from psml_core.data.store import load_prepared
 from psml_core.engine import DistBackend, Job, SimBackend, build_job
 from psml_core.engine.dist import DistOptions
 from psml_core.metrics.records import IterationRecord
 from psml_core.placement import Assignment
+from psml_core.recipes import load_methods
 
 SCENARIO = "dc_10g"
 

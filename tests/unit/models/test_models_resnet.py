@@ -7,9 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from psml_core.config import WorkloadSpec, load_experiment
+from psml_core.config import WorkloadSpec
 from psml_core.errors import ConfigError
 from psml_core.models import MODELS, ResNet18, make_model
+from psml_core.recipes import load_experiment
 
 
 def workload(**kw) -> WorkloadSpec:

@@ -83,7 +83,7 @@ JPDC_RECIPES = ["jpdc", "jpdc_metis", "partition_only", "hashing_only", "random_
 
 
 def test_shipped_jpdc_recipes_place_the_smoke_data(smoke, prepared, tmp_path: Path):
-    from psml_core.config import load_methods
+    from psml_core.recipes import load_methods
 
     recipes = load_methods()
     assert {r: recipes[r].role for r in JPDC_RECIPES} == {
