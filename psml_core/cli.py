@@ -107,7 +107,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from psml_core.data.hashing import hashed_dataset
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.models import make_model
-    from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
+    from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
 
     spec = read_run_spec(args.run)
     # Same data as build_job: hashed first for a recipe with a hashing block (jpdc).
@@ -120,7 +120,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         seed=spec.seed,
     )
     t0 = time.perf_counter()
-    assignment = make_placement(spec.method.placement).assign(problem, spec.workers, spec.shards)
+    assignment = PLACEMENTS.build(spec.method.placement).assign(problem, spec.workers, spec.shards)
     seconds = time.perf_counter() - t0
     traffic = predicted_traffic(
         problem,

@@ -24,12 +24,9 @@ from psml_core.config import (
 )
 from psml_core.config import read_run_spec as _read_run_spec
 from psml_core.control import CONTROLLERS
-from psml_core.control.base import make_controller
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS
-from psml_core.placement.base import make_placement
 from psml_core.sync import SYNC_POLICIES
-from psml_core.sync.base import make_sync_policy
 
 __all__ = ["check_recipe", "load_experiment", "load_methods", "read_run_spec", "run_from_json"]
 
@@ -48,9 +45,9 @@ def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> No
     blocks = [
         ("codec", recipe.codec, CODECS, make_codec),
         ("codec_down", recipe.codec_down, CODECS, make_codec),
-        ("sync", recipe.sync, SYNC_POLICIES, make_sync_policy),
-        ("controller", recipe.controller, CONTROLLERS, make_controller),
-        ("placement", recipe.placement, PLACEMENTS, make_placement),
+        ("sync", recipe.sync, SYNC_POLICIES, SYNC_POLICIES.build),
+        ("controller", recipe.controller, CONTROLLERS, CONTROLLERS.build),
+        ("placement", recipe.placement, PLACEMENTS, PLACEMENTS.build),
     ]
     what = source if source.startswith("--") else f"methods file {source!r}"
     for key, block, registry, make in blocks:

@@ -172,4 +172,4 @@ class ServerCodec:
         return {}, 0
 
 
-CODECS: Registry[type[Codec]] = Registry("codec")
+CODECS: Registry[type[Codec]] = Registry("codec", key="codec")

@@ -6,6 +6,8 @@ package imports back up.
 
 from __future__ import annotations
 
+import dataclasses
+
 from psml_core.codecs.base import CODECS, Codec
 from psml_core.codecs.error_feedback import ErrorFeedback
 from psml_core.codecs.momentum_correction import MomentumCorrection
@@ -42,11 +44,8 @@ def make_codec(spec: BlockSpec, momentum: float = 0.0) -> Codec:
             f"codec {spec.name!r}: momentum_correction accumulates what was not sent itself "
             "(its accumulation is the error feedback); remove error_feedback: true"
         )
-    cls = CODECS.get(spec.name, where="codec.name")
     try:
-        codec = cls(**params)
-    except TypeError as exc:
-        raise ConfigError(f"codec {spec.name!r}: bad params {spec.params!r} ({exc})") from None
+        codec: Codec = CODECS.build(dataclasses.replace(spec, params=params))
     except ValueError as exc:
         raise ConfigError(f"codec {spec.name!r}: {exc}") from None
     if (ef or mc) and getattr(codec, "carries_residual", False):

@@ -1,6 +1,6 @@
 """Controllers: how much to compress, step by step. See :mod:`.base`."""
 
-from psml_core.control.base import CONTROLLERS, Controller, Observation, make_controller
+from psml_core.control.base import CONTROLLERS, Controller, Observation
 from psml_core.control.dc2 import DC2Controller, DelayMonitor
 from psml_core.control.feed import ControllerFeed
 from psml_core.control.static import StaticController
@@ -13,5 +13,4 @@ __all__ = [
     "DelayMonitor",
     "Observation",
     "StaticController",
-    "make_controller",
 ]

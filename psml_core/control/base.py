@@ -6,11 +6,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from psml_core.config import BlockSpec
-from psml_core.errors import ConfigError
 from psml_core.registry import Registry
 
-__all__ = ["CONTROLLERS", "Controller", "Observation", "make_controller"]
+__all__ = ["CONTROLLERS", "Controller", "Observation"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +40,3 @@ class Controller(ABC):
 
 
 CONTROLLERS: Registry[type[Controller]] = Registry("controller")
-
-
-def make_controller(spec: BlockSpec) -> Controller:
-    """Instantiate a controller from its recipe block."""
-    cls = CONTROLLERS.get(spec.name, where="controller.name")
-    try:
-        return cls(**spec.params)
-    except TypeError as exc:
-        raise ConfigError(f"controller {spec.name!r}: bad params {spec.params!r} ({exc})") from None

@@ -15,7 +15,7 @@ from psml_core.codecs import CODECS, Codec, CodecContext, ServerCodec, make_code
 from psml_core.codecs.sparsifiers import RandomKServer
 from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import BlockSpec, RunSpec
-from psml_core.control import Controller, make_controller
+from psml_core.control import CONTROLLERS, Controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_dataset
 from psml_core.engine.optim import make_optimizer, optimizer_class
@@ -25,14 +25,14 @@ from psml_core.errors import ConfigError
 from psml_core.models import Model, make_model
 from psml_core.net.compute import ComputeModel, Heterogeneity, make_compute_model
 from psml_core.placement import (
+    PLACEMENTS,
     Assignment,
     DynamicChunkPartition,
     DynamicPlacement,
     PlacementProblem,
-    make_placement,
 )
 from psml_core.placement.cost import machine_of_shard
-from psml_core.sync import make_sync_policy
+from psml_core.sync import SYNC_POLICIES
 
 __all__ = [
     "Job",
@@ -231,7 +231,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     # jpdc: hash first, so the model, the placement's incidence and training see m features.
     dataset = _hashed(dataset, spec)
     model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
-    placement = make_placement(spec.method.placement)
+    placement = PLACEMENTS.build(spec.method.placement)
     if assignment is None:
         problem = PlacementProblem(
             n_samples=len(dataset.y_train),
@@ -243,7 +243,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
     init = model.init_params(spec.seed)
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
-    policy = make_sync_policy(spec.method.sync)
+    policy = SYNC_POLICIES.build(spec.method.sync)
     aggregate = spec.method.pull == "aggregate"
     if aggregate and (not policy.barrier or policy.rounds):
         raise ConfigError(
@@ -315,7 +315,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
             keys=keys,
             init_values=init[keys],
             workers=spec.workers,
-            policy=make_sync_policy(spec.method.sync),
+            policy=SYNC_POLICIES.build(spec.method.sync),
             codec_up=make_codec(spec.method.codec),
             codec_down=make_codec(spec.method.codec_down or DENSE),
             optimizer=make_optimizer(spec.workload, len(keys), update_momentum(spec)),
@@ -339,7 +339,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         workers=workers,
         shards=shards,
         shard_machine=machine_of_shard(spec.shards, spec.workers, spec.colocated),
-        controller=make_controller(spec.method.controller),
+        controller=CONTROLLERS.build(spec.method.controller),
         compute=compute,
         speed=Heterogeneity(spec.compute.heterogeneity, spec.seed),
     )

@@ -5,13 +5,7 @@ Importing this package registers every placement in :data:`PLACEMENTS`: ``range`
 :class:`DynamicChunkPartition`).
 """
 
-from psml_core.placement.base import (
-    PLACEMENTS,
-    Assignment,
-    Placement,
-    PlacementProblem,
-    make_placement,
-)
+from psml_core.placement.base import PLACEMENTS, Assignment, Placement, PlacementProblem
 from psml_core.placement.cost import predicted_traffic
 from psml_core.placement.dynamic import DynamicChunkPartition, DynamicPlacement, Reassignment
 from psml_core.placement.hash import HashPlacement
@@ -33,6 +27,5 @@ __all__ = [
     "RandomPlacement",
     "RangePlacement",
     "Reassignment",
-    "make_placement",
     "predicted_traffic",
 ]

@@ -9,11 +9,9 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from psml_core.config import BlockSpec
-from psml_core.errors import ConfigError
 from psml_core.registry import Registry
 
-__all__ = ["PLACEMENTS", "Assignment", "Placement", "PlacementProblem", "make_placement"]
+__all__ = ["PLACEMENTS", "Assignment", "Placement", "PlacementProblem"]
 
 
 @dataclass(frozen=True)
@@ -66,12 +64,3 @@ class Placement(ABC):
 
 
 PLACEMENTS: Registry[type[Placement]] = Registry("placement")
-
-
-def make_placement(spec: BlockSpec) -> Placement:
-    """Instantiate a placement from its recipe block."""
-    cls = PLACEMENTS.get(spec.name, where="placement.name")
-    try:
-        return cls(**spec.params)
-    except TypeError as exc:
-        raise ConfigError(f"placement {spec.name!r}: bad params {spec.params!r} ({exc})") from None

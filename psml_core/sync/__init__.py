@@ -1,7 +1,7 @@
 """Sync policies: when a worker may go on. See :mod:`.base`."""
 
 from psml_core.sync.asp import ASP
-from psml_core.sync.base import SYNC_POLICIES, SyncPolicy, make_sync_policy
+from psml_core.sync.base import SYNC_POLICIES, SyncPolicy
 from psml_core.sync.bsp import BSP
 from psml_core.sync.dssp import DSSP
 from psml_core.sync.pcp import PCP, RoundReport
@@ -16,5 +16,4 @@ __all__ = [
     "SSP",
     "SYNC_POLICIES",
     "SyncPolicy",
-    "make_sync_policy",
 ]

@@ -14,11 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
-from psml_core.config import BlockSpec
-from psml_core.errors import ConfigError
 from psml_core.registry import Registry
 
-__all__ = ["SYNC_POLICIES", "SyncPolicy", "make_sync_policy"]
+__all__ = ["SYNC_POLICIES", "SyncPolicy"]
 
 
 class SyncPolicy(ABC):
@@ -54,15 +52,4 @@ class SyncPolicy(ABC):
         return clocks[worker] - min(clocks)
 
 
-SYNC_POLICIES: Registry[type[SyncPolicy]] = Registry("sync policy")
-
-
-def make_sync_policy(spec: BlockSpec) -> SyncPolicy:
-    """Instantiate a sync policy from its recipe block."""
-    cls = SYNC_POLICIES.get(spec.name, where="sync.name")
-    try:
-        return cls(**spec.params)
-    except TypeError as exc:
-        raise ConfigError(
-            f"sync policy {spec.name!r}: bad params {spec.params!r} ({exc})"
-        ) from None
+SYNC_POLICIES: Registry[type[SyncPolicy]] = Registry("sync policy", key="sync")

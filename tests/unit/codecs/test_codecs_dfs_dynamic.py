@@ -26,7 +26,7 @@ from psml_core.codecs.dfs import (
 from psml_core.config import BlockSpec
 from psml_core.engine.optim import SGD
 from psml_core.engine.server import ServerShard
-from psml_core.sync import make_sync_policy
+from psml_core.sync import SYNC_POLICIES
 
 # ---------------------------------------------------------------- plain references
 
@@ -495,7 +495,7 @@ def test_server_shards_and_replicas_stay_bit_identical():
             keys=k,
             init_values=init[k],
             workers=P,
-            policy=make_sync_policy(BlockSpec("bsp")),
+            policy=SYNC_POLICIES.build(BlockSpec("bsp")),
             codec_up=make_codec(spec),
             codec_down=make_codec(BlockSpec("none")),
             optimizer=SGD(k.size, lr=0.05, momentum=0.9),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psml_core.config import BlockSpec
-from psml_core.control import CONTROLLERS, DC2Controller, DelayMonitor, Observation, make_controller
+from psml_core.control import CONTROLLERS, DC2Controller, DelayMonitor, Observation
 from psml_core.errors import ConfigError
 
 
@@ -252,7 +252,7 @@ def test_aimd_ignores_hysteresis():
 
 def test_registered_and_built_from_config():
     assert "dc2" in CONTROLLERS
-    ctl = make_controller(BlockSpec("dc2", {"law": "aimd", "warmup": 5}))
+    ctl = CONTROLLERS.build(BlockSpec("dc2", {"law": "aimd", "warmup": 5}))
     assert isinstance(ctl, DC2Controller) and ctl.law == "aimd" and ctl.warmup == 5
     assert ctl.ratio(0) == 1.0
 
@@ -280,7 +280,7 @@ def test_registered_and_built_from_config():
 )
 def test_bad_params_name_the_param_and_range(param, value, allowed):
     with pytest.raises(ConfigError) as err:
-        make_controller(BlockSpec("dc2", {param: value}))
+        CONTROLLERS.build(BlockSpec("dc2", {param: value}))
     msg = str(err.value)
     assert f"controller 'dc2': params.{param} must be" in msg and allowed in msg
 
@@ -292,12 +292,12 @@ def test_r0_range_follows_the_bounds():
 
 def test_unknown_law_lists_the_known_ones():
     with pytest.raises(ConfigError, match="params.law must be one of aimd, proportional"):
-        make_controller(BlockSpec("dc2", {"law": "pid"}))
+        CONTROLLERS.build(BlockSpec("dc2", {"law": "pid"}))
 
 
 def test_unknown_param_is_a_config_error():
     with pytest.raises(ConfigError, match="controller 'dc2': bad params"):
-        make_controller(BlockSpec("dc2", {"beta": 1.0}))
+        CONTROLLERS.build(BlockSpec("dc2", {"beta": 1.0}))
 
 
 # --------------------------------------------------------------------------- closed loop

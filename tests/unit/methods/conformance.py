@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 from psml_core.config import BlockSpec, Experiment, HeterogeneitySpec, MethodRecipe, RunSpec
-from psml_core.control import make_controller
+from psml_core.control import CONTROLLERS
 from psml_core.data.store import load_prepared
 from psml_core.engine import DistBackend, Job, SimBackend, build_job
 from psml_core.engine.dist import DistOptions
@@ -280,7 +280,7 @@ def check_controller(recipe: MethodRecipe, job: Job, records: Sequence[Iteration
     if ctl.name == "static":
         assert set(ratio.values()) == {float(ctl.params.get("ratio", 1.0))}
     elif ctl.name == "dc2":
-        ref = make_controller(ctl)  # the defaults the recipe leaves unset
+        ref = CONTROLLERS.build(ctl)  # the defaults the recipe leaves unset
         assert all(ref.r_min <= r <= ref.r_max for r in ratio.values())  # type: ignore[attr-defined]
         warm = [r for t, r in ratio.items() if t < ref.warmup]  # type: ignore[attr-defined]
         assert set(warm) <= {ref.r0}  # type: ignore[attr-defined]

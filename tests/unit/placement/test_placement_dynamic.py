@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 from psml_core.placement import (
+    PLACEMENTS,
     DynamicChunkPartition,
     DynamicPlacement,
     PlacementProblem,
-    make_placement,
 )
 
 
@@ -155,11 +155,11 @@ def test_bad_inputs():
     with pytest.raises(ConfigError, match="splits a chunk"):
         DynamicChunkPartition(30, 2, 2, np.arange(30) % 2, chunk=8)
     with pytest.raises(ConfigError, match="params.decay must be in"):
-        make_placement(BlockSpec("dynamic", {"decay": 1.0}))
+        PLACEMENTS.build(BlockSpec("dynamic", {"decay": 1.0}))
 
 
 def test_dynamic_placement_starts_chunk_aligned_and_builds_its_tracker():
-    place = make_placement(BlockSpec("dynamic", {"chunk": 8, "period": 10}))
+    place = PLACEMENTS.build(BlockSpec("dynamic", {"chunk": 8, "period": 10}))
     assert isinstance(place, DynamicPlacement) and place.dynamic
     a = place.assign(PlacementProblem(10, 30), 2, 2)
     assert a.key_owner.tolist() == [0] * 16 + [1] * 14

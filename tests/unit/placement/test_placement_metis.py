@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from psml_core.config import BlockSpec
 from psml_core.data.zipf_sparse import ZipfParams, generate
 from psml_core.errors import ConfigError
-from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
+from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
 from psml_core.placement.metis import bipartite_graph
 from psml_core.placement.parsa import capacity, rebalance_samples
 
@@ -43,7 +43,7 @@ def sparse_problems(draw, max_n=60, max_m=50):
 @given(sparse_problems(), st.booleans())
 def test_metis_is_valid_balanced_and_deterministic(case, recursive):
     problem, workers, shards = case
-    place = make_placement(BlockSpec("metis", {"recursive": recursive}))
+    place = PLACEMENTS.build(BlockSpec("metis", {"recursive": recursive}))
     a = place.assign(problem, workers, shards)
     n, m = problem.n_samples, problem.n_keys
     assert a.sample_owner.shape == (n,) and a.key_owner.shape == (m,)
@@ -65,7 +65,7 @@ def test_metis_cuts_remote_traffic_versus_random(seed):
     problem = zipf_problem(seed=seed)
     traffic = {}
     for name in ("random", "metis"):
-        a = make_placement(BlockSpec(name)).assign(problem, 4, 4)
+        a = PLACEMENTS.build(BlockSpec(name)).assign(problem, 4, 4)
         traffic[name] = predicted_traffic(problem, a, 4, 4, colocated=True)
     assert traffic["metis"]["sum_remote"] < 0.8 * traffic["random"]["sum_remote"]
     assert traffic["metis"]["max_remote"] < traffic["random"]["max_remote"]
@@ -79,7 +79,7 @@ def test_disjoint_clusters_are_separated_exactly():
     dense[:30, 0] = dense[30:, 20] = 1  # one hub key per cluster keeps each one connected
     inc = sp.csr_matrix(dense)
     problem = PlacementProblem(60, 40, inc)
-    a = make_placement(BlockSpec("metis")).assign(problem, 2, 2)
+    a = PLACEMENTS.build(BlockSpec("metis")).assign(problem, 2, 2)
     assert predicted_traffic(problem, a, 2, 2, colocated=True)["sum_remote"] == 0
 
 
@@ -107,7 +107,7 @@ def test_rebalance_enforces_both_bounds():
 
 def test_graph_without_edges_still_gets_a_valid_placement():
     inc = sp.csr_matrix(np.eye(8, dtype=np.int8))  # every key has one sample: no kept key
-    a = make_placement(BlockSpec("metis")).assign(PlacementProblem(8, 8, inc), 4, 4)
+    a = PLACEMENTS.build(BlockSpec("metis")).assign(PlacementProblem(8, 8, inc), 4, 4)
     assert np.bincount(a.sample_owner).tolist() == [2, 2, 2, 2]
     t = predicted_traffic(PlacementProblem(8, 8, inc), a, 4, 4, colocated=True)
     assert t["sum_remote"] == 0  # Step B keeps each key with its only user
@@ -115,7 +115,7 @@ def test_graph_without_edges_still_gets_a_valid_placement():
 
 def test_dense_problem_falls_back_to_range_with_a_note(caplog):
     with caplog.at_level(logging.WARNING):
-        a = make_placement(BlockSpec("metis")).assign(PlacementProblem(12, 9), 3, 3)
+        a = PLACEMENTS.build(BlockSpec("metis")).assign(PlacementProblem(12, 9), 3, 3)
     assert np.bincount(a.sample_owner).tolist() == [4, 4, 4]
     assert np.bincount(a.key_owner).tolist() == [3, 3, 3]
     assert "'metis'" in caplog.text and "dense" in caplog.text
@@ -132,4 +132,4 @@ def test_dense_problem_falls_back_to_range_with_a_note(caplog):
 )
 def test_bad_params_are_config_errors(params, fragment):
     with pytest.raises(ConfigError, match=fragment):
-        make_placement(BlockSpec("metis", params))
+        PLACEMENTS.build(BlockSpec("metis", params))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from psml_core.config import BlockSpec
 from psml_core.data.zipf_sparse import ZipfParams, generate
 from psml_core.errors import ConfigError
-from psml_core.placement import Assignment, PlacementProblem, make_placement, predicted_traffic
+from psml_core.placement import PLACEMENTS, Assignment, PlacementProblem, predicted_traffic
 from psml_core.placement.parsa import assign_keys, capacity, greedy_samples, worker_users
 
 
@@ -54,7 +54,7 @@ def check_assignment(a, problem, workers, shards, eps):
 @given(sparse_problems(), st.sampled_from(["partition", "stream"]), st.integers(1, 80))
 def test_parsa_is_valid_balanced_and_deterministic(case, visit, block):
     problem, workers, shards = case
-    place = make_placement(BlockSpec("parsa", {"block": block, "visit": visit}))
+    place = PLACEMENTS.build(BlockSpec("parsa", {"block": block, "visit": visit}))
     a = place.assign(problem, workers, shards)
     check_assignment(a, problem, workers, shards, eps=0.05)
     b = place.assign(problem, workers, shards)
@@ -64,7 +64,7 @@ def test_parsa_is_valid_balanced_and_deterministic(case, visit, block):
 
 def test_partition_order_is_balanced_to_one_sample():
     problem = zipf_problem(rows=803)
-    a = make_placement(BlockSpec("parsa", {"block": 100})).assign(problem, 8, 8)
+    a = PLACEMENTS.build(BlockSpec("parsa", {"block": 100})).assign(problem, 8, 8)
     counts = np.bincount(a.sample_owner)
     assert counts.max() - counts.min() <= 1
 
@@ -74,7 +74,7 @@ def test_parsa_cuts_remote_traffic_versus_random(seed):
     problem = zipf_problem(seed=seed)
     traffic = {}
     for name in ("random", "parsa"):
-        a = make_placement(BlockSpec(name)).assign(problem, 4, 4)
+        a = PLACEMENTS.build(BlockSpec(name)).assign(problem, 4, 4)
         traffic[name] = predicted_traffic(problem, a, 4, 4, colocated=True)
     assert traffic["parsa"]["sum_remote"] < 0.8 * traffic["random"]["sum_remote"]
     assert traffic["parsa"]["max_remote"] < traffic["random"]["max_remote"]
@@ -91,7 +91,7 @@ def test_disjoint_clusters_are_separated_exactly():
         shape=(20, 10),
     )
     problem = PlacementProblem(20, 10, inc)
-    a = make_placement(BlockSpec("parsa")).assign(problem, 2, 2)
+    a = PLACEMENTS.build(BlockSpec("parsa")).assign(problem, 2, 2)
     t = predicted_traffic(problem, a, 2, 2, colocated=True)
     assert t["sum_remote"] == 0
     assert len(set(a.sample_owner[0::2])) == 1 and len(set(a.sample_owner[1::2])) == 1
@@ -115,7 +115,7 @@ def test_step_a_cost_hand_example():
 
 def test_step_b_puts_every_key_on_a_user_when_capacity_allows():
     problem = zipf_problem(rows=400, features=600, nnz=8)
-    owner = make_placement(BlockSpec("random")).assign(problem, 4, 4).sample_owner
+    owner = PLACEMENTS.build(BlockSpec("random")).assign(problem, 4, 4).sample_owner
     inc = problem.incidence.tocsr()
     keys = assign_keys(inc, owner, workers=4, shards=4, eps=10.0)  # capacity never binds
     U = worker_users(inc, owner, 4).tocsc()
@@ -138,7 +138,7 @@ def test_step_b_untouched_keys_go_round_robin():
 
 def test_dense_problem_falls_back_to_range_with_a_note(caplog):
     with caplog.at_level(logging.WARNING):
-        a = make_placement(BlockSpec("parsa")).assign(PlacementProblem(10, 20), 2, 4)
+        a = PLACEMENTS.build(BlockSpec("parsa")).assign(PlacementProblem(10, 20), 2, 4)
     assert a.sample_owner.tolist() == [0] * 5 + [1] * 5
     assert np.bincount(a.key_owner).tolist() == [5, 5, 5, 5]
     assert "dense" in caplog.text and "range" in caplog.text
@@ -155,10 +155,10 @@ def test_dense_problem_falls_back_to_range_with_a_note(caplog):
 )
 def test_bad_params_are_config_errors(params, fragment):
     with pytest.raises(ConfigError, match=fragment):
-        make_placement(BlockSpec("parsa", params))
+        PLACEMENTS.build(BlockSpec("parsa", params))
 
 
 def test_too_many_workers_is_a_clear_error():
     inc = sp.csr_matrix(np.ones((3, 4), np.int8))
     with pytest.raises(ConfigError, match="cannot split 3 samples over 4 parts"):
-        make_placement(BlockSpec("parsa")).assign(PlacementProblem(3, 4, inc), 4, 2)
+        PLACEMENTS.build(BlockSpec("parsa")).assign(PlacementProblem(3, 4, inc), 4, 2)

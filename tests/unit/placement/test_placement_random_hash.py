@@ -8,7 +8,7 @@ from sklearn.utils import murmurhash3_32
 
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
-from psml_core.placement import PLACEMENTS, PlacementProblem, make_placement
+from psml_core.placement import PLACEMENTS, PlacementProblem
 from psml_core.placement.hash import hash_owner
 
 
@@ -22,7 +22,7 @@ def _check_valid(a, n, m, workers, shards):
 def test_registered():
     assert {"random", "hash", "parsa", "metis", "dynamic", "range"} <= set(PLACEMENTS.names())
     with pytest.raises(ConfigError, match=r"unknown placement 'nope'.*known placements: .*hash"):
-        make_placement(BlockSpec("nope"))
+        PLACEMENTS.build(BlockSpec("nope"))
 
 
 @settings(max_examples=60, deadline=None)
@@ -36,7 +36,7 @@ def test_registered():
 def test_random_is_valid_exactly_balanced_and_seeded(n, m, workers, shards, seed):
     if workers > n or shards > m:
         return
-    place = make_placement(BlockSpec("random"))
+    place = PLACEMENTS.build(BlockSpec("random"))
     a = place.assign(PlacementProblem(n, m, seed=seed), workers, shards)
     _check_valid(a, n, m, workers, shards)
     for owner, parts in ((a.sample_owner, workers), (a.key_owner, shards)):
@@ -48,7 +48,7 @@ def test_random_is_valid_exactly_balanced_and_seeded(n, m, workers, shards, seed
 
 
 def test_random_seeds_differ():
-    place = make_placement(BlockSpec("random"))
+    place = PLACEMENTS.build(BlockSpec("random"))
     a = place.assign(PlacementProblem(1000, 1000, seed=1), 8, 8)
     b = place.assign(PlacementProblem(1000, 1000, seed=2), 8, 8)
     assert np.mean(a.sample_owner != b.sample_owner) > 0.5
@@ -66,7 +66,7 @@ def test_random_seeds_differ():
 def test_hash_is_valid_and_deterministic(n, m, workers, shards, seed):
     if workers > n or shards > m:
         return
-    place = make_placement(BlockSpec("hash"))
+    place = PLACEMENTS.build(BlockSpec("hash"))
     a = place.assign(PlacementProblem(n, m, seed=seed), workers, shards)
     _check_valid(a, n, m, workers, shards)
     b = place.assign(PlacementProblem(n, m, seed=seed), workers, shards)
@@ -85,7 +85,7 @@ def test_hash_is_murmurhash_mod_parts_and_statistically_balanced():
 
 
 def test_hash_samples_and_keys_use_different_seeds():
-    a = make_placement(BlockSpec("hash")).assign(PlacementProblem(5000, 5000, seed=0), 4, 4)
+    a = PLACEMENTS.build(BlockSpec("hash")).assign(PlacementProblem(5000, 5000, seed=0), 4, 4)
     assert np.mean(a.sample_owner != a.key_owner) > 0.5
 
 
@@ -99,4 +99,4 @@ def test_hash_fills_empty_parts_on_tiny_problems():
 @pytest.mark.parametrize("name", ["random", "hash"])
 def test_more_parts_than_items_is_a_clear_error(name):
     with pytest.raises(ConfigError, match="cannot split 3 samples over 4 parts"):
-        make_placement(BlockSpec(name)).assign(PlacementProblem(3, 10), 4, 2)
+        PLACEMENTS.build(BlockSpec(name)).assign(PlacementProblem(3, 10), 4, 2)

@@ -8,14 +8,14 @@ from hypothesis import strategies as st
 
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
-from psml_core.placement import PlacementProblem, make_placement, predicted_traffic
+from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
 
 
 @given(st.integers(1, 500), st.integers(1, 16), st.integers(1, 16))
 def test_range_is_balanced_contiguous_and_complete(n, workers, shards):
     if workers > n or shards > n:
         return
-    a = make_placement(BlockSpec("range")).assign(PlacementProblem(n, n), workers, shards)
+    a = PLACEMENTS.build(BlockSpec("range")).assign(PlacementProblem(n, n), workers, shards)
     for owner, parts in ((a.sample_owner, workers), (a.key_owner, shards)):
         counts = np.bincount(owner, minlength=parts)
         assert counts.max() - counts.min() <= 1
@@ -24,14 +24,14 @@ def test_range_is_balanced_contiguous_and_complete(n, workers, shards):
 
 def test_more_parts_than_items_is_a_clear_error():
     with pytest.raises(ConfigError, match="cannot split 3 items over 4 parts"):
-        make_placement(BlockSpec("range")).assign(PlacementProblem(3, 10), 4, 2)
+        PLACEMENTS.build(BlockSpec("range")).assign(PlacementProblem(3, 10), 4, 2)
 
 
 def test_predicted_traffic_hand_example():
     # 4 samples, 4 keys, 2 workers colocated with 2 shards (keys 0-1 on machine 0, 2-3 on 1).
     inc = sp.csr_matrix(np.array([[1, 0, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]]))
     prob = PlacementProblem(4, 4, inc)
-    a = make_placement(BlockSpec("range")).assign(prob, 2, 2)
+    a = PLACEMENTS.build(BlockSpec("range")).assign(prob, 2, 2)
     t = predicted_traffic(prob, a, 2, 2, colocated=True)
     # worker 0 touches {0,1,2}: key 2 is remote; worker 1 touches {2,3}: none remote.
     assert t["touched_per_worker"] == [3, 2]

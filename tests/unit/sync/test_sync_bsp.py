@@ -4,13 +4,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from psml_core.config import BlockSpec
-from psml_core.sync import make_sync_policy
+from psml_core.sync import SYNC_POLICIES
 
 
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=16), st.data())
 def test_bsp_invariant_no_worker_ahead(clocks, data):
     """BSP lets a worker go on only if nobody is behind it: staleness is always 0."""
-    bsp = make_sync_policy(BlockSpec("bsp"))
+    bsp = SYNC_POLICIES.build(BlockSpec("bsp"))
     w = data.draw(st.integers(0, len(clocks) - 1))
     allowed = bsp.may_proceed(w, clocks)
     assert allowed == (clocks[w] == min(clocks))
@@ -19,4 +19,4 @@ def test_bsp_invariant_no_worker_ahead(clocks, data):
 
 
 def test_bsp_is_a_barrier():
-    assert make_sync_policy(BlockSpec("bsp")).barrier
+    assert SYNC_POLICIES.build(BlockSpec("bsp")).barrier

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
-from psml_core.sync import make_sync_policy
+from psml_core.sync import SYNC_POLICIES
 from psml_core.sync.dssp import DSSP
 
 
@@ -59,4 +59,4 @@ def test_grant_fits_the_fast_worker_before_the_slow_push():
 
 def test_bad_params_name_the_field():
     with pytest.raises(ConfigError, match="params.r_max"):
-        make_sync_policy(BlockSpec("dssp", {"r_max": -1}))
+        SYNC_POLICIES.build(BlockSpec("dssp", {"r_max": -1}))

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
-from psml_core.sync import make_sync_policy
+from psml_core.sync import SYNC_POLICIES
 from psml_core.sync.pcp import PCP, REPORT_BYTES, RoundReport
 
 times = st.floats(1e-6, 10.0, allow_nan=False)
@@ -67,7 +67,7 @@ def test_truncated_report_is_rejected():
 )
 def test_bad_params_name_the_field(params, field):
     with pytest.raises(ConfigError, match=f"params.{field}"):
-        make_sync_policy(BlockSpec("pcp", params))
+        SYNC_POLICIES.build(BlockSpec("pcp", params))
 
 
 def test_rounds_are_synchronous():
