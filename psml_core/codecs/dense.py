@@ -19,7 +19,6 @@ class DenseCodec(Codec):
     is dense.
     """
 
-    name = "none"
     movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:

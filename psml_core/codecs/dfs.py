@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -281,8 +281,6 @@ class DFSCodec(Codec):
             energy) up to ``down_ratio n`` elements and keeps the rest as a server residual;
             None = off (the whole union is sent). Default None.
     """
-
-    name: ClassVar[str] = "dfs"
 
     def __init__(
         self,

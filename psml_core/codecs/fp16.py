@@ -78,7 +78,6 @@ class FP16Codec(Codec):
     rounding error is carried to the next step.
     """
 
-    name = "fp16"
     movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:

@@ -148,8 +148,6 @@ class KVCodec(Codec):
     keys (a mini-batch's keys, zeros included). The server sums the decoded pushes (default).
     """
 
-    name = "kv"
-
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """The non-zero entries of ``x``, keys ascending."""
         x = check_vector(x)

@@ -42,7 +42,6 @@ class MatchedTopKCodec(Codec):
         **filter_params: The value-bounded filter's parameters (see its docstring).
     """
 
-    name: ClassVar[str] = "topk_matched"
     carries_residual: ClassVar[bool] = True  # its own error feedback: the shadow needs raw g
 
     def __init__(self, **filter_params: Any) -> None:

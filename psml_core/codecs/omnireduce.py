@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 
@@ -57,8 +56,6 @@ class OmniReduceCodec(Codec):
         topk: Sparsify element-wise to the top ``ceil(ratio n)`` magnitudes first. Default False.
         ratio: Density for ``topk`` in (0, 1]; None = use ``ctx.ratio``. Default None.
     """
-
-    name: ClassVar[str] = "omnireduce"
 
     def __init__(
         self,

@@ -186,7 +186,6 @@ class QSGDCodec(Codec):
             a different one.
     """
 
-    name = "qsgd"
     movable = True
 
     def __init__(self, levels: int = 127, stream: int = 0) -> None:

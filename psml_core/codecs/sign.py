@@ -101,8 +101,6 @@ class SignSGDCodec(Codec):
     makes the residual grow with the gradient scale; use ``efsignsgd`` for error feedback.
     """
 
-    name = "signsgd"
-
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Send the signs of ``x`` (sign(0) = +1)."""
         x = check_vector(x)
@@ -174,8 +172,6 @@ class ScaledSignCodec(Codec):
     Tuning: use the learning rate of plain SGD (the scale carries the magnitude); keep error
     feedback on.
     """
-
-    name = "efsignsgd"
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Send ``||x||_1 / n`` and the signs of ``x``."""

@@ -226,7 +226,6 @@ class TopKCodec(Codec):
             = broadcast the aggregate losslessly.
     """
 
-    name = "topk"
     movable = True
 
     def __init__(self, ratio: float | None = None, down_ratio: float | None = None) -> None:
@@ -352,7 +351,6 @@ class RandomKCodec(Codec):
         ratio: Fraction of elements kept, in (0, 1]; ``None`` (default) = use ``ctx.ratio``.
     """
 
-    name = "randomk"
     movable = True
 
     def __init__(self, ratio: float | None = None) -> None:
@@ -458,7 +456,6 @@ class ThresholdCodec(Codec):
             0 sends every non-zero.
     """
 
-    name = "threshold"
     movable = True
 
     def __init__(self, threshold: float = 0.01) -> None:
@@ -546,8 +543,6 @@ class DGCCodec(Codec):
         upper: Count band's upper factor and the threshold's raise factor, > 1 (default 1.3).
         lower: Count band's lower factor and the threshold's cut factor, in (0, 1) (default 0.7).
     """
-
-    name = "dgc"
 
     def __init__(
         self,

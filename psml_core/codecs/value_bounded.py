@@ -181,7 +181,6 @@ class ValueBoundedCodec(Codec):
         residual_dtype: ``"float64"`` (default) or ``"float32"``, for worker and server residuals.
     """
 
-    name: ClassVar[str] = "value_bounded"
     carries_residual: ClassVar[bool] = True  # its own residual: never wrap in ErrorFeedback
 
     def __init__(

@@ -162,8 +162,6 @@ class DC2Controller(Controller):
             ``law`` is unknown (the message lists the known laws).
     """
 
-    name = "dc2"
-
     def __init__(
         self,
         law: str = "proportional",

@@ -16,8 +16,6 @@ class StaticController(Controller):
         ratio: The ratio in (0, 1]; 1.0 means no compression.
     """
 
-    name = "static"
-
     def __init__(self, ratio: float = 1.0) -> None:
         if not 0.0 < ratio <= 1.0:
             raise ConfigError(f"controller 'static': params.ratio must be in (0, 1], got {ratio}")

@@ -285,8 +285,6 @@ class Cifar10Source(DatasetSource):
     checksum and the restricted unpickler.
     """
 
-    name = "cifar10"
-
     def load(self) -> Dataset:
         """Verify, unpickle (restricted) and check the six batches; build the data set.
 

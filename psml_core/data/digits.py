@@ -13,8 +13,6 @@ __all__ = ["DigitsSource"]
 class DigitsSource(DatasetSource):
     """The digits set: 64 pixel features scaled to [0, 1], 10 classes, stratified split."""
 
-    name = "digits"
-
     def load(self) -> Dataset:
         """Load the images and split them, stratified by class, with our design's seed."""
         # Imported here: sklearn takes ~1 s to import and only this source needs it.

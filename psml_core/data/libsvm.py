@@ -402,8 +402,6 @@ def _labels(parts: list[Rows]) -> tuple[list[np.ndarray], int, dict[str, int]]:
 class LibsvmSource(DatasetSource):
     """A classification set read from LIBSVM files (``path`` and optional ``test_path``)."""
 
-    name = "libsvm"
-
     @staticmethod
     def _verify(path: Path, expected: str | None, where: str, prefix: str = "") -> str:
         """Check the file exists and matches ``expected`` when given; return its SHA-256."""

@@ -37,8 +37,6 @@ _CHUNK = 4096  # images drawn at a time (bounds the float64 temporaries)
 class SyntheticImagesSource(DatasetSource):
     """CIFAR-shaped synthetic images (see the module docstring): ``rows`` images, 10 classes."""
 
-    name = "synthetic_images"
-
     def load(self) -> Dataset:
         """Draw the images and split them with our design's seed and ``test_fraction``.
 

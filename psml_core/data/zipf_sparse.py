@@ -372,8 +372,6 @@ def resolve_params(spec: DatasetSpec) -> ZipfParams:
 class ZipfSparseSource(DatasetSource):
     """Synthetic Zipf-sparse binary classification, calibrated to published statistics."""
 
-    name = "zipf_sparse"
-
     def load(self) -> Dataset:
         """Generate the set and split it by a seeded permutation."""
         spec = self.spec

@@ -47,7 +47,6 @@ class SGD(ServerOptimizer):
         momentum: Momentum mu in [0, 1).
     """
 
-    name = "sgd"
     per_key_state = ("velocity",)
     uses_momentum = True
 
@@ -76,7 +75,6 @@ class AdaGrad(ServerOptimizer):
         momentum: Unused (accepted so that every optimizer takes the same settings).
     """
 
-    name = "adagrad"
     per_key_state = ("accum",)
     eps = np.float32(1e-8)
 

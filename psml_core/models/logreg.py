@@ -21,8 +21,6 @@ class LogisticRegression(Model):
     partitionable (docs/methods.md, JPDC). Computed in float64, returned as float32.
     """
 
-    name = "logreg"
-
     @property
     def _k(self) -> int:
         return 1 if self.n_classes == 2 else self.n_classes

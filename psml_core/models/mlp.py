@@ -23,7 +23,6 @@ class MLP(TorchNet):
     bit-reproducible.
     """
 
-    name = "mlp"
     vmap_batches = True  # checked against the per-replica path (tests/unit/models)
 
     def __init__(self, n_features: int, n_classes: int, workload: WorkloadSpec) -> None:

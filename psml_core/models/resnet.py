@@ -136,8 +136,6 @@ class ResNet18(TorchNet):
             does not divide ``width``.
     """
 
-    name = "resnet18"
-
     def __init__(
         self,
         n_features: int,

@@ -101,7 +101,6 @@ class ProfileCompute(ComputeModel):
         root: Config directory holding ``devices/`` (default: :func:`config_root`).
     """
 
-    name = "profile"
     deterministic = True
 
     def __init__(self, spec: ComputeSpec, root: str | Path | None = None) -> None:
@@ -132,7 +131,6 @@ class MeasuredCompute(ComputeModel):
         repeats: Timed repetitions of the calibration.
     """
 
-    name = "measured"
     deterministic = False
 
     def __init__(self, spec: ComputeSpec, repeats: int = 5) -> None:

@@ -128,8 +128,6 @@ class ConstantCrossTraffic(CrossTraffic):
         flows: Competing flows per link (0: no cross-traffic; 1: half the bandwidth).
     """
 
-    name = "constant"
-
     def __init__(self, seed: int, machines: int, flows: int = 0) -> None:
         super().__init__(seed, machines)
         self.flows = _count(self.name, "flows", flows)
@@ -299,8 +297,6 @@ class MarkovCrossTraffic(_Periodic):
             machine, for its egress and ingress, seeded by (seed, machine)).
     """
 
-    name = "markov"
-
     def __init__(
         self,
         seed: int,
@@ -349,8 +345,6 @@ class PoissonCrossTraffic(_Periodic):
         scope: ``shared`` or ``per_machine``, as for ``markov``.
     """
 
-    name = "poisson"
-
     def __init__(
         self,
         seed: int,
@@ -384,8 +378,6 @@ class TraceCrossTraffic(CrossTraffic):
         machines: Number of machines.
         path: The CSV file.
     """
-
-    name = "trace"
 
     def __init__(self, seed: int, machines: int, path: str = "") -> None:
         super().__init__(seed, machines)

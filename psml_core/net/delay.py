@@ -46,8 +46,6 @@ class ConstantDelay(DelayProcess):
         ms: Delay in milliseconds.
     """
 
-    name = "constant"
-
     def __init__(self, seed: int, ms: float = 0.0) -> None:
         self.s = ms / 1e3
 
@@ -88,8 +86,6 @@ class NormalDelay(_Sequence):
         std_ms: Standard deviation (DC2 spec: 1).
     """
 
-    name = "normal"
-
     def __init__(self, seed: int, mean_ms: float = 5.0, std_ms: float = 1.0) -> None:
         super().__init__(seed)
         self.mean, self.std = mean_ms / 1e3, std_ms / 1e3
@@ -110,8 +106,6 @@ class MarkovDelay(_Sequence):
         high_ms: Delay in the high state (DC2 spec: 100).
         switch_prob: Per-iteration switching probability (DC2 spec: 0.05).
     """
-
-    name = "markov"
 
     def __init__(
         self, seed: int, low_ms: float = 1.0, high_ms: float = 100.0, switch_prob: float = 0.05
@@ -139,8 +133,6 @@ class TraceDelay(DelayProcess):
         seed: Unused.
         path: The CSV file.
     """
-
-    name = "trace"
 
     def __init__(self, seed: int, path: str = "") -> None:
         p = Path(path)

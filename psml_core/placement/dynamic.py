@@ -336,7 +336,6 @@ class DynamicPlacement(Placement):
         fixed: Decide once, after ``period`` warm-up steps.
     """
 
-    name = "dynamic"
     dynamic = True
 
     def __init__(

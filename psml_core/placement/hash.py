@@ -61,8 +61,6 @@ def hash_owner(n: int, parts: int, seed: int, what: str) -> np.ndarray:
 class HashPlacement(Placement):
     """Keys and samples by MurmurHash3 of their index, mod the number of parts."""
 
-    name = "hash"
-
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:
         """Hash samples over workers and keys over shards."""
         return Assignment(

@@ -156,8 +156,6 @@ class MetisPlacement(Placement):
         recursive: Recursive bisection (True) or k-way (False).
     """
 
-    name = "metis"
-
     def __init__(
         self,
         eps: float = 0.05,

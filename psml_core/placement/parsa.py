@@ -308,8 +308,6 @@ class ParsaPlacement(Placement):
         visit: ``"partition"`` (Parsa's order, default) or ``"stream"`` (literal spec order).
     """
 
-    name = "parsa"
-
     def __init__(self, eps: float = 0.05, block: int = 10_000, visit: str = "partition") -> None:
         check_eps(self.name, eps)
         if isinstance(block, bool) or not isinstance(block, int) or block < 1:

@@ -45,8 +45,6 @@ def random_split(rng: np.random.Generator, n: int, parts: int, what: str) -> np.
 class RandomPlacement(Placement):
     """Samples and keys dealt out uniformly at random, balanced (seeded by ``problem.seed``)."""
 
-    name = "random"
-
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:
         """Random balanced split of the samples over workers, then of the keys over shards."""
         rng = np.random.default_rng(problem.seed)

@@ -24,8 +24,6 @@ class RangePlacement(Placement):
     Prepared data sets are already shuffled, so contiguous sample ranges are a random split.
     """
 
-    name = "range"
-
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:
         """Split samples over workers and keys over shards in contiguous ranges."""
         return Assignment(

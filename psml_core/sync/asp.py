@@ -18,7 +18,6 @@ class ASP(SyncPolicy):
     idle; the price is stale gradients, unbounded in principle.
     """
 
-    name = "asp"
     barrier = False
 
     def may_proceed(self, worker: int, clocks: Sequence[int]) -> bool:

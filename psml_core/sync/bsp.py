@@ -18,7 +18,6 @@ class BSP(SyncPolicy):
     paper in the suite measures against (SSP with s = 0).
     """
 
-    name = "bsp"
     barrier = True
 
     def may_proceed(self, worker: int, clocks: Sequence[int]) -> bool:

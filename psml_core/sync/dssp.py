@@ -37,7 +37,6 @@ class DSSP(SyncPolicy):
         window: Iteration times averaged per worker for the prediction, >= 1.
     """
 
-    name = "dssp"
     barrier = False
 
     def __init__(self, s_low: int = 2, r_max: int = 6, window: int = 5) -> None:

@@ -103,7 +103,6 @@ class PCP(SyncPolicy):
         weighting: ``samples`` or ``uniform`` merge weights.
     """
 
-    name = "pcp"
     barrier = True
     rounds = True
     WEIGHTINGS = ("samples", "uniform")

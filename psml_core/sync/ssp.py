@@ -27,7 +27,6 @@ class SSP(SyncPolicy):
         staleness: The bound s >= 0.
     """
 
-    name = "ssp"
     barrier = False
 
     def __init__(self, staleness: int = 2) -> None:

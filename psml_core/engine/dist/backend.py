@@ -49,7 +49,6 @@ class DistBackend(Backend):
             rank uses its session's options, which the launcher read from the environment.
     """
 
-    name = "dist"
     clock = "wall-clock"
 
     def __init__(self, options: DistOptions | None = None) -> None:

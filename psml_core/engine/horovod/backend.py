@@ -148,7 +148,6 @@ class HorovodBackend(Backend):
         options: Backend options (default: from the ``PSML_HOROVOD_*`` environment).
     """
 
-    name = "horovod"
     clock = "wall-clock"
 
     def __init__(self, options: HorovodOptions | None = None) -> None:

@@ -141,7 +141,6 @@ class SimBackend(Backend):
             no checkpoints.
     """
 
-    name = "sim"
     clock = "simulated"
 
     def __init__(self, checkpoint: Path | None = None) -> None:
