@@ -3,7 +3,7 @@
 Two processes on loopback: rank 0 plays a worker, rank 1 a server shard.
 
 * **push**: the worker sends a 64-byte header plus a ``bytes`` payload through
-  :class:`~psml_core.engine.dist.wire.Wire`; the shard receives the header from *any* rank
+  :class:`~psml_core.engine.torchdist.wire.Wire`; the shard receives the header from *any* rank
   (as the shard loop does) and the payload into a pooled buffer.
 * **pull**: the worker posts the answer's header and payload receives, sends a PULL request,
   the shard answers with header plus payload, the worker receives it: a full request/answer
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from psml_core.engine.dist.wire import Header, Kind, Wire
+from psml_core.engine.torchdist.wire import Header, Kind, Wire
 
 __all__ = ["main"]
 

@@ -171,7 +171,7 @@ def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
     rank_args = ["--run", args.run, "--data", args.data, "--out", args.out]
     if args.partition:
         rank_args += ["--partition", args.partition]
-    module = ["-m", "psml_core.engine.dist.launch"]
+    module = ["-m", "psml_core.engine.torchdist.launch"]
     if args.launcher == "srun":
         cmd = ["srun", "-n", str(n), sys.executable, *module, *rank_args]
     else:  # torchrun: "--" keeps it from reading --run as its own --run-path

@@ -1,11 +1,11 @@
 """One engine, interchangeable backends: workers, server shards, and the run loop."""
 
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.dist import DistBackend
 from psml_core.engine.horovod import HorovodBackend
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.run import train
 from psml_core.engine.sim import SimBackend
+from psml_core.engine.torchdist import DistBackend
 
 __all__ = [
     "BACKENDS",

@@ -94,8 +94,8 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
-    # engine.dist.launch imports the rank logic inside its functions only.
-    assert "psml_core.engine.dist.rank" in graph["psml_core.engine.dist.launch"]
+    # engine.torchdist.launch imports the rank logic inside its functions only.
+    assert "psml_core.engine.torchdist.rank" in graph["psml_core.engine.torchdist.launch"]
 
 
 def test_psml_core_has_no_import_cycle() -> None:

@@ -94,7 +94,7 @@ def test_each_rank_takes_its_own_gpu_round_robin(monkeypatch) -> None:
 @needs_gpu
 def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepared) -> None:
     """dist with device: cuda: every rank's model on a GPU, the wire bytes unchanged."""
-    from psml_core.engine.dist.backend import DistBackend
+    from psml_core.engine.torchdist.backend import DistBackend
 
     ds = load_prepared(prepared["digits"])
     base = dataclasses.replace(spec_for(smoke), backend="dist", workers=2, shards=2)

@@ -27,11 +27,11 @@ from psml_core.codecs.base import CODECS, Payload
 from psml_core.config import BlockSpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import DistBackend, SimBackend, build_job
-from psml_core.engine.dist import DistOptions, Faults, Layout
-from psml_core.engine.dist.env import RankEnv, first_host, rank_env
-from psml_core.engine.dist.launch import main as launch_main
-from psml_core.engine.dist.state import decode_state, encode_state
-from psml_core.engine.dist.wire import (
+from psml_core.engine.torchdist import DistOptions, Faults, Layout
+from psml_core.engine.torchdist.env import RankEnv, first_host, rank_env
+from psml_core.engine.torchdist.launch import main as launch_main
+from psml_core.engine.torchdist.state import decode_state, encode_state
+from psml_core.engine.torchdist.wire import (
     HEADER_BYTES,
     BufferPool,
     Header,
@@ -377,7 +377,7 @@ def _start_rank(rank, world, spec_json, data, out, env, logs):
     e = {**env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)}
     e["SLURM_NTASKS"] = str(world)
     log = open(logs / f"rank{rank}.log", "w")  # noqa: SIM115 - closed by the caller
-    cmd = [sys.executable, "-m", "psml_core.engine.dist.launch", "--run", spec_json]
+    cmd = [sys.executable, "-m", "psml_core.engine.torchdist.launch", "--run", spec_json]
     cmd += ["--data", str(data), "--out", str(out)]
     return subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT), log
 
@@ -428,7 +428,7 @@ def test_torchrun_launch_writes_results_once(smoke, prepared, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     cmd = [*torchrun, "--standalone", "--nproc-per-node=3"]
     # "--": torchrun's parser would read --run as an abbreviation of its own --run-path.
-    cmd += ["-m", "psml_core.engine.dist.launch", "--", "--run", spec.to_json()]
+    cmd += ["-m", "psml_core.engine.torchdist.launch", "--", "--run", spec.to_json()]
     cmd += ["--data", str(prepared["digits"]), "--out", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr

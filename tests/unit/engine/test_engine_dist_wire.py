@@ -27,12 +27,12 @@ from psml_core.config import BlockSpec, RunSpec
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
 from psml_core.engine import build_job
-from psml_core.engine.dist import DistOptions, Faults, Layout
-from psml_core.engine.dist import wire as wire_mod
-from psml_core.engine.dist.roles import ShardLoop, run_worker
-from psml_core.engine.dist.state import encode_state
-from psml_core.engine.dist.wire import Header, Kind, ProtocolError, Wire
 from psml_core.engine.job import Job
+from psml_core.engine.torchdist import DistOptions, Faults, Layout
+from psml_core.engine.torchdist import wire as wire_mod
+from psml_core.engine.torchdist.roles import ShardLoop, run_worker
+from psml_core.engine.torchdist.state import encode_state
+from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
 
 P, S = 2, 2
 LAYOUT = Layout(shards=S, workers=P)  # ranks 0, 1: shards; 2, 3: workers 0, 1

@@ -39,7 +39,7 @@ from psml_core.config import BlockSpec, Experiment, HeterogeneitySpec, MethodRec
 from psml_core.control import CONTROLLERS
 from psml_core.data.store import load_prepared
 from psml_core.engine import DistBackend, Job, SimBackend, build_job
-from psml_core.engine.dist import DistOptions
+from psml_core.engine.torchdist import DistOptions
 from psml_core.metrics.records import IterationRecord
 from psml_core.placement import Assignment
 from psml_core.recipes import load_methods

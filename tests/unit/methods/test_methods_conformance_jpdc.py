@@ -12,8 +12,8 @@ import pytest
 from conformance import MethodConformance, RunCache
 
 from psml_core.data.store import load_prepared
-from psml_core.engine.dist.backend import DistBackend, DistOptions
 from psml_core.engine.job import build_job
+from psml_core.engine.torchdist.backend import DistBackend, DistOptions
 from psml_core.errors import ConfigError
 
 

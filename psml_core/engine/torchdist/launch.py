@@ -2,7 +2,7 @@ r"""Entry point of every dist rank.
 
 One host, torchrun::
 
-    torchrun --standalone --nproc-per-node=$((P+S)) -m psml_core.engine.dist.launch -- \
+    torchrun --standalone --nproc-per-node=$((P+S)) -m psml_core.engine.torchdist.launch -- \
         --run "$(cat run.json)" --data data/digits --out results/run1 [--partition a.npz]
 
 (the ``--`` keeps torchrun's parser from reading ``--run`` as an abbreviation of its own
@@ -10,7 +10,8 @@ One host, torchrun::
 
 SLURM (one task per rank; the allocation's first host runs rank 0 and the store)::
 
-    srun -n $((P+S)) python -m psml_core.engine.dist.launch --run "$RUN_JSON" --data ... --out ...
+    srun -n $((P+S)) python -m psml_core.engine.torchdist.launch \
+        --run "$RUN_JSON" --data ... --out ...
 
 ``--run`` takes the run's JSON (as ``psml train --run``) or a path to a file holding it. Rank 0
 runs :func:`psml_core.engine.run.train`, which writes ``metrics.parquet`` and ``summary.json``
@@ -33,11 +34,11 @@ from pathlib import Path
 
 from psml_core.atomic import write_bytes
 from psml_core.config import RunSpec
-from psml_core.engine.dist.env import rank_env
-from psml_core.engine.dist.session import Session
-from psml_core.engine.dist.settings import DistOptions, Layout
 from psml_core.engine.launching import launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
+from psml_core.engine.torchdist.env import rank_env
+from psml_core.engine.torchdist.session import Session
+from psml_core.engine.torchdist.settings import DistOptions, Layout
 
 __all__ = ["main"]
 
@@ -45,9 +46,9 @@ __all__ = ["main"]
 def _launched(args: argparse.Namespace) -> None:
     """A rank started by torchrun or srun."""
     from psml_core.data.store import load_prepared
-    from psml_core.engine.dist.rank import check_supported, run_rank
     from psml_core.engine.job import build_job
     from psml_core.engine.run import load_assignment, train
+    from psml_core.engine.torchdist.rank import check_supported, run_rank
 
     spec = launched_spec(args, "dist")
     env = rank_env(os.environ)
@@ -76,9 +77,9 @@ def _launched(args: argparse.Namespace) -> None:
 
 def _spawned(directory: Path) -> None:
     """A child of the local spawner: inputs and result go through ``directory``."""
-    from psml_core.engine.dist.rank import check_supported, run_rank
-    from psml_core.engine.dist.result import INPUTS, RESULT
     from psml_core.engine.job import build_job
+    from psml_core.engine.torchdist.rank import check_supported, run_rank
+    from psml_core.engine.torchdist.result import INPUTS, RESULT
 
     inputs = pickle.loads((directory / INPUTS).read_bytes())
     spec: RunSpec = inputs["spec"]

@@ -1,7 +1,7 @@
 """One launched rank of a dist run: its role to the end, and rank 0's gathering of results.
 
 Each rank runs its role (shard or worker) and rank 0 gathers every rank's records, values and
-wire statistics. :class:`~psml_core.engine.dist.backend.DistBackend` calls :func:`run_rank`
+wire statistics. :class:`~psml_core.engine.torchdist.backend.DistBackend` calls :func:`run_rank`
 inside a launched rank; the launcher and the local spawner's children call it directly.
 """
 
@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.engine.dist.result import DistResult
-from psml_core.engine.dist.roles import ShardLoop, run_worker
-from psml_core.engine.dist.session import Session
-from psml_core.engine.dist.settings import Faults
-from psml_core.engine.dist.wire import Channel, Header, Kind, PeerLost, Wire
 from psml_core.engine.job import Job
 from psml_core.engine.torch_device import rank_device
+from psml_core.engine.torchdist.result import DistResult
+from psml_core.engine.torchdist.roles import ShardLoop, run_worker
+from psml_core.engine.torchdist.session import Session
+from psml_core.engine.torchdist.settings import Faults
+from psml_core.engine.torchdist.wire import Channel, Header, Kind, PeerLost, Wire
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
 

@@ -48,18 +48,18 @@ from psml_core.codecs.kv import pack_keys, unpack_keys
 from psml_core.codecs.value_bounded import snappy_bytes
 from psml_core.control.base import Controller
 from psml_core.control.feed import ControllerFeed
-from psml_core.engine.dist.settings import DistOptions, Faults, Layout
-from psml_core.engine.dist.state import decode_state, encode_state
-from psml_core.engine.dist.wire import (
+from psml_core.engine.final_pull import fold_final_pull
+from psml_core.engine.job import Job
+from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
+from psml_core.engine.torchdist.settings import DistOptions, Faults, Layout
+from psml_core.engine.torchdist.state import decode_state, encode_state
+from psml_core.engine.torchdist.wire import (
     Header,
     Kind,
     Outgoing,
     ProtocolError,
     Wire,
 )
-from psml_core.engine.final_pull import fold_final_pull
-from psml_core.engine.job import Job
-from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
 from psml_core.sync.pcp import RoundReport
 
 __all__ = ["Evaluator", "ShardLoop", "adaptive", "eval_points", "run_worker"]

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from psml_core.engine.dist.result import INPUTS, RESULT, DistResult
-from psml_core.engine.dist.settings import DistOptions, Layout
 from psml_core.engine.job import Job
+from psml_core.engine.torchdist.result import INPUTS, RESULT, DistResult
+from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.errors import RunError
 
 __all__ = ["INPUTS", "RESULT", "spawn_local"]
@@ -45,7 +45,7 @@ _DROP = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RE
 def _context() -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     # No-op once the forkserver runs: the ranks fork from a process that imported psml already.
-    ctx.set_forkserver_preload(["psml_core.engine.dist.launch"])
+    ctx.set_forkserver_preload(["psml_core.engine.torchdist.launch"])
     return ctx
 
 
@@ -53,7 +53,7 @@ def _child(env: dict[str, str], directory: str) -> None:
     """A rank: the parent's environment, then the launcher's spawned mode."""
     os.environ.clear()
     os.environ.update(env)
-    from psml_core.engine.dist.launch import main
+    from psml_core.engine.torchdist.launch import main
 
     code = main(["--spawned", directory])
     sys.stdout.flush()

@@ -29,9 +29,9 @@ from typing import NoReturn
 
 import torch.distributed as dist
 
-from psml_core.engine.dist.env import RankEnv
-from psml_core.engine.dist.settings import DistOptions, Layout
-from psml_core.engine.dist.wire import PeerLost
+from psml_core.engine.torchdist.env import RankEnv
+from psml_core.engine.torchdist.settings import DistOptions, Layout
+from psml_core.engine.torchdist.wire import PeerLost
 from psml_core.errors import RunError
 
 __all__ = ["Session", "current_session"]

@@ -6,7 +6,7 @@ receive, so gloo is the transport even on GPU nodes. With ``device: cuda`` each 
 computes on its own GPU (:func:`~psml_core.engine.torch_device.rank_device`: local rank modulo
 the GPUs seen) and what crosses the wire is still the encoded bytes, counted exactly as on CPU.
 
-Ranks (:class:`~psml_core.engine.dist.settings.Layout`): ``0..S-1`` server shards,
+Ranks (:class:`~psml_core.engine.torchdist.settings.Layout`): ``0..S-1`` server shards,
 ``S..S+P-1`` workers; rank 0 (shard 0) evaluates and gathers the results. Every rank builds the
 same :class:`~psml_core.engine.job.Job` from the same RunSpec, data and placement
 (deterministic from the seed) and runs its role (:mod:`.roles`); the message layout and byte
@@ -14,8 +14,8 @@ accounting are in :mod:`.wire`; failure handling in :mod:`.session`.
 
 ``run(job)`` has two modes:
 
-* inside a launched rank (``python -m psml_core.engine.dist.launch`` under torchrun or srun,
-  which opens a :class:`~psml_core.engine.dist.session.Session` first), it runs this rank's
+* inside a launched rank (``python -m psml_core.engine.torchdist.launch`` under torchrun or srun,
+  which opens a :class:`~psml_core.engine.torchdist.session.Session` first), it runs this rank's
   role; rank 0 returns every worker's records, the other ranks return ``[]`` — the launcher
   calls :func:`psml_core.engine.run.train` on rank 0 only, so only rank 0 writes results;
 * in a plain process (``psml train``, tests), it starts the P + S ranks itself
@@ -29,12 +29,12 @@ values of every shard, so ``job.global_params()`` is the trained model as in sim
 from __future__ import annotations
 
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.dist.rank import check_supported, run_rank
-from psml_core.engine.dist.result import DistResult
-from psml_core.engine.dist.session import current_session
-from psml_core.engine.dist.settings import DistOptions
-from psml_core.engine.dist.spawn import spawn_local
 from psml_core.engine.job import Job
+from psml_core.engine.torchdist.rank import check_supported, run_rank
+from psml_core.engine.torchdist.result import DistResult
+from psml_core.engine.torchdist.session import current_session
+from psml_core.engine.torchdist.settings import DistOptions
+from psml_core.engine.torchdist.spawn import spawn_local
 from psml_core.metrics.records import IterationRecord
 
 __all__ = ["DistBackend", "DistOptions", "DistResult", "check_supported"]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from psml_core.engine.dist.wire import WireStats
+from psml_core.engine.torchdist.wire import WireStats
 from psml_core.metrics.records import IterationRecord
 
 __all__ = ["INPUTS", "RESULT", "DistResult"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.engine.dist.wire import ProtocolError
+from psml_core.engine.torchdist.wire import ProtocolError
 
 __all__ = ["decode_state", "encode_state"]
 
