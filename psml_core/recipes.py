@@ -13,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from psml_core.codecs import CODECS, make_codec
+from psml_core.codecs import CODECS, ServerCodec, make_codec
+from psml_core.codecs.sparsifiers import RandomKServer
+from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import (
     Experiment,
     MethodRecipe,
@@ -26,9 +28,18 @@ from psml_core.config import read_run_spec as _read_run_spec
 from psml_core.control import CONTROLLERS
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS
+from psml_core.placement.dynamic import DynamicPlacement
 from psml_core.sync import SYNC_POLICIES
 
-__all__ = ["check_recipe", "load_experiment", "load_methods", "read_run_spec", "run_from_json"]
+__all__ = [
+    "check_method",
+    "check_movable",
+    "check_recipe",
+    "load_experiment",
+    "load_methods",
+    "read_run_spec",
+    "run_from_json",
+]
 
 
 def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> None:
@@ -65,6 +76,98 @@ def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> No
             ) from None
 
 
+def check_method(recipe: MethodRecipe) -> None:
+    """The recipe's blocks work together: pull mode and sync policy, wrappers, placement.
+
+    Run for every recipe a config uses when it loads (:func:`load_experiment`), and again by
+    :func:`~psml_core.engine.job.build_job` for a run given as JSON.
+
+    Raises:
+        ConfigError: One line naming the method, the conflict and the fix.
+    """
+    name = recipe.name
+    policy = SYNC_POLICIES.build(recipe.sync)
+    if recipe.pull == "aggregate" and (not policy.barrier or policy.rounds):
+        raise ConfigError(
+            f"method {name!r}: pull: aggregate needs a barrier sync policy (bsp); "
+            f"{recipe.sync.name!r} does not average one gradient per worker per clock — "
+            f"use pull: params"
+        )
+    if recipe.lossless == "snappy" and snappy_size(b"") is None:
+        raise ConfigError(
+            f"method {name!r}: lossless: snappy needs python-snappy; install it "
+            f"(pip install python-snappy) or set lossless: none"
+        )
+    down = recipe.codec_down
+    if recipe.pull == "delta" and down is not None and down.params.get("error_feedback"):
+        raise ConfigError(
+            f"method {name!r}: pull: delta keeps each worker's view, which already "
+            f"carries what codec_down drops; remove codec_down.params.error_feedback"
+        )
+    if recipe.pull == "touched" and down is not None:
+        raise ConfigError(
+            f"method {name!r}: pull: touched answers with PS-lite key/value entries "
+            f"of the requested keys, never through codec_down; remove codec_down "
+            f"({down.name!r}) or use pull: params"
+        )
+    if recipe.codec.params.get("momentum_correction") and policy.rounds:
+        raise ConfigError(
+            f"method {name!r}: momentum_correction moves the gradient momentum onto "
+            f"the workers' codecs, but sync policy {recipe.sync.name!r} pushes model changes "
+            f"of local optimizer steps; use error_feedback: true"
+        )
+    if down is not None and down.params.get("momentum_correction"):
+        raise ConfigError(
+            f"method {name!r}: momentum_correction belongs to the workers' up codec; "
+            f"remove it from codec_down (use error_feedback: true there)"
+        )
+    if policy.rounds and recipe.pull != "params":
+        raise ConfigError(
+            f"method {name!r}: sync policy {recipe.sync.name!r} merges model "
+            f"changes per round and needs pull: params, not {recipe.pull!r}"
+        )
+    if issubclass(PLACEMENTS.get(recipe.placement.name), DynamicPlacement):
+        check_movable(recipe)
+
+
+def check_movable(recipe: MethodRecipe) -> None:
+    """Refuse a dynamic placement whose per-key state could not be moved (a ConfigError).
+
+    Movable: codecs flagged ``movable`` (no per-shard state but an error-feedback residual,
+    which is moved) whose server side is the plain sum, under a barrier policy.
+    """
+    where = f"method {recipe.name!r}: placement 'dynamic'"
+    movable = [name for name in CODECS.names() if CODECS.get(name).movable]
+    policy = SYNC_POLICIES.build(recipe.sync)
+    if not policy.barrier or policy.rounds:
+        raise ConfigError(
+            f"{where} moves keys at a point where no message is in flight, which only a "
+            f"barrier gives; use sync: {{name: bsp}}, not {recipe.sync.name!r}"
+        )
+    if recipe.pull not in ("params", "aggregate"):
+        raise ConfigError(f"{where} supports pull: params or aggregate, not {recipe.pull!r}")
+    if recipe.codec.params.get("momentum_correction"):
+        raise ConfigError(
+            f"{where}: codec {recipe.codec.name!r} with momentum_correction keeps per-shard "
+            f"state (each worker's velocity and accumulation) that cannot be moved with the "
+            f"keys; use one of {movable} with error_feedback, or a static placement"
+        )
+    server = make_codec(recipe.codec).server()
+    if not CODECS.get(recipe.codec.name).movable or type(server) not in (
+        ServerCodec,
+        RandomKServer,
+    ):
+        raise ConfigError(
+            f"{where}: codec {recipe.codec.name!r} (with these params) keeps per-shard "
+            f"state that cannot be moved with the keys; use one of {movable} "
+            f"(error_feedback allowed, no down_ratio) or a static placement"
+        )
+    if recipe.codec_down is not None and recipe.codec_down.name != "none":
+        raise ConfigError(f"{where}: remove codec_down ({recipe.codec_down.name!r})")
+    if recipe.lossless != "none":
+        raise ConfigError(f"{where}: lossless: {recipe.lossless!r} is not supported")
+
+
 def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
     """Load config/methods.yaml: its schema, and every block against its registry."""
     p = Path(path) if path is not None else config_root() / "methods.yaml"
@@ -90,6 +193,8 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
         for method in ex.methods:
             if ex.sweep and method not in listed and method in exp.recipes:
                 check_recipe(exp.recipes[method], f"--config experiments.{name}.sweep", method)
+    for recipe in exp.recipes.values():  # the blocks of each method the tier runs fit together
+        check_method(recipe)
     return exp
 
 

@@ -11,9 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.codecs import CODECS, Codec, CodecContext, ServerCodec, make_codec
-from psml_core.codecs.sparsifiers import RandomKServer
-from psml_core.codecs.value_bounded import snappy_size
+from psml_core.codecs import Codec, CodecContext, make_codec
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import CONTROLLERS, Controller
 from psml_core.data.base import Dataset
@@ -32,6 +30,7 @@ from psml_core.placement import (
     PlacementProblem,
 )
 from psml_core.placement.cost import machine_of_shard
+from psml_core.recipes import check_method
 from psml_core.sync import SYNC_POLICIES
 
 __all__ = [
@@ -187,39 +186,6 @@ def make_worker_codec(spec: RunSpec, rank: int) -> Codec:
     return codec
 
 
-def check_movable(job: Job) -> None:
-    """Refuse a dynamic placement whose per-key state could not be moved (a ConfigError)."""
-    spec = job.spec
-    where = f"method {spec.method.name!r}: placement 'dynamic'"
-    movable = [name for name in CODECS.names() if CODECS.get(name).movable]
-    policy = job.shards[0].policy
-    if not policy.barrier or policy.rounds:
-        raise ConfigError(
-            f"{where} moves keys at a point where no message is in flight, which only a "
-            f"barrier gives; use sync: {{name: bsp}}, not {spec.method.sync.name!r}"
-        )
-    if spec.method.pull not in ("params", "aggregate"):
-        raise ConfigError(f"{where} supports pull: params or aggregate, not {spec.method.pull!r}")
-    if spec.method.codec.params.get("momentum_correction"):
-        raise ConfigError(
-            f"{where}: codec {spec.method.codec.name!r} with momentum_correction keeps per-shard "
-            f"state (each worker's velocity and accumulation) that cannot be moved with the "
-            f"keys; use one of {movable} with error_feedback, or a static placement"
-        )
-    if not CODECS.get(spec.method.codec.name).movable or any(
-        type(s.server_codec) not in (ServerCodec, RandomKServer) for s in job.shards
-    ):
-        raise ConfigError(
-            f"{where}: codec {spec.method.codec.name!r} (with these params) keeps per-shard "
-            f"state that cannot be moved with the keys; use one of {movable} "
-            f"(error_feedback allowed, no down_ratio) or a static placement"
-        )
-    if spec.method.codec_down is not None and spec.method.codec_down.name != "none":
-        raise ConfigError(f"{where}: remove codec_down ({spec.method.codec_down.name!r})")
-    if spec.method.lossless != "none":
-        raise ConfigError(f"{where}: lossless: {spec.method.lossless!r} is not supported")
-
-
 def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
     """Build the run's objects from its settings and its (prepared) data set.
 
@@ -245,45 +211,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
     policy = SYNC_POLICIES.build(spec.method.sync)
     aggregate = spec.method.pull == "aggregate"
-    if aggregate and (not policy.barrier or policy.rounds):
-        raise ConfigError(
-            f"method {spec.method.name!r}: pull: aggregate needs a barrier sync policy (bsp); "
-            f"{spec.method.sync.name!r} does not average one gradient per worker per clock — "
-            f"use pull: params"
-        )
-    if spec.method.lossless == "snappy" and snappy_size(b"") is None:
-        raise ConfigError(
-            f"method {spec.method.name!r}: lossless: snappy needs python-snappy; install it "
-            f"(pip install python-snappy) or set lossless: none"
-        )
-    down = spec.method.codec_down
-    if spec.method.pull == "delta" and down is not None and down.params.get("error_feedback"):
-        raise ConfigError(
-            f"method {spec.method.name!r}: pull: delta keeps each worker's view, which already "
-            f"carries what codec_down drops; remove codec_down.params.error_feedback"
-        )
-    if spec.method.pull == "touched" and down is not None:
-        raise ConfigError(
-            f"method {spec.method.name!r}: pull: touched answers with PS-lite key/value entries "
-            f"of the requested keys, never through codec_down; remove codec_down "
-            f"({down.name!r}) or use pull: params"
-        )
-    if corrects_momentum(spec) and policy.rounds:
-        raise ConfigError(
-            f"method {spec.method.name!r}: momentum_correction moves the gradient momentum onto "
-            f"the workers' codecs, but sync policy {spec.method.sync.name!r} pushes model changes "
-            f"of local optimizer steps; use error_feedback: true"
-        )
-    if down is not None and down.params.get("momentum_correction"):
-        raise ConfigError(
-            f"method {spec.method.name!r}: momentum_correction belongs to the workers' up codec; "
-            f"remove it from codec_down (use error_feedback: true there)"
-        )
-    if policy.rounds and spec.method.pull != "params":
-        raise ConfigError(
-            f"method {spec.method.name!r}: sync policy {spec.method.sync.name!r} merges model "
-            f"changes per round and needs pull: params, not {spec.method.pull!r}"
-        )
+    check_method(spec.method)  # also run when the config loads; here for a hand-written --run
     workers = []
     for p in range(spec.workers):
         rows = assignment.samples_of(p)
@@ -344,7 +272,6 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         speed=Heterogeneity(spec.compute.heterogeneity, spec.seed),
     )
     if isinstance(placement, DynamicPlacement):
-        check_movable(job)
         # A fixed partition decides once, after the warm-up, for the rest of the run.
         remaining = spec.workload.iterations - placement.period
         job.dynamic = placement.tracker(

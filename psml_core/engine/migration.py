@@ -18,7 +18,7 @@ the shard's key set (top-k per shard) picks differently afterwards.
 Only state that is a plain per-key vector can be moved this way, so the dynamic placement is
 limited to the codecs below (optionally with ``error_feedback: true``; not with
 ``momentum_correction``, whose velocity is not moved), BSP, and the ``params``/``aggregate`` pull
-modes: :func:`psml_core.engine.job.check_movable` says so with the fix.
+modes: :func:`psml_core.recipes.check_movable` says so with the fix.
 """
 
 from __future__ import annotations

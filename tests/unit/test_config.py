@@ -345,3 +345,32 @@ def test_a_workloads_own_workers_keep_the_tiers_shard_layout(repo):
     exp = load_experiment({"tier": "small"}, repo / "config")
     assert exp.cluster("digits_mlp") == (8, 8)
     assert exp.cluster("digits_mlp__p4") == (4, 4)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "fragment"),
+    [
+        ({"sync": {"name": "ssp", "params": {"staleness": 2}}, "pull": "aggregate"},
+         "pull: aggregate needs a barrier sync policy"),
+        ({"placement": {"name": "dynamic", "params": {"chunk": 64, "period": 5}},
+          "codec": {"name": "dfs", "params": {"ratio": 0.01}}},
+         "placement 'dynamic': codec 'dfs' (with these params) keeps per-shard state"),
+    ],
+    ids=["aggregate_without_barrier", "dynamic_with_dfs"],
+)  # fmt: skip
+def test_blocks_that_do_not_fit_together_fail_when_the_config_loads(
+    repo, tmp_path, recipe, fragment
+):
+    """Before any job runs (not at train time, after prepare, analyze and partition)."""
+    import shutil
+
+    root = tmp_path / "config"
+    shutil.copytree(repo / "config", root)
+    base = {"description": "a combination that cannot run", "codec": {"name": "none"},
+            "sync": {"name": "bsp"}, "controller": {"name": "static"},
+            "placement": {"name": "range"}}  # fmt: skip
+    with (root / "methods.yaml").open("a") as f:
+        f.write("\n" + yaml.safe_dump({"misfit": {**base, **recipe}}))
+    with pytest.raises(ConfigError, match="method 'misfit'") as info:
+        load_experiment({"tier": "smoke", "methods": ["dense_bsp", "misfit"]}, root)
+    assert fragment in str(info.value)
