@@ -38,6 +38,7 @@ from psml_core.codecs.base import (
 from psml_core.codecs.build import make_codec
 from psml_core.codecs.dense import DenseCodec
 from psml_core.codecs.dfs import CostReport, DFSCodec, DFSServer
+from psml_core.codecs.dgc import DGCCodec
 from psml_core.codecs.error_feedback import ErrorFeedback
 from psml_core.codecs.fp16 import FP16Codec
 from psml_core.codecs.kv import KVCodec
@@ -45,8 +46,10 @@ from psml_core.codecs.matched import MatchedTopKCodec
 from psml_core.codecs.momentum_correction import MomentumCorrection
 from psml_core.codecs.omnireduce import OmniReduceCodec, OmniReduceServer
 from psml_core.codecs.qsgd import QSGDCodec
+from psml_core.codecs.randomk import RandomKCodec
 from psml_core.codecs.sign import ScaledSignCodec, SignSGDCodec
-from psml_core.codecs.sparsifiers import DGCCodec, RandomKCodec, ThresholdCodec, TopKCodec
+from psml_core.codecs.threshold import ThresholdCodec
+from psml_core.codecs.topk import TopKCodec
 from psml_core.codecs.value_bounded import ValueBoundedCodec
 
 __all__ = [

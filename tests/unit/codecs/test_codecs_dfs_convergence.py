@@ -20,7 +20,8 @@ import pytest
 from psml_core.codecs import CodecContext, ErrorFeedback
 from psml_core.codecs.blocks import block_budget
 from psml_core.codecs.dfs import KEY_MASK, DFSCodec
-from psml_core.codecs.sparsifiers import TopKCodec, keep_count
+from psml_core.codecs.sparsify import keep_count
+from psml_core.codecs.topk import TopKCodec
 from psml_core.config import Experiment, MethodRecipe
 from psml_core.metrics.records import IterationRecord
 from psml_core.recipes import load_methods

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from psml_core.codecs import CODECS, CodecContext, Payload, ServerCodec, make_codec
-from psml_core.codecs.sparsifiers import DGCCodec
+from psml_core.codecs.dgc import DGCCodec
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 

@@ -8,8 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psml_core.codecs import CODECS, CodecContext, DenseCodec, ErrorFeedback, make_codec
+from psml_core.codecs.dgc import DGCCodec
 from psml_core.codecs.fp16 import FP16Codec
-from psml_core.codecs.sparsifiers import DGCCodec, RandomKCodec, ThresholdCodec, TopKCodec
+from psml_core.codecs.randomk import RandomKCodec
+from psml_core.codecs.threshold import ThresholdCodec
+from psml_core.codecs.topk import TopKCodec
 from psml_core.config import BlockSpec
 
 FACTORIES = {

@@ -29,7 +29,7 @@ from psml_core.codecs import (
 )
 from psml_core.codecs.dfs import KEY_BLOCK, KEY_REPORT, DFSCodec
 from psml_core.codecs.omnireduce import OmniReduceCodec
-from psml_core.codecs.sparsifiers import keep_count
+from psml_core.codecs.sparsify import keep_count
 from psml_core.config import BlockSpec, Experiment
 from psml_core.errors import ConfigError
 from psml_core.recipes import load_methods

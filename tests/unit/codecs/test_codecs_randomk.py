@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from psml_core.codecs import CODECS, CodecContext, Payload, make_codec
-from psml_core.codecs.sparsifiers import RandomKCodec, RandomKServer, shared_random_indices
+from psml_core.codecs.randomk import RandomKCodec, RandomKServer, shared_random_indices
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 

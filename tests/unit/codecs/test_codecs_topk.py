@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, ServerCodec, make_codec
-from psml_core.codecs.sparsifiers import TopKCodec, TopKDownServer
+from psml_core.codecs.topk import TopKCodec, TopKDownServer
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from psml_core.codecs import CodecContext, ErrorFeedback, make_codec
 from psml_core.codecs.omnireduce import OmniReduceCodec
-from psml_core.codecs.sparsifiers import TopKCodec
+from psml_core.codecs.topk import TopKCodec
 from psml_core.config import BlockSpec
 
 RECIPE = BlockSpec(

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from psml_core.codecs.formats import sparse_size
-from psml_core.codecs.sparsifiers import keep_count
+from psml_core.codecs.sparsify import keep_count
 from psml_core.config import BandwidthStep, BlockSpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import build_job, train

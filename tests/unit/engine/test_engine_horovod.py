@@ -25,7 +25,7 @@ hvd = pytest.importorskip(
 )
 
 from psml_core.codecs.formats import sparse_size  # noqa: E402
-from psml_core.codecs.sparsifiers import keep_count  # noqa: E402
+from psml_core.codecs.sparsify import keep_count  # noqa: E402
 from psml_core.config import BlockSpec, HeterogeneitySpec  # noqa: E402
 from psml_core.data.store import load_prepared  # noqa: E402
 from psml_core.engine import BACKENDS, SimBackend, build_job  # noqa: E402
