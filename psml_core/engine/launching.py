@@ -6,12 +6,20 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, PsmlError
 from psml_core.recipes import read_run_spec
 
-__all__ = ["env_flag", "launched_spec", "launcher_parser", "read_run_spec", "run_launcher"]
+__all__ = [
+    "env_flag",
+    "launched_rank",
+    "launched_spec",
+    "launcher_parser",
+    "read_run_spec",
+    "run_launcher",
+]
 
 
 def launcher_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -39,6 +47,33 @@ def launched_spec(args: argparse.Namespace, backend: str) -> RunSpec:
     return spec
 
 
+def launched_rank(
+    spec: RunSpec, args: argparse.Namespace, rank0: bool, run_job: Callable[[Any], object]
+) -> None:
+    """What a launched rank does once it has joined its run (torchrun, srun, horovodrun).
+
+    Rank 0 trains through :func:`~psml_core.engine.run.train`, which builds the job, runs the
+    backend's rank-0 part and writes the results, and prints one line. Every other rank builds
+    the same job from the same spec, data and placement and hands it to ``run_job``.
+    """
+    from psml_core.data.store import load_prepared
+    from psml_core.engine.job import build_job
+    from psml_core.engine.run import configure_torch, load_assignment, train
+
+    if rank0:
+        summary = train(spec, args.data, args.out, assignment_path=args.partition)
+        print(
+            f"{spec.run_id}: accuracy {summary['final_test_accuracy']:.4f}, "
+            f"{summary['total_time_s']:.4g} s ({summary['clock']})",
+            flush=True,
+        )
+        return
+    configure_torch(spec)
+    dataset = load_prepared(args.data)
+    assignment = load_assignment(args.partition) if args.partition else None
+    run_job(build_job(spec, dataset, assignment))
+
+
 def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     """A boolean environment variable (1/0, true/false, yes/no, on/off; unset = default)."""
     raw = env.get(name)
@@ -53,6 +88,7 @@ def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 def run_launcher(
     backend: str,
+    module: str,
     doc: str | None,
     argv: Sequence[str] | None,
     spawned: Callable[[Path], None],
@@ -60,10 +96,18 @@ def run_launcher(
 ) -> int:
     """A rank's entry point: parse, run as a spawned child or a launched rank, report errors.
 
+    Args:
+        backend: The backend's name, for messages.
+        module: The launcher's module (``python -m <module>``), for the usage line.
+        doc: The launcher's help text.
+        argv: The arguments (None: ``sys.argv``).
+        spawned: What a child of the local spawner runs, given its exchange directory.
+        launched: What a rank started by a launcher runs.
+
     Returns:
         0, or the :class:`PsmlError`'s exit status after one line on stderr.
     """
-    args = launcher_parser(f"python -m psml_core.engine.{backend}.launch", doc).parse_args(argv)
+    args = launcher_parser(f"python -m {module}", doc).parse_args(argv)
     try:
         if args.spawned:
             spawned(Path(args.spawned))

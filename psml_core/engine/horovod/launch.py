@@ -29,11 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from psml_core.engine.horovod.runtime import import_horovod
-from psml_core.engine.launching import launched_spec, run_launcher
+from psml_core.engine.launching import launched_rank, launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
 from psml_core.errors import ConfigError
 
-__all__ = ["main"]
+__all__ = ["MODULE", "main"]
+
+MODULE = "psml_core.engine.horovod.launch"
 
 
 def _init(workers: int, run_id: str) -> int:
@@ -50,25 +52,11 @@ def _init(workers: int, run_id: str) -> int:
 
 def _launched(args: argparse.Namespace) -> None:
     """A rank started by horovodrun with the run's JSON and data."""
-    from psml_core.data.store import load_prepared
     from psml_core.engine.horovod.backend import HorovodBackend
-    from psml_core.engine.job import build_job
-    from psml_core.engine.run import load_assignment, train
 
     spec = launched_spec(args, "horovod")
     rank = _init(spec.workers, spec.run_id)
-    if rank == 0:
-        summary = train(spec, args.data, args.out, assignment_path=args.partition)
-        print(
-            f"{spec.run_id}: accuracy {summary['final_test_accuracy']:.4f}, "
-            f"{summary['total_time_s']:.4g} s ({summary['clock']})",
-            flush=True,
-        )
-    else:
-        configure_torch(spec)
-        dataset = load_prepared(args.data)
-        assignment = load_assignment(args.partition) if args.partition else None
-        HorovodBackend().run(build_job(spec, dataset, assignment))
+    launched_rank(spec, args, rank == 0, HorovodBackend().run)
 
 
 def _spawned(directory: Path) -> None:
@@ -89,7 +77,7 @@ def _spawned(directory: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this rank; see the module docstring for the exit status."""
-    return run_launcher("horovod", __doc__, argv, _spawned, _launched)
+    return run_launcher("horovod", MODULE, __doc__, argv, _spawned, _launched)
 
 
 if __name__ == "__main__":

@@ -34,20 +34,20 @@ from pathlib import Path
 
 from psml_core.atomic import write_bytes
 from psml_core.config import RunSpec
-from psml_core.engine.launching import launched_spec, run_launcher
+from psml_core.engine.job import Job
+from psml_core.engine.launching import launched_rank, launched_spec, run_launcher
 from psml_core.engine.run import configure_torch
 from psml_core.engine.torchdist.env import rank_env
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 
-__all__ = ["main"]
+__all__ = ["MODULE", "main"]
+
+MODULE = "psml_core.engine.torchdist.launch"
 
 
 def _launched(args: argparse.Namespace) -> None:
     """A rank started by torchrun or srun."""
-    from psml_core.data.store import load_prepared
-    from psml_core.engine.job import build_job
-    from psml_core.engine.run import load_assignment, train
     from psml_core.engine.torchdist.rank import check_supported, run_rank
 
     spec = launched_spec(args, "dist")
@@ -55,22 +55,14 @@ def _launched(args: argparse.Namespace) -> None:
     layout = Layout(spec.shards, spec.workers)
     layout.check_world(env.world_size, spec.run_id)
     session = Session(env, layout, DistOptions.from_env())
+
+    def run_job(job: Job) -> None:
+        check_supported(job)
+        run_rank(job, session)
+
     try:
         session.open()
-        if env.rank == 0:
-            summary = train(spec, args.data, args.out, assignment_path=args.partition)
-            print(
-                f"{spec.run_id}: accuracy {summary['final_test_accuracy']:.4f}, "
-                f"{summary['total_time_s']:.4g} s ({summary['clock']})",
-                flush=True,
-            )
-        else:
-            configure_torch(spec)
-            dataset = load_prepared(args.data)
-            assignment = load_assignment(args.partition) if args.partition else None
-            job = build_job(spec, dataset, assignment)
-            check_supported(job)
-            run_rank(job, session)
+        launched_rank(spec, args, env.rank == 0, run_job)
     except BaseException as exc:  # noqa: BLE001 - any failure of a joined rank stops them all
         session.fail(exc)
 
@@ -101,7 +93,7 @@ def _spawned(directory: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this rank; see the module docstring for the exit status."""
-    return run_launcher("dist", __doc__, argv, _spawned, _launched)
+    return run_launcher("dist", MODULE, __doc__, argv, _spawned, _launched)
 
 
 if __name__ == "__main__":
