@@ -486,6 +486,15 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
         s = scenarios[name] or {}
         lat = s.get("latency_us")
         ovh = s.get("message_overhead_us")
+        win = s.get("rate_window")
+        if _missing(lat) or _missing(win):
+            window = DASH
+        else:
+            window = (
+                "exact"
+                if float(win) * float(lat) == 0
+                else fmt_seconds(float(win) * float(lat) * 1e-6)
+            )
         rows.append(
             [
                 name,
@@ -493,17 +502,21 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
                 DASH if _missing(lat) else fmt_seconds(float(lat) * 1e-6),
                 DASH if _missing(ovh) else fmt_seconds(float(ovh) * 1e-6),
                 fmt_bytes(s.get("header_bytes")),
+                window,
                 fmt_value(s.get("description")),
             ]
         )
     return Table(
         "scenarios",
         "Network scenarios: NIC bandwidth per direction, one-way latency, per-message software "
-        "overhead and header bytes per message (– where the scenario leaves a value unset).",
-        ["Scenario", "Bandwidth", "Latency", "Overhead", "Header", "Description"],
-        rows or [[DASH] * 6],
-        align=["left", "right", "right", "right", "right", "left"],
-        widths=["auto", "auto", "auto", "auto", "auto", 1],
+        "overhead, header bytes per message, and the rate window: on the sim backend the NICs' "
+        "fair shares are recomputed at most once per window while messages are in flight, so "
+        "a message's start or end reaches the other flows' rates at most that late (exact: at "
+        "every change). – where the scenario leaves a value unset.",
+        ["Scenario", "Bandwidth", "Latency", "Overhead", "Header", "Rate window", "Description"],
+        rows or [[DASH] * 7],
+        align=["left", "right", "right", "right", "right", "right", "left"],
+        widths=["auto", "auto", "auto", "auto", "auto", "auto", 1],
     )
 
 

@@ -352,3 +352,22 @@ def test_paper_setups_state_no_tier_facts(repo: Path) -> None:
         setup = " ".join(str(yaml.safe_load(path.read_text())["setup"]).split())
         for fact in (r"\d+ (simulated )?workers", r"\d+ seeds", r"\d+ [GM]bit/s"):
             assert not re.search(fact, setup), (path.name, fact)
+
+
+def test_the_scenarios_table_gives_each_scenarios_rate_window() -> None:
+    """The sim network's approximation is in the report: its window, or exact where it is 0."""
+    from psml_core.report.tables import scenarios_table
+
+    table = scenarios_table(
+        {"scenarios": {
+            "dc": {"bandwidth_gbps": 10, "latency_us": 50, "rate_window": 0.02},
+            "exact": {"bandwidth_gbps": 10, "latency_us": 50, "rate_window": 0},
+            "old": {"bandwidth_gbps": 10, "latency_us": 50},
+        }}
+    )  # fmt: skip
+    col = table.header.index("Rate window")
+    assert {row[0]: row[col] for row in table.rows} == {
+        "dc": fmt_seconds(1e-6),
+        "exact": "exact",
+        "old": "–",
+    }
