@@ -35,6 +35,7 @@ from psml_core.report import attachments as at
 from psml_core.report import tables as tb
 from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, breakdown_figure
+from psml_core.report.format import clock_phrase, fmt_value
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import head_to_head_section, paper_sections
 
@@ -142,7 +143,7 @@ def _results_intro(runs: pd.DataFrame) -> str:
     )
     return (
         f"{_count(len(runs), 'run')}: {counts}. All times in this section are on the "
-        f"{tb.clock_phrase(clocks)} clock ({notes})."
+        f"{clock_phrase(clocks)} clock ({notes})."
     )
 
 
@@ -153,7 +154,7 @@ def _count(n: int, word: str) -> str:
 def _subtitle(experiment: Mapping[str, Any], runs: pd.DataFrame) -> str:
     tier = experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str))))
     backend = ", ".join(sorted(set(runs["backend"].astype(str))))
-    return f"Tier: {tier} · backend: {backend} · {tb.clock_phrase(runs['clock'])} clock"
+    return f"Tier: {tier} · backend: {backend} · {clock_phrase(runs['clock'])} clock"
 
 
 def _sha256_file(path: Path) -> str:
@@ -197,7 +198,7 @@ def _report_data(
     if sparsity:
         dataset_tables.append(w(tb.sparsity_table(sparsity)))
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
-    tier = tb.fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
+    tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
     by_pair = {
         (name.split(" · ")[0], name.split(" · ")[1]): obj
         for name, obj in partition.items()
@@ -224,7 +225,7 @@ def _report_data(
             "tables": [w(vd.verdict_table(claims))],
         },
         "setup": {
-            "intro": tb.fmt_value(experiment.get("description")),
+            "intro": fmt_value(experiment.get("description")),
             "blocks": [
                 {"heading": "Experiment", "tables": [w(tb.general_table(experiment))]},
                 {"heading": "Datasets", "tables": dataset_tables},

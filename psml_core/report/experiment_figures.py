@@ -34,15 +34,8 @@ from psml_core.report.figures import (
     short_settings,
     stacked_axes,
 )
+from psml_core.report.format import CENSORED, clock_phrase, fmt_bytes, fmt_percent, fmt_seconds, sig
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
-from psml_core.report.tables import (
-    CENSORED,
-    clock_phrase,
-    fmt_bytes,
-    fmt_percent,
-    fmt_seconds,
-    sig,
-)
 
 __all__ = [
     "MAX_SERIES",

@@ -22,8 +22,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
+from psml_core.report.format import clock_phrase, fmt_bytes, fmt_seconds
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
-from psml_core.report.tables import clock_phrase, fmt_bytes, fmt_seconds
 
 __all__ = [
     "HALF_LABEL_CHARS",

@@ -31,6 +31,7 @@ from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
 from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
+from psml_core.report.format import DASH, fmt_value
 
 __all__ = ["HEAD_TO_HEAD", "experiment_runs", "head_to_head_section", "paper_sections"]
 
@@ -82,9 +83,9 @@ def _experiment_text(
     for m in g["methods"]:
         roles.setdefault(str(_recipe(experiment, m).get("role") or "baseline"), []).append(m)
     who = "; ".join(f"{role}: {', '.join(ms)}" for role, ms in sorted(roles.items()))
-    desc = tb.fmt_value(ex.get("description"))
-    lead = f"Experiment {name} of tier {tb.fmt_value(experiment.get('tier'))}"
-    lead += f": {desc}" if desc != tb.DASH else "."
+    desc = fmt_value(ex.get("description"))
+    lead = f"Experiment {name} of tier {fmt_value(experiment.get('tier'))}"
+    lead += f": {desc}" if desc != DASH else "."
     if not lead.endswith("."):
         lead += "."
     planned = len(g["methods"]) * len(g["workloads"]) * len(g["scenarios"]) * len(g["seeds"])
@@ -234,7 +235,7 @@ def paper_sections(
                 tables.append(sweep.write(workdir))
         if not names:
             texts.append(
-                f"The {tb.fmt_value(experiment.get('tier'))} tier defines no experiment "
+                f"The {fmt_value(experiment.get('tier'))} tier defines no experiment "
                 f"for this paper: its claims name experiment {', '.join(wanted)}, which the tier "
                 "does not run. So there are no runs, figures or measured claims here; run a tier "
                 "that defines it."
@@ -244,8 +245,8 @@ def paper_sections(
                 "id": pid,
                 "heading": f"{pid}: {paper['title']}",
                 "byline": _byline(paper),
-                "evidence": tb.fmt_value(paper.get("evidence")),
-                "setup": " ".join(str(paper.get("setup") or tb.DASH).split()),
+                "evidence": fmt_value(paper.get("evidence")),
+                "setup": " ".join(str(paper.get("setup") or DASH).split()),
                 "deviations": [str(d) for d in paper.get("deviations") or []],
                 "experiments": texts,
                 "claims": vd.claim_notes(paper),
@@ -274,7 +275,7 @@ def head_to_head_section(
 ) -> dict[str, Any]:
     """The head-to-head: every method of the experiment ``head_to_head`` across its scenarios."""
     ex = (experiment.get("experiments") or {}).get(HEAD_TO_HEAD)
-    tier = tb.fmt_value(experiment.get("tier"))
+    tier = fmt_value(experiment.get("tier"))
     if ex is None:
         return {
             "intro": f"The {tier} tier has no head-to-head experiment (an experiment "

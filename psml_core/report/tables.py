@@ -1,8 +1,7 @@
-"""The report's tables, formatted for reading and written as CSV for the Typst template.
+"""The report's tables, written as CSV for the Typst template.
 
-Every number is formatted here, in Python (bytes as "1.23 MB", times to three significant
-digits), so the template only lays out strings. A cell is never empty: "–" marks a value that
-does not apply, and each caption says what it means there.
+Their cells come formatted from :mod:`psml_core.report.format`; a cell is never empty ("–"
+where a value does not apply, as each caption says).
 """
 
 from __future__ import annotations
@@ -10,32 +9,33 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from psml_core.atomic import write_text
+from psml_core.report.format import (
+    CENSORED,
+    DASH,
+    clock_phrase,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_percent,
+    fmt_seconds,
+    fmt_stat,
+    fmt_time_to_target,
+    fmt_value,
+    missing,
+)
 
 __all__ = [
-    "CENSORED",
-    "DASH",
     "Table",
-    "clock_phrase",
     "compute_table",
     "data_files_table",
     "datasets_table",
-    "fmt_bandwidth",
-    "fmt_bytes",
-    "fmt_percent",
-    "fmt_seconds",
-    "fmt_stat",
-    "fmt_time_to_target",
-    "fmt_value",
     "general_table",
     "hashing_table",
     "head_to_head_table",
@@ -44,168 +44,10 @@ __all__ = [
     "methods_table",
     "overview_table",
     "scenarios_table",
-    "sig",
     "sparsity_table",
-    "time_to_target_cell",
     "versions_text",
     "workloads_table",
 ]
-
-DASH = "–"
-_NBSP = "\u00a0"  # keeps a number and its unit on one line
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-def _missing(x: Any) -> bool:
-    if x is None:
-        return True
-    try:
-        return bool(pd.isna(x))
-    except (TypeError, ValueError):  # lists and dicts are not missing
-        return False
-
-
-def sig(x: float, digits: int = 3) -> str:
-    """``x`` rounded to ``digits`` significant digits, in positional notation (no exponent)."""
-    if x == 0 or not math.isfinite(x):
-        return "0" if x == 0 else str(x)
-    exp = math.floor(math.log10(abs(x)))
-    decimals = digits - 1 - exp
-    rounded = round(x, decimals)
-    # Rounding can add a digit (9.996 -> 10.0); then one decimal fewer keeps `digits` digits.
-    if rounded != 0 and math.floor(math.log10(abs(rounded))) > exp:
-        decimals -= 1
-        rounded = round(x, decimals)
-    return f"{rounded:.{max(decimals, 0)}f}"
-
-
-def _scaled(value: float, units: Sequence[tuple[float, str]]) -> str:
-    """Format with the largest unit whose 3-significant-digit value is at least 1."""
-    for factor, unit in units:
-        text = sig(value / factor)
-        if abs(float(text)) >= 1:
-            return f"{text}{_NBSP}{unit}"
-    factor, unit = units[-1]  # below the smallest unit: exponent form, not a row of zeros
-    return f"{value / factor:.3g}{_NBSP}{unit}"
-
-
-def fmt_bytes(n: Any) -> str:
-    """Bytes with decimal (SI) prefixes: ``1234567`` -> ``"1.23 MB"``; missing -> "–"."""
-    if _missing(n):
-        return DASH
-    n = float(n)
-    if abs(n) < 1000:
-        return f"{int(round(n))}{_NBSP}B"
-    units = [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")]
-    return _scaled(n, units)
-
-
-def fmt_seconds(s: Any) -> str:
-    """A duration to three significant digits in s, ms, µs or ns; missing -> "–"."""
-    if _missing(s):
-        return DASH
-    s = float(s)
-    if s == 0:
-        return f"0{_NBSP}s"
-    return _scaled(s, [(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")])
-
-
-def fmt_percent(x: Any) -> str:
-    """A fraction as a percentage to three significant digits: ``0.8532`` -> ``"85.3 %"``."""
-    if _missing(x):
-        return DASH
-    return f"{sig(float(x) * 100)}{_NBSP}%"
-
-
-def fmt_bandwidth(gbps: Any) -> str:
-    """A link rate given in Gbit/s: ``0.1`` -> ``"100 Mbit/s"``."""
-    if _missing(gbps):
-        return DASH
-    return _scaled(float(gbps), [(1.0, "Gbit/s"), (1e-3, "Mbit/s"), (1e-6, "kbit/s")])
-
-
-def fmt_value(v: Any, key: str = "") -> str:
-    """Any config or statistics value as a short string; keys naming bytes get byte units."""
-    if _missing(v):
-        return DASH
-    if isinstance(v, np.generic):  # numpy scalars from pandas behave like Python's
-        v = v.item()
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return fmt_bytes(v) if "bytes" in key else f"{v:,}"
-    if isinstance(v, float):
-        if "bytes" in key:
-            return fmt_bytes(v)
-        if v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}"
-        # Config values are shown as written (0.1, not 0.100); measurements use fmt_stat.
-        return f"{v:.6g}" if 1e-3 <= abs(v) < 1e4 else f"{v:.4g}"
-    if isinstance(v, Mapping):
-        inner = "; ".join(f"{k}={fmt_value(v[k], str(k))}" for k in sorted(v))
-        return inner or DASH
-    if isinstance(v, list | tuple):
-        return _fmt_list(v, key)
-    text = str(v).strip()
-    return text or DASH
-
-
-def fmt_stat(v: Any) -> str:
-    """A measured statistic to three significant digits (exponent form below 0.001)."""
-    if _missing(v):
-        return DASH
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return fmt_value(v)
-    v = float(v)
-    if v.is_integer() and abs(v) < 1e15:
-        return f"{int(v):,}"
-    if v != 0 and abs(v) < 1e-3:
-        return f"{v:.3g}"
-    return f"{v:,.0f}" if abs(v) >= 1e4 else sig(v, 3)
-
-
-def _fmt_list(values: Sequence[Any], key: str, limit: int = 8) -> str:
-    if not values:
-        return DASH
-    shown = ", ".join(fmt_value(x, key) for x in values[:limit])
-    more = len(values) - limit
-    return f"{shown}, … ({len(values)} values)" if more > 0 else shown
-
-
-CENSORED = "not held (censored)"
-"""A time to target that no run measured: the target was never held to the end of the run."""
-
-
-def fmt_time_to_target(mean: Any, held: int, n: int) -> str:
-    """Time to target over ``n`` runs, ``held`` of which held their target, censored ones shown.
-
-    The mean is over the runs that held it; the censored runs are counted, never dropped:
-    ``"1.23 s"`` (every run held it), ``"1.23 s; censored 1/3"``, or
-    ``"not held (censored), 3/3"``.
-    """
-    if n <= 0:
-        return DASH
-    if held <= 0 or _missing(mean):
-        return f"{CENSORED}, {n}/{n}"
-    if held >= n:
-        return fmt_seconds(mean)
-    return f"{fmt_seconds(mean)}; censored{_NBSP}{n - held}/{n}"
-
-
-def time_to_target_cell(values: Iterable[Any]) -> str:
-    """:func:`fmt_time_to_target` of a run-level series (NaN: censored)."""
-    v = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").astype(float)
-    held = int(v.notna().sum())
-    return fmt_time_to_target(float(v.mean()) if held else math.nan, held, len(v))
-
-
-def clock_phrase(clocks: Iterable[str]) -> str:
-    """The clock(s) in words for captions: "simulated", "wall-clock" or both."""
-    uniq = sorted({str(c) for c in clocks})
-    return " and ".join(uniq) if uniq else "unknown"
-
 
 # --------------------------------------------------------------------------- table container
 
@@ -279,11 +121,11 @@ def _kv(name: str, caption: str, pairs: Iterable[tuple[str, str]], header: list[
 
 
 def _unique(values: Iterable[Any]) -> list[str]:
-    return sorted({str(v) for v in values if not _missing(v)})
+    return sorted({str(v) for v in values if not missing(v)})
 
 
 def _dirty_word(values: Iterable[Any]) -> str:
-    flags = {str(v).lower() for v in values if not _missing(v)}
+    flags = {str(v).lower() for v in values if not missing(v)}
     if flags == {"false"}:
         return "clean working tree"
     if "true" in flags:
@@ -315,7 +157,7 @@ def overview_table(runs: pd.DataFrame, experiment: Mapping[str, Any]) -> Table:
 def _merged_json_column(runs: pd.DataFrame, column: str) -> dict[str, list[str]]:
     merged: dict[str, set[str]] = {}
     for text in runs[column]:
-        if _missing(text):
+        if missing(text):
             continue
         for k, v in json.loads(str(text)).items():
             merged.setdefault(str(k), set()).add(str(v))
@@ -338,7 +180,7 @@ def data_files_table(runs: pd.DataFrame) -> Table:
     """SHA-256 of every data file the runs read, per dataset (file names repeat across sets)."""
     entries = set()
     for dataset, text in zip(runs["dataset"], runs["data_sha256"], strict=True):
-        if _missing(text):
+        if missing(text):
             continue
         entries |= {(str(dataset), str(f), str(h)) for f, h in json.loads(str(text)).items()}
     rows = [list(e) for e in sorted(entries)] or [[DASH, DASH, DASH]]
@@ -386,7 +228,7 @@ def datasets_table(experiment: Mapping[str, Any]) -> Table:
     rows = []
     for name in sorted(datasets):
         spec = datasets[name] or {}
-        params = {k: v for k, v in spec.items() if k not in _DATASET_SKIP and not _missing(v)}
+        params = {k: v for k, v in spec.items() if k not in _DATASET_SKIP and not missing(v)}
         users = sorted(w for w, wl in workloads.items() if (wl or {}).get("dataset") == name)
         rows.append([name, fmt_value(spec.get("source")), fmt_value(params), fmt_value(users)])
     return Table(
@@ -487,7 +329,7 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
         lat = s.get("latency_us")
         ovh = s.get("message_overhead_us")
         win = s.get("rate_window")
-        if _missing(lat) or _missing(win):
+        if missing(lat) or missing(win):
             window = DASH
         else:
             window = (
@@ -499,8 +341,8 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
             [
                 name,
                 fmt_bandwidth(s.get("bandwidth_gbps")),
-                DASH if _missing(lat) else fmt_seconds(float(lat) * 1e-6),
-                DASH if _missing(ovh) else fmt_seconds(float(ovh) * 1e-6),
+                DASH if missing(lat) else fmt_seconds(float(lat) * 1e-6),
+                DASH if missing(ovh) else fmt_seconds(float(ovh) * 1e-6),
                 fmt_bytes(s.get("header_bytes")),
                 window,
                 fmt_value(s.get("description")),
@@ -529,7 +371,7 @@ def compute_table(experiment: Mapping[str, Any]) -> Table:
 
 def _block(spec: Any) -> str:
     """A building block as ``name(k=v, ...)``; accepts a name or a ``{name, params}`` mapping."""
-    if _missing(spec):
+    if missing(spec):
         return DASH
     if not isinstance(spec, Mapping):
         return str(spec)
@@ -553,7 +395,7 @@ def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name in order:
         r = recipes[name] or {}
-        blocks = [[b, _block(r.get(b))] for b in _BLOCKS if b in r and not _missing(r.get(b))]
+        blocks = [[b, _block(r.get(b))] for b in _BLOCKS if b in r and not missing(r.get(b))]
         out.append(
             {
                 "name": name,

@@ -22,9 +22,8 @@ import pandas as pd
 
 from psml_core.config import sweep_label
 from psml_core.errors import ConfigError
-from psml_core.report.tables import (
+from psml_core.report.format import (
     DASH,
-    Table,
     clock_phrase,
     fmt_bytes,
     fmt_percent,
@@ -33,6 +32,7 @@ from psml_core.report.tables import (
     sig,
     time_to_target_cell,
 )
+from psml_core.report.tables import Table
 
 __all__ = [
     "NOT_RUN",

@@ -19,7 +19,8 @@ import pandas as pd
 
 from psml_core.analysis.claims import EXPLANATION_KEYS, VERDICTS
 from psml_core.errors import DataError
-from psml_core.report.tables import DASH, Table, fmt_seconds, fmt_value, sig
+from psml_core.report.format import DASH, fmt_seconds, fmt_value, sig
+from psml_core.report.tables import Table
 
 __all__ = [
     "CLAIM_COLUMNS",

@@ -17,8 +17,8 @@ from report_inputs import COMMIT, PAPERS, make_inputs, write_claims, write_paper
 from psml_core.analysis.claims import load_papers
 from psml_core.errors import DataError
 from psml_core.report import build_report
+from psml_core.report.format import fmt_bandwidth, fmt_bytes, fmt_percent, fmt_seconds, sig
 from psml_core.report.sections import head_to_head_section, paper_sections
-from psml_core.report.tables import fmt_bandwidth, fmt_bytes, fmt_percent, fmt_seconds, sig
 from psml_core.report.verdicts import fmt_ours_short, read_claims
 
 

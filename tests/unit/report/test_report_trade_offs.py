@@ -24,7 +24,7 @@ from report_inputs import (
 from psml_core.analysis.aggregate import read_runs_csv
 from psml_core.analysis.claims import load_papers
 from psml_core.errors import ConfigError
-from psml_core.report.tables import (
+from psml_core.report.format import (
     CENSORED,
     fmt_bytes,
     fmt_percent,
