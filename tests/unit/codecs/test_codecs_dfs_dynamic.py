@@ -13,13 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psml_core.codecs import CodecContext, ErrorFeedback, Payload, make_codec
-from psml_core.codecs.dfs import (
-    DEFAULT_CANDIDATES,
+from psml_core.codecs.dfs import DEFAULT_CANDIDATES, DFSCodec
+from psml_core.codecs.dfs_cost import (
     KEY_BLOCK,
     KEY_MASK,
     KEY_REPORT,
     CostReport,
-    DFSCodec,
     cost_word,
     word_cost,
 )
