@@ -31,6 +31,7 @@ from psml_core.report.figures import (
     _log_axis,
     _pack,
     _spans,
+    part_caption,
     short_settings,
     stacked_axes,
 )
@@ -133,10 +134,8 @@ def _line_figures(
     return specs
 
 
-def _part(k: int, n: int, panels: Sequence[tuple[str, str]]) -> str:
-    if n == 1:
-        return ""
-    return f" Part {k} of {n}: " + ", ".join(f"{w} · {s}" for w, s in panels) + "."
+def _panel_labels(panels: Sequence[tuple[str, str]]) -> list[str]:
+    return [f"{w} · {s}" for w, s in panels]
 
 
 def _method_handles(styles: Mapping[str, Mapping[str, Any]], methods: Sequence[str]) -> list:
@@ -258,7 +257,7 @@ def _accuracy_group(
             f"Test accuracy of the global model against {clock} time, one line per method "
             f"({_seeds_phrase(runs)}); dashed: the target accuracy, which defines time to "
             f"target. Logarithmic time axis where times span over {_LOG_SPAN:g}x."
-            f"{part}{_part(k, n, chunk)}"
+            f"{part}{part_caption(k, n, [f'{w} · {s}' for w, s in chunk])}"
         )
 
     return _line_figures(_panels(runs), stem, workdir, draw, legend, caption)
@@ -335,7 +334,7 @@ def _ratio_group(
             "controller moves it with the measured delay, a fixed ratio stays flat."
             + (" Logarithmic axis." if log else "")
             + part
-            + _part(k, n, chunk)
+            + part_caption(k, n, _panel_labels(chunk))
         )
 
     return _line_figures(
@@ -434,10 +433,6 @@ def _bar_figures(
             )
         )
     return specs
-
-
-def _bar_part(k: int, n: int, names: Sequence[str]) -> str:
-    return f" Part {k} of {n}: {', '.join(names)}." if n > 1 else ""
 
 
 def _seed_means(df: pd.DataFrame, keys: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
@@ -770,7 +765,7 @@ def _up_down_bars(
     ]
 
     def caption(k: int, n: int, names: Sequence[str]) -> str:
-        return text + (" Logarithmic axis." if log else "") + _bar_part(k, n, names)
+        return text + (" Logarithmic axis." if log else "") + part_caption(k, n, names)
 
     panels = [(name, len(series) * len(labels)) for name, (_, labels) in parts.items()]
     half = max(len(str(lb)) for lb in data["label"]) <= HALF_LABEL_CHARS
@@ -911,7 +906,7 @@ def head_to_head_figure(
                     if any(log.values())
                     else ""
                 )
-                + _part(k, len(groups), chosen),
+                + part_caption(k, len(groups), _panel_labels(chosen)),
                 f"fig-{stem.replace('_', '-')}-{k}",
             )
         )

@@ -18,7 +18,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
@@ -26,14 +25,13 @@ from psml_core.report.format import clock_phrase, fmt_bytes, fmt_seconds
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
 
 __all__ = [
+    "part_caption",
     "HALF_LABEL_CHARS",
     "MAX_FIGURE_HEIGHT_IN",
     "FigureSpec",
-    "accuracy_figure",
     "breakdown_figure",
     "bytes_figure",
     "curves",
-    "loss_figure",
     "short_settings",
 ]
 
@@ -43,13 +41,11 @@ _LOG_SPAN = 30.0
 # is split over several figures.
 MAX_FIGURE_HEIGHT_IN = 8.5
 _LEGEND_IN = 0.5  # room for the legend below the panels
-_CURVE_ROW_IN = 2.1  # one row of line panels
 _PANEL_IN = 0.6  # a bar panel's title and x axis
 _BYTES_ROW_IN = 0.27  # one method · scenario (two bars)
 _BREAKDOWN_ROW_IN = 0.135  # one method · scenario
 _BREAKDOWN_HALF_CHARS = 40  # longest "method · scenario" label that fits a half-width panel
 _LINESTYLES = ("-", "--", ":", "-.")
-_SETTING = ("method", "scenario")
 
 
 @dataclass(frozen=True)
@@ -136,20 +132,6 @@ def curves(runs: pd.DataFrame, metrics: Mapping[str, pd.DataFrame]) -> pd.DataFr
     return out.reset_index()[cols]
 
 
-def _settings(runs: pd.DataFrame) -> list[tuple[str, str]]:
-    return sorted({(str(a), str(b)) for a, b in runs[list(_SETTING)].itertuples(index=False)})
-
-
-def _style_map(settings: Sequence[tuple[str, str]]) -> dict[tuple[str, str], dict[str, object]]:
-    """One colour per (method, scenario), a line style per scenario to help in grey print."""
-    colours = palette(len(settings))
-    scenarios = sorted({s for _, s in settings})
-    return {
-        st: {"color": colours[i], "linestyle": _LINESTYLES[scenarios.index(st[1]) % 4]}
-        for i, st in enumerate(settings)
-    }
-
-
 def _label(setting: tuple[str, str]) -> str:
     return f"{setting[0]} · {setting[1]}"
 
@@ -160,53 +142,7 @@ def _spans(values: pd.Series | np.ndarray) -> bool:
     return v.size > 1 and float(v.max() / v.min()) > _LOG_SPAN
 
 
-def _time_label(clock: str) -> str:
-    return f"{clock} time (s)"
-
-
-def _time_axis(curve: pd.DataFrame, workload: str) -> tuple[str, bool]:
-    """The workload's clock and whether its time axis is logarithmic.
-
-    One scale per workload, so its loss and accuracy panels line up.
-    """
-    sub = curve[curve["workload"] == workload]
-    return clock_phrase(sub["clock"]), _spans(sub["time_s"])
-
-
 # --------------------------------------------------------------------------- line figures
-
-
-def _draw_lines(ax: Axes, panel: pd.DataFrame, styles: Mapping, band: bool) -> None:
-    for setting, style in styles.items():
-        d = panel[(panel["method"] == setting[0]) & (panel["scenario"] == setting[1])]
-        if d.empty:
-            continue
-        d = d.sort_values("iteration")
-        ax.plot(d["time_s"], d["mean"], label=_label(setting), linewidth=1.2, **style)
-        if band and (d["n"] > 1).any():
-            ax.fill_between(
-                d["time_s"], d["lo"], d["hi"], color=style["color"], alpha=0.2, linewidth=0
-            )
-
-
-def _finish_axes(
-    ax: Axes,
-    panel: pd.DataFrame,
-    title: str,
-    ylabel: str,
-    *,
-    clock: str,
-    log_x: bool,
-    log_y: bool,
-) -> None:
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    ax.set_xlabel(_time_label(clock))
-    if log_x:
-        _log_axis(ax.xaxis, ax.set_xscale, panel["time_s"])
-    y = pd.concat([panel["lo"], panel["hi"]])
-    if log_y and _spans(y):
-        _log_axis(ax.yaxis, ax.set_yscale, y)
 
 
 def _log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series) -> None:
@@ -218,14 +154,6 @@ def _log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series)
     axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axis.set_minor_formatter(NullFormatter())
-
-
-def _legend(fig: plt.Figure, styles: Mapping, extra: Sequence[Line2D] = ()) -> None:
-    handles = [Line2D([], [], label=_label(s), linewidth=1.4, **st) for s, st in styles.items()]
-    handles += list(extra)
-    fig.legend(
-        handles=handles, loc="outside lower center", ncol=min(3, len(handles)), frameon=False
-    )
 
 
 def _pack(sizes: Sequence[float], limit: float) -> list[list[int]]:
@@ -241,144 +169,9 @@ def _pack(sizes: Sequence[float], limit: float) -> list[list[int]]:
     return groups
 
 
-def _part(k: int, n: int, names: Sequence[str]) -> str:
-    return f" Part {k} of {n}: {', '.join(dict.fromkeys(names))}." if n > 1 else ""
-
-
-def _clock(curve: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return clock_phrase(curve["clock"]) if len(curve) else clock_phrase(runs["clock"])
-
-
-def _has_band(runs: pd.DataFrame) -> bool:
-    return int(runs.groupby(["workload", *_SETTING]).size().max()) > 1
-
-
-def loss_figure(curve: pd.DataFrame, runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
-    """Training and test loss against time, one row of panels per workload.
-
-    Workloads are spread over several figures (``fig_loss_<k>.svg``) when one would not fit a
-    page.
-
-    Args:
-        curve: Output of :func:`curves`.
-        runs: The runs table.
-        workdir: Directory that receives the SVG files.
-    """
-    workloads = sorted(runs["workload"].astype(str).unique())
-    groups = _pack([_CURVE_ROW_IN] * len(workloads), MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
-    styles = _style_map(_settings(runs))
-    band = _has_band(runs)
-    spread = (
-        "Lines are means over seeds, bands span the minimum to the maximum."
-        if band
-        else "One seed per line."
-    )
-    specs = []
-    for k, group in enumerate(groups, start=1):
-        names = [workloads[i] for i in group]
-        path = workdir / f"fig_loss_{k}.svg"
-        _draw_loss(curve, names, styles, band, path)
-        specs.append(
-            FigureSpec(
-                path.name,
-                f"Loss against {_clock(curve, runs)} time (s), per workload: training loss "
-                "(mean mini-batch loss over workers, at the time the last worker finished the "
-                "iteration) and test loss of the global model at each evaluation; one line per "
-                f"method · scenario. {spread} Logarithmic axes where values span more than a "
-                f"factor of {_LOG_SPAN:g}.{_part(k, len(groups), names)}",
-                f"fig-loss-{k}",
-            )
-        )
-    return specs
-
-
-def _draw_loss(
-    curve: pd.DataFrame, workloads: Sequence[str], styles: Mapping, band: bool, path: Path
-) -> None:
-    kinds = (("train_loss", "training loss"), ("test_loss", "test loss"))
-    with report_style():
-        fig, axes = plt.subplots(
-            len(workloads),
-            2,
-            squeeze=False,
-            layout="constrained",
-            figsize=(TEXT_WIDTH_IN, _CURVE_ROW_IN * len(workloads) + _LEGEND_IN),
-        )
-        for i, w in enumerate(workloads):
-            clock, log_x = _time_axis(curve, w)
-            for j, (kind, name) in enumerate(kinds):
-                panel = curve[(curve["workload"] == w) & (curve["kind"] == kind)]
-                _draw_lines(axes[i, j], panel, styles, band)
-                _finish_axes(
-                    axes[i, j], panel, f"{w}: {name}", name, clock=clock, log_x=log_x, log_y=True
-                )
-        _legend(fig, styles)
-        save_svg(fig, path)
-
-
-def accuracy_figure(curve: pd.DataFrame, runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
-    """Test accuracy against time, two workloads per row, the target as a dashed line.
-
-    Written to ``fig_accuracy_<k>.svg``, as many as needed to fit the pages.
-    """
-    workloads = sorted(runs["workload"].astype(str).unique())
-    per_fig = 2 * int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN) // _CURVE_ROW_IN)
-    chunks = [workloads[i : i + per_fig] for i in range(0, len(workloads), per_fig)]
-    styles = _style_map(_settings(runs))
-    band = _has_band(runs)
-    targets = {
-        str(w): float(t) for w, t in runs.groupby("workload")["target_accuracy"].first().items()
-    }
-    specs = []
-    for k, names in enumerate(chunks, start=1):
-        path = workdir / f"fig_accuracy_{k}.svg"
-        _draw_accuracy(curve, names, styles, band, targets, path)
-        specs.append(
-            FigureSpec(
-                path.name,
-                f"Test accuracy of the global model against {_clock(curve, runs)} time (s), per "
-                "workload; the dashed line is the workload's target accuracy, which defines time "
-                f"to target.{_part(k, len(chunks), names)}",
-                f"fig-accuracy-{k}",
-            )
-        )
-    return specs
-
-
-def _draw_accuracy(
-    curve: pd.DataFrame,
-    workloads: Sequence[str],
-    styles: Mapping,
-    band: bool,
-    targets: Mapping[str, float],
-    path: Path,
-) -> None:
-    ncols = 1 if len(workloads) == 1 else 2
-    nrows = -(-len(workloads) // ncols)
-    target_style = {"color": "0.35", "linestyle": (0, (4, 2)), "linewidth": 0.9}
-    with report_style():
-        fig, axes = plt.subplots(
-            nrows,
-            ncols,
-            squeeze=False,
-            layout="constrained",
-            figsize=(TEXT_WIDTH_IN, _CURVE_ROW_IN * nrows + _LEGEND_IN),
-        )
-        for i, w in enumerate(workloads):
-            ax = axes[i // ncols, i % ncols]
-            panel = curve[(curve["workload"] == w) & (curve["kind"] == "test_accuracy")]
-            _draw_lines(ax, panel, styles, band)
-            ax.axhline(targets[w], **target_style)
-            clock, log_x = _time_axis(curve, w)
-            _finish_axes(ax, panel, w, "test accuracy", clock=clock, log_x=log_x, log_y=False)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
-        for k in range(len(workloads), nrows * ncols):
-            axes[k // ncols, k % ncols].set_visible(False)
-        _legend(fig, styles, [Line2D([], [], label="target accuracy", **target_style)])
-        save_svg(fig, path)
-
-
-# --------------------------------------------------------------------------- bar figures
+def part_caption(k: int, n: int, labels: Sequence[str]) -> str:
+    """The caption's tail of figure ``k`` of ``n`` split from one: what this part shows."""
+    return f" Part {k} of {n}: {', '.join(dict.fromkeys(labels))}." if n > 1 else ""
 
 
 def _bar_panels(
@@ -504,7 +297,7 @@ def bytes_figure(
                 path.name,
                 "Wire bytes per direction, summed over workers and iterations (exact encoded "
                 f"sizes, mean over seeds). {scale}"
-                + _part(k, len(figures), [w for w, _ in panels]),
+                + part_caption(k, len(figures), [w for w, _ in panels]),
                 f"fig-{stem.replace('_', '-')}-{k}",
                 0.5 if half else 1.0,
             )
@@ -604,7 +397,7 @@ def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
                 "on the worker's device), communication and wait (blocked by the sync policy), "
                 "summed over workers, mean over seeds; after each bar that sum in "
                 f"{clock_phrase(runs['clock'])} time."
-                + _part(k, len(figures), [w for w, _ in panels]),
+                + part_caption(k, len(figures), [w for w, _ in panels]),
                 f"fig-breakdown-{k}",
                 0.5 if half else 1.0,
             )
