@@ -187,7 +187,7 @@ CORES="$(nproc)"
 MEM_MB=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 * 3 / 4)) # headroom: 1/4
 JOB_MEM_MB=$((MEM_MB / CORES))                                            # one job per core fits
 DIST_TASKS="$(cd "$REPO" && python -c '
-from psml_core.config import load_experiment
+from psml_core.recipes import load_experiment
 e = load_experiment({"tier": "smoke"}, "config")
 print(e.workers + e.shards)')"
 CPUS=$((CORES > DIST_TASKS ? CORES : DIST_TASKS))
