@@ -468,7 +468,7 @@ def runs(config_dir: Path) -> list[dict[str, Any]]:
 
 
 def _run_schema() -> tuple[dict[str, Any], dict[str, Any]]:
-    from psml_core.config import _part_schema
+    from psml_core.config.specs import _part_schema
 
     schema = _part_schema("run")
     return schema, schema["$defs"]

@@ -1,0 +1,371 @@
+"""Resolve a user's config into an :class:`~psml_core.config.specs.Experiment`, cross-checked.
+
+The method recipes' blocks are checked one layer up (:mod:`psml_core.recipes`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from psml_core.config.schema import (
+    config_root,
+    load_yaml,
+    read_schema,
+    validate,
+)
+from psml_core.config.specs import (
+    ComputeSpec,
+    DatasetSpec,
+    Experiment,
+    ExperimentSpec,
+    MethodRecipe,
+    ScenarioSpec,
+    WorkloadSpec,
+    build,
+)
+from psml_core.errors import ConfigError
+
+# --------------------------------------------------------------------------- loading
+
+
+def parse_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
+    """Load config/methods.yaml against its schema only.
+
+    :func:`psml_core.recipes.load_methods` also checks every block against its registry.
+    """
+    p = Path(path) if path is not None else config_root() / "methods.yaml"
+    raw = load_yaml(p, "methods file")
+    data = validate(raw, "methods", source=f"methods file {str(p)!r}")
+    recipes = {}
+    for name, rec in data.items():
+        recipes[name] = build(MethodRecipe, {"name": name, **rec}, name)
+    return recipes
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def effective_config(user: dict[str, Any], root: str | Path | None = None) -> dict[str, Any]:
+    """Overlay the user's config (config.yaml + --config) on its tier file; validate; fill defaults.
+
+    Args:
+        user: The user's config mapping; must hold ``tier``.
+        root: The config directory (holding ``tiers/`` and ``methods.yaml``).
+
+    Returns:
+        The effective configuration as a plain dict, defaults filled in.
+    """
+    root = Path(root) if root is not None else config_root()
+    if not isinstance(user, dict):
+        raise ConfigError(f"invalid config: expected a mapping at the top level, got {user!r}")
+    tiers = read_schema("config")["properties"]["tier"]["enum"]
+    tier = user.get("tier", "smoke")
+    if tier not in tiers:
+        raise ConfigError(
+            f"invalid config: key 'tier': {tier!r} is not allowed; allowed values: "
+            + ", ".join(tiers)
+        )
+    tier_file = root / "tiers" / f"{tier}.yaml"
+    base = load_yaml(tier_file, "tier file") or {}
+    merged = _deep_merge(base, user)
+    merged["tier"] = tier
+    return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
+
+
+def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
+    """Resolve the user's config into an :class:`Experiment`, checking cross-references.
+
+    The method recipes' blocks are not checked against their registries here (settings import
+    nothing above them): :func:`psml_core.recipes.load_experiment` does both.
+
+    Raises:
+        ConfigError: naming the key and the allowed values, for any invalid setting.
+    """
+    root = Path(root) if root is not None else config_root()
+    cfg = effective_config(user, root)
+    recipes = parse_methods(root / "methods.yaml")
+    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
+    for name, ex in cfg.get("experiments", {}).items():
+        where = f"experiments.{name}"
+        _check_names(
+            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
+        )
+        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
+        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
+        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
+    for w, wl in cfg["workloads"].items():
+        if wl["dataset"] not in cfg["datasets"]:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
+                f"{wl['dataset']!r}; defined datasets: {', '.join(sorted(cfg['datasets']))}"
+            )
+    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
+        raise ConfigError(
+            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
+            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
+        )
+    _schedule_claims(cfg, recipes, root / "papers")
+    made: set[str] = set()
+    for name, ex in cfg.get("experiments", {}).items():
+        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
+            if ex.get(key):
+                where = f"experiments.{name}.{key}"
+                derived = sweep_entries(cfg[table], ex[key], where, table)
+                made.update(derived)
+                cfg[table].update(derived)
+                listed = ex.get(table) or []
+                ex[table] = [*listed, *(d for d in derived if d not in listed)]
+        if ex.get("sweep"):
+            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
+            recipes.update(derived)
+            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
+    exp = Experiment(
+        tier=cfg["tier"],
+        backend=cfg["backend"],
+        seeds=tuple(cfg["seeds"]),
+        workers=cfg["workers"],
+        shards=cfg["shards"],
+        colocated=cfg["colocated"],
+        methods=tuple(cfg["methods"]),
+        datasets={
+            k: build(DatasetSpec, {"name": k, **v}, f"datasets.{k}")
+            for k, v in cfg["datasets"].items()
+        },
+        workloads={
+            k: build(WorkloadSpec, {"name": k, **v}, f"workloads.{k}")
+            for k, v in cfg["workloads"].items()
+        },
+        scenarios={
+            k: build(ScenarioSpec, {"name": k, **v}, f"scenarios.{k}")
+            for k, v in cfg["scenarios"].items()
+        },
+        compute=build(ComputeSpec, cfg["compute"], "compute"),
+        recipes={m: recipes[m] for m in _used_methods(cfg)},
+        description=cfg.get("description", "").strip(),
+        report=cfg.get("report", {}),
+        experiments={
+            k: build(ExperimentSpec, {"name": k, **v}, f"experiments.{k}")
+            for k, v in cfg.get("experiments", {}).items()
+        },
+        checkpoint_every=cfg.get("checkpoint_every", 0),
+        device=cfg.get("device", "cpu"),
+        slurm_gpu_partition=cfg.get("slurm_gpu_partition", "gpu"),
+        derived=frozenset(made),
+    )
+    if not exp.grid():
+        raise ConfigError(
+            "invalid config: no runs; list methods (the main grid) or define experiments"
+        )
+    _check_runs(exp)
+    return exp
+
+
+def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
+    """Add to each experiment every run its paper claims need (method, baselines, scenarios).
+
+    A tier that includes a claim's experiment runs the claim: its method and fixed baselines
+    join the experiment's methods, and its fixed scenarios join the experiment's scenarios
+    where the tier defines them (a scenario the tier lacks leaves the claim NOT RUN, with the
+    missing runs named). Regime maps are left as they are: they run what they list.
+    """
+    experiments = cfg.get("experiments", {})
+    if not experiments or not papers.is_dir():
+        return
+    for path in sorted(papers.glob("*.yaml")):
+        paper = load_yaml(path, "paper file") or {}
+        for claim in paper.get("claims") or []:
+            meas = claim.get("measure") or {}
+            ex = experiments.get(meas.get("experiment"))
+            if ex is None or ex.get("regime_map"):
+                continue
+            base = meas.get("baseline")
+            wanted = [meas.get("method"), *([base] if isinstance(base, str) else base or [])]
+            ex["methods"] = [
+                *ex["methods"],
+                *(m for m in wanted if m in recipes and m not in ex["methods"]),
+            ]
+            if ex.get("scenarios"):
+                ex["scenarios"] = [
+                    *ex["scenarios"],
+                    *(
+                        s
+                        for s in meas.get("scenarios") or []
+                        if s in cfg["scenarios"] and s not in ex["scenarios"]
+                    ),
+                ]
+
+
+def sweep_label(param: str, value: float) -> str:
+    """A sweep value's default recipe-name suffix: the path's last part and the value.
+
+    ``sweep_label("codec.params.ratio", 0.01) == "ratio_0p01"``.
+    """
+    text = f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
+    return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
+
+
+def _set_paths(data: dict[str, Any], paths: list[str], value: Any, where: str, owner: str) -> None:
+    """Set every dotted path of a sweep to ``value`` in ``data`` (a recipe, scenario, workload).
+
+    Raises:
+        ConfigError: ``owner`` has no block on the way to a path.
+    """
+    for path in paths:
+        node: Any = data
+        parts = path.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(
+                    f"invalid config: key '{where}.params': {owner} has no {path!r} "
+                    f"(no {part!r} block)"
+                )
+            node = node[part]
+        node[parts[-1]] = value
+
+
+def sweep_entries(
+    table: dict[str, Any], sweep: dict[str, Any], where: str, kind: str
+) -> dict[str, dict[str, Any]]:
+    """The scenarios (or workloads) of an experiment's axis sweep: ``<base>__<label>``.
+
+    Each is the base entry of ``table`` with every dotted path of ``sweep["params"]`` set to
+    the value (a number, or a list such as a Markov chain's flow counts), and the value named
+    in its description. A regime map sweeps a link's bandwidth (a scenario), the number of
+    workers (a workload's ``workers``) or the delay variation (a scenario's cross-traffic).
+
+    Raises:
+        ConfigError: an unknown base, a path the base does not have, or labels that do not
+            match the values.
+    """
+    base_name = sweep["base"]
+    if base_name not in table:
+        raise ConfigError(
+            f"invalid config: key '{where}.base': unknown {kind[:-1]} {base_name!r}; "
+            f"known {kind}: {', '.join(sorted(table))}"
+        )
+    values = list(sweep["values"])
+    labels = list(sweep.get("labels") or [])
+    if len(labels) != len(values):
+        if labels or not all(isinstance(v, int | float) for v in values):
+            raise ConfigError(
+                f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
+                "values; give one per value (labels may be left out for numeric values only)"
+            )
+        labels = [sweep_label(sweep["params"][0], v) for v in values]
+    out: dict[str, dict[str, Any]] = {}
+    for value, label in zip(values, labels, strict=True):
+        data = copy.deepcopy(table[base_name])
+        _set_paths(data, sweep["params"], value, where, f"{kind[:-1]} {base_name!r}")
+        shown = f"{sweep['params'][0].rsplit('.', 1)[-1]} = {value}"
+        if "description" in data or kind == "scenarios":
+            data["description"] = f"{data.get('description', '')} [sweep: {shown}]".strip()
+        out[f"{base_name}__{label}"] = data
+    return out
+
+
+def sweep_recipes(
+    recipes: dict[str, MethodRecipe], sweep: dict[str, Any], where: str
+) -> dict[str, MethodRecipe]:
+    """The recipes of an experiment's parameter sweep: one per value, ``<method>__<label>``.
+
+    Each is the swept recipe with every path of ``sweep["params"]`` set to the value (and the
+    value named in its description); its blocks are checked like any recipe's.
+
+    Raises:
+        ConfigError: an unknown method, a path the recipe does not have, labels that do not
+            match the values, or a value its block rejects (naming the key).
+    """
+    method = sweep["method"]
+    if method not in recipes:
+        raise ConfigError(
+            f"invalid config: key '{where}.method': unknown method {method!r}; known methods "
+            f"(config/methods.yaml): {', '.join(sorted(recipes))}"
+        )
+    values = list(sweep["values"])
+    labels = list(sweep.get("labels") or [])
+    if labels and len(labels) != len(values):
+        raise ConfigError(
+            f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
+            "values; give one per value or none"
+        )
+    labels = labels or [sweep_label(sweep["params"][0], v) for v in values]
+    base = dataclasses.asdict(recipes[method])
+    out: dict[str, MethodRecipe] = {}
+    for value, label in zip(values, labels, strict=True):
+        data = copy.deepcopy(base)
+        _set_paths(data, sweep["params"], value, where, f"recipe {method!r}")
+        name = f"{method}__{label}"
+        shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
+        data.update(
+            name=name,
+            description=f"{data['description']} [sweep: {shown}, in place of the base recipe's "
+            f"value that the text above names]",
+        )
+        try:
+            recipe = build(MethodRecipe, data, name)
+        except ConfigError as exc:
+            raise ConfigError(f"invalid config: key '{where}': {exc}") from None
+        out[name] = recipe
+    return out
+
+
+def _used_methods(cfg: dict[str, Any]) -> list[str]:
+    out = list(cfg["methods"])
+    for ex in cfg.get("experiments", {}).values():
+        out += [m for m in ex["methods"] if m not in out]
+    return out
+
+
+def _check_names(where: str, names: list[str], known: Any, kind: str, what: str) -> None:
+    for i, name in enumerate(names):
+        if name not in known:
+            raise ConfigError(
+                f"invalid config: key '{where}[{i}]': unknown {kind} {name!r}; "
+                f"known {what}: {', '.join(sorted(known))}"
+            )
+
+
+SPARSE_SOURCES = ("zipf_sparse", "libsvm")
+"""Data sources whose features are sparse (feature hashing applies to them only)."""
+
+IMAGE_MODELS = {"resnet18": ("cifar10", "synthetic_images")}
+"""Models that take images, and the data sources whose rows are images of the right layout."""
+
+
+def _check_runs(exp: Experiment) -> None:
+    """Combinations that cannot run: image models on non-image data, hashing on dense data."""
+    for w, wl in exp.workloads.items():
+        sources = IMAGE_MODELS.get(wl.model)
+        ds = exp.datasets[wl.dataset]
+        if sources is not None and ds.source not in sources:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes images, but "
+                f"data set {ds.name!r} has source {ds.source!r}; allowed sources: "
+                + ", ".join(sources)
+            )
+    for w, m, _s, _seed in exp.grid():
+        recipe, ds = exp.recipes[m], exp.datasets[exp.workloads[w].dataset]
+        if recipe.hashing is not None and ds.source not in SPARSE_SOURCES:
+            raise ConfigError(
+                f"invalid config: method {m!r} hashes sparse features but workload {w!r} uses "
+                f"the dense data set {ds.name!r}; run it on a sparse workload (an experiment's "
+                f"workloads: list)"
+            )

@@ -1,0 +1,170 @@
+"""The settings' schemas: read YAML, validate against ``workflow/schemas/``, one-line errors."""
+
+from __future__ import annotations
+
+import copy
+import math
+import typing
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from psml_core.errors import ConfigError
+
+_PKG = Path(__file__).resolve().parents[1]  # psml_core/
+_REPO = _PKG.parent
+
+
+def schema_dir() -> Path:
+    """Where the JSON schemas live: the repository's workflow/schemas, or the wheel's copy."""
+    for cand in (_REPO / "workflow" / "schemas", _PKG / "_schemas"):
+        if cand.is_dir():
+            return cand
+    raise ConfigError("cannot find the psml JSON schemas (workflow/schemas); reinstall psml-core")
+
+
+def config_root() -> Path:
+    """The default config directory: the repository's config/, or the wheel's copy."""
+    for cand in (_REPO / "config", _PKG / "_config"):
+        if cand.is_dir():
+            return cand
+    raise ConfigError("cannot find the psml config directory; pass --config-dir")
+
+
+@cache
+def read_schema(name: str) -> dict[str, Any]:
+    """The parsed ``workflow/schemas/<name>.schema.yaml`` (read once per process)."""
+    with open(schema_dir() / f"{name}.schema.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def load_yaml(path: str | Path, what: str = "config file") -> Any:
+    """Read a YAML file; a missing or malformed file is a ConfigError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} {str(p)!r} does not exist")
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{where}: {exc}") from None
+
+
+def _key(path: typing.Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def format_error(err: jsonschema.ValidationError) -> str:
+    """Turn a jsonschema error into one line naming the key and what is allowed."""
+    key = _key(err.absolute_path)
+    v, val, inst = err.validator, err.validator_value, err.instance
+    if v == "enum":
+        return f"key {key!r}: {inst!r} is not allowed; allowed values: " + ", ".join(
+            str(x) for x in val
+        )
+    if v == "const":
+        return f"key {key!r}: must be {val!r}, got {inst!r}"
+    if v == "additionalProperties" and isinstance(inst, dict):
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
+        return (
+            f"unknown key {', '.join(repr(e) for e in extra)} in {key!r}; "
+            f"allowed keys: {', '.join(allowed)}"
+        )
+    if v == "type" and isinstance(inst, float) and not math.isfinite(inst):
+        return f"key {key!r}: expected a finite {val}, got {inst!r}"
+    if v == "type":
+        return f"key {key!r}: expected {val}, got {inst!r} ({type(inst).__name__})"
+    if v == "required":
+        missing = [r for r in val if r not in inst]
+        return f"key {key!r}: missing required key(s) {', '.join(missing)}"
+    if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+        return f"key {key!r}: {inst!r} is out of range; must be {op[v]} {val}"
+    if v in ("minItems", "minProperties"):
+        return f"key {key!r}: needs at least {val} entr{'y' if val == 1 else 'ies'}"
+    if v == "oneOf" and all(set(b) == {"required"} for b in val):
+        # "exactly one of these keys" (e.g. hashing: buckets | ratio)
+        names = [r for b in val for r in b["required"]]
+        given = [n for n in names if isinstance(inst, dict) and n in inst]
+        return (
+            f"key {key!r}: give exactly one of the keys {', '.join(names)}; "
+            f"got {', '.join(given) if given else 'none'}"
+        )
+    if v == "anyOf" and all(set(b) == {"required"} for b in val):
+        # "at least one of these keys" (e.g. libsvm: path | url)
+        names = [r for b in val for r in b["required"]]
+        return f"key {key!r}: needs one of the keys {' or '.join(names)}; got neither"
+    if v == "dependentRequired":
+        needs = {k: [r for r in req if r not in inst] for k, req in val.items() if k in inst}
+        k, missing = next((k, m) for k, m in needs.items() if m)
+        named = k if key == "(top level)" else f"{key}.{k}"  # the key that was given
+        return f"key {named!r}: needs {', '.join(missing)} too"
+    if v == "uniqueItems":
+        return f"key {key!r}: entries must be unique, got {inst!r}"
+    if v == "pattern":
+        return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
+    return f"key {key!r}: {err.message}"
+
+
+def _extend_with_defaults(cls: type[jsonschema.protocols.Validator]) -> Any:
+    """A validator class that also fills ``default`` values, as Snakemake's validate() does."""
+    validate_properties = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+
+
+_Validator = _extend_with_defaults(jsonschema.Draft202012Validator)
+
+
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema counts 2.0 as an integer; a setting written 2.0 would break ``range(2.0)``."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _finite_number(checker: Any, instance: Any) -> bool:
+    """A number, but not NaN or infinity (``.nan`` would pass every range check unnoticed)."""
+    return (
+        isinstance(instance, int | float)
+        and not isinstance(instance, bool)
+        and math.isfinite(instance)
+    )
+
+
+StrictValidator = jsonschema.validators.extend(
+    _Validator,
+    type_checker=_Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _strict_integer, "number": _finite_number}
+    ),
+)
+_STRICT = ("config", "methods")
+"""Schemas of files people write: integers written as integers, numbers finite."""
+
+
+def validate(instance: Any, schema_name: str, *, source: str) -> Any:
+    """Validate ``instance`` against ``workflow/schemas/<schema_name>.schema.yaml``.
+
+    Returns a deep copy with schema defaults filled in. The first violation (by jsonschema's
+    relevance order) becomes a ConfigError naming ``source``, the key and the allowed values.
+    """
+    inst = copy.deepcopy(instance)
+    cls = StrictValidator if schema_name in _STRICT else _Validator
+    err = jsonschema.exceptions.best_match(cls(read_schema(schema_name)).iter_errors(inst))
+    if err is not None:
+        raise ConfigError(f"invalid {source}: {format_error(err)}")
+    return inst

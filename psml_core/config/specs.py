@@ -1,0 +1,502 @@
+"""Typed settings: frozen dataclasses for every part of a run and of an experiment."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jsonschema
+
+from psml_core.config.schema import StrictValidator, format_error, read_schema
+from psml_core.errors import ConfigError
+
+
+@cache
+def _part_schema(part: str) -> dict[str, Any]:
+    """The schema of one part of a run's JSON (``run``, or a ``$defs`` entry such as dataset)."""
+    cfg, methods = read_schema("config"), read_schema("methods")
+    defs = {**cfg["$defs"], **methods["$defs"]}
+    if part != "run":
+        return {"$defs": defs, "$ref": f"#/$defs/{part}"}
+    top = cfg["properties"]
+    props: dict[str, Any] = {
+        "run_id": {"type": "string", "minLength": 1},
+        "seed": {"type": "integer", "minimum": 0},
+        "colocated": {"type": "boolean"},
+        **{
+            k: top[k]
+            for k in ("tier", "backend", "workers", "shards", "checkpoint_every", "device")
+        },
+        **{k: {"$ref": f"#/$defs/{k}"} for k in ("dataset", "workload", "scenario", "compute")},
+        "method": {"$ref": "#/$defs/recipe"},
+    }
+    optional = ("checkpoint_every", "device")
+    required = [f.name for f in dataclasses.fields(RunSpec) if f.name not in optional]
+    return {
+        "$defs": defs,
+        "type": "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": props,
+    }
+
+
+def _unset(data: Any) -> Any:
+    """``data`` without None values: the JSON form of unset optional fields."""
+    if isinstance(data, dict):
+        return {k: _unset(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [_unset(v) for v in data]
+    return data
+
+
+def _unnamed(data: Any, where: str, source: str) -> Any:
+    """A named part (dataset, workload, ...) without its ``name``, which the config holds as key."""
+    if not isinstance(data, dict):
+        return data  # the schema says what is wrong
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(
+            f"invalid {source}: key {where + '.name'!r}: expected a name, got {name!r}"
+        )
+    return {k: v for k, v in data.items() if k != "name"}
+
+
+def check_part(data: Any, part: str, *, source: str) -> None:
+    """Validate a dataclass's JSON form (``RunSpec`` as ``run``, ``DatasetSpec`` as ``dataset``).
+
+    The JSON of a run, or of a dataset given to ``psml prepare``, is built from the validated
+    config, but anybody can also write one by hand: it gets the config's checks (strict types,
+    ranges, allowed values), each violation one ConfigError naming ``source`` and the key.
+    """
+    inst = _unset(data)
+    if part != "run":
+        inst = _unnamed(inst, part, source)
+    elif isinstance(inst, dict):
+        for key in ("dataset", "workload", "scenario", "method"):
+            if key in inst:
+                inst[key] = _unnamed(inst[key], key, source)
+    validator = StrictValidator(_part_schema(part))
+    err = jsonschema.exceptions.best_match(validator.iter_errors(inst))
+    if err is not None:
+        raise ConfigError(f"invalid {source}: {format_error(err)}")
+
+
+# --------------------------------------------------------------------------- typed settings
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset entry (``datasets.<name>``); field meanings in config.schema.yaml."""
+
+    name: str
+    source: str
+    seed: int = 0
+    test_fraction: float = 0.2
+    rows: int | None = None
+    calibration: str | None = None
+    features: int | None = None
+    nnz_per_row: float | None = None
+    zipf_exponent: float | None = None
+    positive_rate: float | None = None
+    path: str | None = None
+    test_path: str | None = None
+    sha256: str | None = None
+    n_features: int | None = None
+    url: str | None = None
+    test_url: str | None = None
+    test_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A dataset, a model and its training hyper-parameters (``workloads.<name>``)."""
+
+    name: str
+    dataset: str
+    model: str
+    batch_size: int
+    lr: float
+    iterations: int
+    hidden: tuple[int, ...] = (64,)
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    l2: float = 0.0
+    eval_every: int = 10
+    target_accuracy: float = 0.9
+    target_window: int | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
+class BandwidthStep:
+    """From ``at_s`` simulated seconds on, every NIC runs at ``gbps``."""
+
+    at_s: float
+    gbps: float
+
+
+@dataclass(frozen=True)
+class NicOverride:
+    """NIC settings of some machines (``scenarios.<name>.nics``); None keeps the default."""
+
+    machines: Any
+    bandwidth_gbps: float | None = None
+    latency_us: float | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """A network scenario (``scenarios.<name>``)."""
+
+    name: str
+    bandwidth_gbps: float
+    latency_us: float = 50.0
+    message_overhead_us: float = 10.0
+    overlap: bool = True
+    header_bytes: int = 0
+    rate_window: float = 0.02
+    description: str = ""
+    delay: dict[str, Any] | None = None
+    cross_traffic: dict[str, Any] | None = None
+    bandwidth_steps: tuple[BandwidthStep, ...] = ()
+    nics: tuple[NicOverride, ...] = ()
+    heterogeneity: HeterogeneitySpec | None = None
+
+
+@dataclass(frozen=True)
+class HeterogeneitySpec:
+    """Worker speed differences (``compute.heterogeneity``)."""
+
+    multipliers: tuple[float, ...] | None = None
+    draw_from: tuple[float, ...] | None = None
+    redraw_every: int | None = None
+    straggler_prob: float = 0.0
+    straggler_slowdown: float = 1.0
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    """The compute-time model (``compute``)."""
+
+    model: str
+    device: str = "cpu-core"
+    threads: int = 1
+    codec_costs: bool = True
+    heterogeneity: HeterogeneitySpec | None = None
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """A building block chosen by registry name, with its keyword parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HashingSpec:
+    """Feature hashing of a sparse data set (``<method>.hashing``; see methods.schema.yaml).
+
+    Exactly one of ``buckets`` (m) and ``ratio`` (m = max(1, round(ratio * d)) for d raw
+    features) is set. The schema says so too; the check is repeated here because a run's JSON
+    (``psml train --run``) is built without the schema.
+
+    Attributes:
+        buckets: Number of hash buckets m >= 1.
+        ratio: Bucket count as a fraction of the raw feature count, in (0, 1].
+        signed: Whether each feature also gets a random sign xi(j) in {+1, -1}.
+    """
+
+    buckets: int | None = None
+    ratio: float | None = None
+    signed: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.buckets is None) == (self.ratio is None):
+            raise ConfigError(
+                "key 'hashing': give exactly one of 'buckets' (an integer >= 1) or 'ratio' "
+                f"(a number in (0, 1]), got buckets={self.buckets!r}, ratio={self.ratio!r}"
+            )
+        if self.buckets is not None and (
+            isinstance(self.buckets, bool) or not isinstance(self.buckets, int) or self.buckets < 1
+        ):
+            raise ConfigError(
+                f"key 'hashing.buckets': must be an integer >= 1, got {self.buckets!r}"
+            )
+        if self.ratio is not None and (
+            isinstance(self.ratio, bool)
+            or not isinstance(self.ratio, int | float)
+            or not 0.0 < self.ratio <= 1.0
+        ):
+            raise ConfigError(
+                f"key 'hashing.ratio': must be a number in (0, 1], got {self.ratio!r}"
+            )
+        if not isinstance(self.signed, bool):
+            raise ConfigError(f"key 'hashing.signed': must be true or false, got {self.signed!r}")
+
+    def buckets_for(self, features: int) -> int:
+        """The bucket count m for a data set of ``features`` raw features."""
+        if self.buckets is not None:
+            return int(self.buckets)
+        return max(1, round(float(self.ratio) * features))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MethodRecipe:
+    """A method or baseline: codec, sync policy, controller and placement (config/methods.yaml)."""
+
+    name: str
+    description: str
+    codec: BlockSpec
+    sync: BlockSpec
+    controller: BlockSpec
+    placement: BlockSpec
+    codec_down: BlockSpec | None = None
+    pull: str = "params"
+    lossless: str = "none"
+    paper: str | None = None
+    role: str = "baseline"
+    deviations: tuple[str, ...] = ()
+    hashing: HashingSpec | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one training run needs; its JSON form is what the train rule passes."""
+
+    run_id: str
+    tier: str
+    backend: str
+    seed: int
+    workers: int
+    shards: int
+    colocated: bool
+    dataset: DatasetSpec
+    workload: WorkloadSpec
+    method: MethodRecipe
+    scenario: ScenarioSpec
+    compute: ComputeSpec
+    checkpoint_every: int = 0
+    device: str = "cpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-serialisable dict.
+
+        ``device`` is left out when it is the default ``cpu``: a CPU run keeps the config hash
+        it had before the setting existed (its results and checkpoints stay valid).
+        """
+        out = _plain(dataclasses.asdict(self))
+        if out.get("device") == "cpu":
+            del out["device"]
+        return out
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """Parse :meth:`to_json` output; a malformed or invalid run is a ConfigError.
+
+        The run is checked against the same schema definitions as the config, so a
+        hand-written ``--run`` fails here, with one line naming the key, and not deep inside
+        training. Its blocks are checked against the registries one layer up
+        (:func:`psml_core.recipes.read_run_spec`).
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--run is not valid JSON: {exc}") from None
+        check_part(data, "run", source="--run")
+        return build(cls, data, "run")
+
+    def config_hash(self) -> str:
+        """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def read_run_spec(text: str) -> RunSpec:
+    """A run spec given as JSON text or as the path of a JSON file (``--run``)."""
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--run {text!r}: neither JSON nor a readable file ({exc})") from None
+    return RunSpec.from_json(text)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A grid of its own inside a tier: some methods on some workloads and scenarios."""
+
+    name: str
+    methods: tuple[str, ...]
+    workloads: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+    description: str = ""
+    paper: str | None = None
+    sweep: dict[str, Any] | None = None
+    scenario_sweep: dict[str, Any] | None = None
+    workload_sweep: dict[str, Any] | None = None
+    regime_map: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The validated effective configuration of one workflow invocation."""
+
+    tier: str
+    backend: str
+    seeds: tuple[int, ...]
+    workers: int
+    shards: int
+    colocated: bool
+    methods: tuple[str, ...]
+    datasets: dict[str, DatasetSpec]
+    workloads: dict[str, WorkloadSpec]
+    scenarios: dict[str, ScenarioSpec]
+    compute: ComputeSpec
+    recipes: dict[str, MethodRecipe]
+    description: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+    experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
+    checkpoint_every: int = 0
+    device: str = "cpu"
+    slurm_gpu_partition: str = "gpu"
+    derived: frozenset[str] = frozenset()
+    """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
+
+    @property
+    def all_methods(self) -> tuple[str, ...]:
+        """Every method of the main grid and of the experiments, main grid first."""
+        out = list(self.methods)
+        for ex in self.experiments.values():
+            out += [m for m in ex.methods if m not in out]
+        return tuple(out)
+
+    def run_id(self, workload: str, method: str, scenario: str, seed: int) -> str:
+        """The run's id, which is also its directory under ``results/<tier>/runs/``."""
+        return f"{workload}/{method}/{scenario}/seed{seed}"
+
+    def run(self, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
+        """The settings of one run of the grid."""
+        wl = self.workloads[workload]
+        workers, shards = self.cluster(workload)
+        return RunSpec(
+            run_id=self.run_id(workload, method, scenario, seed),
+            tier=self.tier,
+            backend=self.backend,
+            seed=seed,
+            workers=workers,
+            shards=shards,
+            colocated=self.colocated,
+            dataset=self.datasets[wl.dataset],
+            workload=wl,
+            method=self.recipes[method],
+            scenario=self.scenarios[scenario],
+            compute=self.compute_for(scenario),
+            checkpoint_every=self.checkpoint_every,
+            device=self.device,
+        )
+
+    def cluster(self, workload: str) -> tuple[int, int]:
+        """(workers, shards) of the workload's runs: its own ``workers`` or the tier's.
+
+        A workload with its own worker count (a regime map's workers axis) keeps the tier's
+        layout: one colocated shard per worker when the tier has as many shards as workers,
+        else the tier's shard count (at most one per worker when colocated).
+        """
+        own = self.workloads[workload].workers
+        if own is None or own == self.workers:
+            return self.workers, self.shards
+        if self.shards == self.workers:
+            return own, own
+        return own, min(self.shards, own) if self.colocated else self.shards
+
+    def compute_for(self, scenario: str) -> ComputeSpec:
+        """The compute settings under ``scenario``: its heterogeneity replaces the tier's."""
+        het = self.scenarios[scenario].heterogeneity
+        return self.compute if het is None else dataclasses.replace(self.compute, heterogeneity=het)
+
+    def grid(self) -> list[tuple[str, str, str, int]]:
+        """All (workload, method, scenario, seed) tuples, in a stable order, each once.
+
+        The main grid (``methods`` x every workload x every scenario x ``seeds``), then each
+        experiment's grid in name order.
+        """
+        out: dict[tuple[str, str, str, int], None] = {}
+        workloads = sorted(set(self.workloads) - self.derived)
+        scenarios = sorted(set(self.scenarios) - self.derived)
+        grids = [(self.methods, workloads, scenarios, self.seeds)]
+        for name in sorted(self.experiments):
+            ex = self.experiments[name]
+            grids.append(
+                (
+                    ex.methods,
+                    list(ex.workloads or workloads),
+                    list(ex.scenarios or scenarios),
+                    ex.seeds or self.seeds,
+                )
+            )
+        for methods, workloads, scenarios, seeds in grids:
+            for w in workloads:
+                for m in methods:
+                    for s in scenarios:
+                        for seed in seeds:
+                            out[(w, m, s, seed)] = None
+        return list(out)
+
+    def runs(self) -> list[RunSpec]:
+        """The settings of every run of the grid."""
+        return [self.run(*key) for key in self.grid()]
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+T = TypeVar("T")
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """Build dataclass ``cls`` from plain data, recursively, following its type hints."""
+    return typing.cast(T, _build(cls, data, where))
+
+
+def _build(tp: Any, data: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise ConfigError(f"key {where!r}: expected a mapping, got {data!r}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(
+                f"unknown key {', '.join(map(repr, unknown))} in {where!r}; "
+                f"allowed keys: {', '.join(sorted(names))}"
+            )
+        return tp(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in data.items()})
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if data is None else _build(args[0], data, where)
+    if origin is tuple:
+        (item, *_rest) = typing.get_args(tp)
+        return tuple(_build(item, v, where) for v in data)
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: _build(vt, v, f"{where}.{k}") for k, v in data.items()}
+    return data
