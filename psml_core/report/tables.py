@@ -329,14 +329,8 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
         lat = s.get("latency_us")
         ovh = s.get("message_overhead_us")
         win = s.get("rate_window")
-        if missing(lat) or missing(win):
-            window = DASH
-        else:
-            window = (
-                "exact"
-                if float(win) * float(lat) == 0
-                else fmt_seconds(float(win) * float(lat) * 1e-6)
-            )
+        span = None if missing(lat) or missing(win) else float(win) * float(lat) * 1e-6
+        window = DASH if span is None else "exact" if span == 0 else fmt_seconds(span)
         rows.append(
             [
                 name,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from psml_core.analysis.claims import EXPLANATION_KEYS, VERDICTS
 from psml_core.errors import DataError
-from psml_core.report.format import DASH, fmt_seconds, fmt_value, sig
+from psml_core.report.format import DASH, fmt_seconds, fmt_value, missing, sig
 from psml_core.report.tables import Table
 
 __all__ = [
@@ -74,17 +74,17 @@ def read_claims(path: str | Path) -> pd.DataFrame:
         df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"claims file {str(p)!r} is not readable CSV ({exc})") from None
-    missing = [c for c in CLAIM_COLUMNS if c not in df.columns]
-    if missing:
-        raise DataError(f"claims file {str(p)!r} lacks columns {missing}; regenerate it")
+    absent = [c for c in CLAIM_COLUMNS if c not in df.columns]
+    if absent:
+        raise DataError(f"claims file {str(p)!r} lacks columns {absent}; regenerate it")
     for col in _REGIME_COLUMNS:  # claims files from before regimes were measured have none
         if col not in df.columns:
             df[col] = ""
-        df[col] = df[col].map(lambda v: "" if _missing(v) else str(v))
+        df[col] = df[col].map(lambda v: "" if missing(v) else str(v))
     for col in ("paper", "claim", "statement", "source", "kind", "unit", "metric", "scenario",
                 "baseline", "baselines", "bound", "verdict", "detail", "explanation",
                 "per_metric"):  # fmt: skip
-        df[col] = df[col].map(lambda v: "" if _missing(v) else str(v))
+        df[col] = df[col].map(lambda v: "" if missing(v) else str(v))
     for col in ("reported", "ours", "low", "high", "ci_low", "ci_high", "seeds", "censored",
                 "floor", "band_low", "band_high"):  # fmt: skip
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
@@ -93,13 +93,6 @@ def read_claims(path: str | Path) -> pd.DataFrame:
     if bad:
         raise DataError(f"claims file {str(p)!r} holds unknown verdicts {bad}; regenerate it")
     return df
-
-
-def _missing(v: Any) -> bool:
-    try:
-        return v is None or bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
 
 
 def check_claims(
@@ -163,8 +156,8 @@ def _unmeasured(row: Any) -> str | None:
 
 def fmt_ours(row: Any) -> str:
     """Our mean with its 95% interval, range over seeds, n and censoring, or "not run"."""
-    if (missing := _unmeasured(row)) is not None:
-        return missing
+    if (unmeasured := _unmeasured(row)) is not None:
+        return unmeasured
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
         # ours / low / high hold: pairs better on average, beyond the spread, in all.
@@ -262,8 +255,8 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
 
 def fmt_ours_short(row: Any) -> str:
     """The summary's form of :func:`fmt_ours`: mean, 95% interval, n, censored runs."""
-    if (missing := _unmeasured(row)) is not None:
-        return missing
+    if (unmeasured := _unmeasured(row)) is not None:
+        return unmeasured
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
         return f"better on {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
