@@ -156,6 +156,24 @@ _STRICT = ("config", "methods")
 """Schemas of files people write: integers written as integers, numbers finite."""
 
 
+def first_error(validator: Any, instance: Any) -> jsonschema.ValidationError | None:
+    """The violation to report: jsonschema's best match, but a key's own error first.
+
+    jsonschema prefers the shallowest error, so ``hashing: {buckets: 0, ratio: 0.1}`` would
+    report only "give exactly one of buckets, ratio". Where a key under that object is itself
+    invalid, naming that key and its value is the more useful line.
+    """
+    errors = list(validator.iter_errors(instance))
+    err = jsonschema.exceptions.best_match(errors)
+    if err is not None and err.validator in ("oneOf", "anyOf"):
+        depth = len(err.path)
+        inner = [
+            e for e in errors if len(e.path) > depth and list(e.path)[:depth] == list(err.path)
+        ]
+        err = jsonschema.exceptions.best_match(inner) or err
+    return err
+
+
 def validate(instance: Any, schema_name: str, *, source: str) -> Any:
     """Validate ``instance`` against ``workflow/schemas/<schema_name>.schema.yaml``.
 
@@ -164,7 +182,7 @@ def validate(instance: Any, schema_name: str, *, source: str) -> Any:
     """
     inst = copy.deepcopy(instance)
     cls = StrictValidator if schema_name in _STRICT else _Validator
-    err = jsonschema.exceptions.best_match(cls(read_schema(schema_name)).iter_errors(inst))
+    err = first_error(cls(read_schema(schema_name)), inst)
     if err is not None:
         raise ConfigError(f"invalid {source}: {format_error(err)}")
     return inst

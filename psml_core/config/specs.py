@@ -12,9 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-import jsonschema
-
-from psml_core.config.schema import StrictValidator, format_error, read_schema
+from psml_core.config.schema import StrictValidator, first_error, format_error, read_schema
 from psml_core.errors import ConfigError
 
 
@@ -83,8 +81,7 @@ def check_part(data: Any, part: str, *, source: str) -> None:
         for key in ("dataset", "workload", "scenario", "method"):
             if key in inst:
                 inst[key] = _unnamed(inst[key], key, source)
-    validator = StrictValidator(_part_schema(part))
-    err = jsonschema.exceptions.best_match(validator.iter_errors(inst))
+    err = first_error(StrictValidator(_part_schema(part)), inst)
     if err is not None:
         raise ConfigError(f"invalid {source}: {format_error(err)}")
 

@@ -515,6 +515,30 @@ def test_run_json_blocks_and_names_are_checked(runs, tmp_path, capsys, change, e
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("buckets", "expect"),
+    [
+        (0, "key 'method.hashing.buckets': 0 is out of range; must be >= 1"),
+        ("x", "key 'method.hashing.buckets': expected integer, got 'x'"),
+        (
+            5,
+            "key 'method.hashing': give exactly one of the keys buckets, ratio; got buckets, ratio",
+        ),
+    ],
+)
+def test_an_invalid_key_inside_a_one_of_is_named(runs, tmp_path, capsys, buckets, expect):
+    """A bad ``buckets`` beside ``ratio`` names buckets; a valid one names the one-of rule.
+
+    Found by the hypothesis test above: jsonschema's best match is the shallowest error, so it
+    reported only the one-of rule and not the key whose value was wrong.
+    """
+    run = _set(runs[1], ("method", "hashing", "buckets"), buckets)
+    argv = ["train", "--run", json.dumps(run)]
+    argv += ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    rc, out, err = _run_cli(argv, tmp_path, capsys)
+    assert_one_clear_error(rc, out, err, "train", expect)
+
+
 # --------------------------------------------------------------------------- real processes
 
 
