@@ -55,7 +55,6 @@ Evaluation: rank 0 evaluates its replica (= the global model) after the steps th
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -71,6 +70,7 @@ from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.optim import make_optimizer
+from psml_core.engine.step import step_row, to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
@@ -321,21 +321,25 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         observed.append(obs)
         if evaluator is not None and job.should_evaluate(t):
             evaluator.add(t, worker.params)
+        # One collective, no shards: the bytes have no per-shard split, and all are remote.
         rows.append(
             {
-                "iteration": t,
-                "worker": rank,
-                "time_s": end - t0,
-                "compute_s": compute,
-                "comm_s": comm,
-                "wait_s": end - comm_end,
-                "bytes_up": up,
-                "bytes_down": down,
-                "remote_bytes_up": up,
-                "remote_bytes_down": down,
-                "ratio": ratio,
-                "staleness": 0,
-                "loss": float(loss),
+                **step_row(
+                    iteration=t,
+                    worker=rank,
+                    time_s=end - t0,
+                    compute_s=compute,
+                    comm_s=comm,
+                    wait_s=end - comm_end,
+                    up=[up],
+                    down=[down],
+                    remote=[True],
+                    ratio=ratio,
+                    staleness=0,
+                    loss=float(loss),
+                ),
+                "shard_bytes_up": (),
+                "shard_bytes_down": (),
             }
         )
         start = end
@@ -351,14 +355,8 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     observations = {r: p["observed"] for r, p in enumerate(parts)}
     records: list[IterationRecord] = []
     if evaluator is not None:
-        evals = evaluator.results()
-        for part in parts:
-            for row in part["rows"]:
-                loss, acc = evals.get(row["iteration"], (math.nan, math.nan))
-                records.append(
-                    IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="wall-clock")
-                )
-        records.sort(key=lambda r: (r.iteration, r.worker))
+        rows = [row for part in parts for row in part["rows"]]
+        records = to_records(rows, evaluator.results(), "wall-clock")
     return HorovodResult(
         records=records,
         params=worker.params.copy(),

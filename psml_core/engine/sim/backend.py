@@ -40,10 +40,9 @@ in the raw byte columns.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -53,16 +52,23 @@ from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.value_bounded import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.final_pull import fold_final_pull
 from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic, move_keys
-from psml_core.engine.server import BUDGET_KEY, codec_state
 from psml_core.engine.sim.checkpoint import (
     SimCheckpoint,
     capture_job,
     load_checkpoint,
     restore_job,
     save_checkpoint,
+)
+from psml_core.engine.step import (
+    budget_spent,
+    compute_step,
+    encode_pushes,
+    fold_final_pull,
+    step_budget,
+    step_row,
+    to_records,
 )
 from psml_core.engine.timeline import key_ready_fraction, shard_ready, step_timeline
 from psml_core.errors import ConfigError
@@ -102,6 +108,42 @@ class _Gate:
             else:
                 still.append((worker, clock, ev))
         self.waiting = still
+
+
+class _Pulled(NamedTuple):
+    """A worker's pull of one iteration, from every shard."""
+
+    wait: float  # the longest time a shard's sync policy held the request
+    down: tuple[int, ...]  # wire bytes of each shard's answer
+    remote_down: int  # the part of them that crossed the network
+    staleness: int
+    lossless_down: int | None  # the answers' Snappy-coded size (lossless: snappy)
+    requests: list[bytes]  # the requests' payloads (touched: key lists)
+    decode: float  # the device's decode time of the answers
+
+    @classmethod
+    def of(cls, served: list[tuple], lossless: bool) -> _Pulled:
+        """From :meth:`_RunState.pull`'s results, in shard order."""
+        return cls(
+            wait=max(x[0] for x in served),
+            down=tuple(x[1] for x in served),
+            remote_down=sum(x[2] for x in served),
+            staleness=max(x[3] for x in served),
+            lossless_down=sum(x[4] for x in served) if lossless else None,
+            requests=[x[5] for x in served],
+            decode=sum(x[6] for x in served),
+        )
+
+
+class _Pushed(NamedTuple):
+    """A worker's push of one iteration, to every shard."""
+
+    ratio: float  # the ratio it was encoded at
+    payloads: list[Payload]
+    encode_s: float  # the device's encode time
+    start: float  # when the first push left
+    landed: float  # when the last one arrived
+    exposed: float  # push time beyond the device's work: communication on the critical path
 
 
 def nic_overrides(job: Job) -> dict[str, dict[int, float]]:
@@ -232,165 +274,188 @@ class _RunState:
     def worker(
         self, p: int, first: int = 0, prev_comm: float = 0.0, arrived: float | None = None
     ) -> Generator[Any, Any, None]:
-        """Worker ``p``'s loop, from iteration ``first``.
+        """Worker ``p``'s loop, from iteration ``first`` (the protocol of :mod:`..step`).
 
         A resumed worker starts at the drain it reached at ``arrived``; ``prev_comm`` is its
         previous round's communication time (PCP's round report).
         """
-        job, env = self.job, self.env
-        w = job.workers[p]
-        touched = job.shards[0].pull_mode == "touched"
-        every = job.spec.checkpoint_every
-        for t in range(first, job.spec.workload.iterations):
+        env, every = self.env, self.job.spec.checkpoint_every
+        for t in range(first, self.job.spec.workload.iterations):
             # 0. a checkpoint's drain: wait until every worker is here (counted as waiting)
-            start = env.now
-            drained = 0.0
+            start, drained = env.now, 0.0
             if t == first and arrived is not None:
                 start, drained = arrived, env.now - arrived
             elif self.checkpoint is not None and t > 0 and t % every == 0:
                 drained = yield from self.drain(p, t, prev_comm)
             # 1. pull (touched: for the keys of the batch drawn now, which compute then uses)
-            keys = w.touched_keys() if touched else [None] * len(job.shards)
-            pulls = [env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
-            results = yield env.all_of(pulls)
-            served = [results[proc] for proc in pulls]
-            wait = max(x[0] for x in served) + drained
-            down_by_shard = tuple(x[1] for x in served)
-            down = sum(down_by_shard)
-            remote_down = sum(x[2] for x in served)
-            staleness = max(x[3] for x in served)
-            lossless_down = sum(x[4] for x in served) if self.lossless else None
-            requests = [x[5] for x in served]  # the pull requests' payloads (touched: key lists)
-            if self.rounds and int(self.extra[p][0].get(BUDGET_KEY, 1)) == 0:
-                # A round policy's step budget is spent: this pull (the merged model) ends the
-                # run; its bytes and time join the worker's last record.
-                decode = sum(x[6] for x in served)
-                if decode:
-                    yield env.timeout(decode)
-                last = next(r for r in reversed(self.rows) if r["worker"] == p)
-                lossless_up = (
-                    sum(self.net.wire_bytes(snappy_bytes(r) if r else 0) for r in requests)
-                    if self.lossless
-                    else None
-                )
-                fold_final_pull(
-                    last,
-                    up=[self.net.wire_bytes(len(r)) for r in requests],
-                    down=down_by_shard,
-                    remote=[int(m) != p for m in job.shard_machine],
-                    end=env.now,
-                    comm=env.now - start - wait - decode,
-                    wait=wait,
-                    codec=decode,
-                    lossless_up=lossless_up,
-                    lossless_down=lossless_down,
-                )
+            pulled = yield from self.pull_all(p, t)
+            if budget_spent(self.extra[p], self.rounds):
+                yield from self.final_pull(p, start, drained, pulled)
                 break
-            # Dynamic partition: at a decision step, keys may move once every pull is in.
-            if self.dynamic is not None and t > 0 and t % self.dynamic.period == 0:
-                # Waiting for the others is wait; the move's transfers are communication.
-                wait += yield from self.migration_point(t)
-            pull_end = env.now
-            # The answers are decoded on the worker's device, one after the other.
-            decode = sum(x[6] for x in served)
-            if decode:
-                yield env.timeout(decode)
-            # Keys moved to this worker's machine: down traffic from their old shards (remote).
-            moved_from = self.migrated.pop((t, p), None)
-            moved = 0
-            if moved_from is not None:
-                down_by_shard = tuple(int(b) for b in np.add(down_by_shard, moved_from))
-                moved = int(moved_from.sum())
-                down += moved
-                remote_down += moved
-            # 2. compute: one gradient, or a round's granted local steps
-            speed = job.speed.factor(p, t)
-            if self.rounds:
-                steps = int(self.extra[p][0].get(BUDGET_KEY, 1))
-                loss, vector, cost = w.local_round(
-                    steps, lambda batch: job.compute.seconds(job.model, batch)
-                )
-                compute = cost * speed
-                report: RoundReport | None = RoundReport(steps, compute / steps, prev_comm).wire()
-            else:
-                steps, report = 1, None
-                loss, vector = w.compute()
-                compute = job.compute.seconds(job.model, w.last_batch) * speed
-            # 3. push, at the ratio the controller set for this step (shared by all workers).
-            # Under a barrier every step before t is complete by now, so asking here (before
-            # the compute) gives the ratio asking after it would.
-            ratio = self.ratio(t)
-            # Both ends know the context (step, ratio, seed, the shard's published state).
-            ctxs = [self.ctx(t, ratio, codec_state(e)) for e in self.extra[p]]
-            payloads = w.encode_push(vector, ctxs)
-            encode = [self.worker_encode_s(w, s, pl, ctxs[s]) for s, pl in enumerate(payloads)]
-            # The device: backward and the shards' encodes; pushes start as each is encoded.
-            overlap = self.overlap and not self.rounds
-            ready = [shard_ready(self.ready, k) for k in w.shard_keys] if overlap else []
-            plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
-            push_start = min(plan.push_start)
-            self._open[(p, t)] = [len(job.shards), pull_end - start - wait, compute, push_start]
-            if self.dynamic is not None:
-                for s, pl in enumerate(payloads):
-                    vec = w.codecs[s].decode(pl, ctxs[s])
-                    self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
-            pushes = [
-                env.process(self.push(p, s, t, pl, ctxs[s], report, plan.push_start[s]))
-                for s, pl in enumerate(payloads)
-            ]
-            done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
-            landed = max(done[proc] for proc in pushes)
-            # The push's time beyond the device's: the communication left exposed.
-            exposed = max(0.0, landed - plan.device_end)
-            pull_comm = pull_end - start - wait
-            prev_comm = pull_comm + (landed - push_start)
-            # Each shard got a pull request (header only, or a key list) and a push.
-            extra_up = REPORT_BYTES if report is not None else 0
-            sent = [
-                self.net.wire_bytes(len(req)) + self.net.wire_bytes(pl.wire_bytes + extra_up)
-                for req, pl in zip(requests, payloads, strict=True)
-            ]
-            lossless_up = (
-                sum(
-                    self.net.wire_bytes(snappy_bytes(req) if req else 0)
-                    + self.net.wire_bytes(snappy_bytes(pl) + extra_up)
-                    for req, pl in zip(requests, payloads, strict=True)
-                )
-                if self.lossless
-                else None
+            prev_comm = yield from self.iteration(p, t, start, drained, pulled, prev_comm)
+
+    def pull_all(self, p: int, t: int) -> Generator[Any, Any, _Pulled]:
+        """Step 1: pull from every shard at once; return when every answer is installed."""
+        job = self.job
+        touched = job.shards[0].pull_mode == "touched"
+        keys = job.workers[p].touched_keys() if touched else [None] * len(job.shards)
+        pulls = [self.env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
+        results = yield self.env.all_of(pulls)
+        return _Pulled.of([results[proc] for proc in pulls], self.lossless)
+
+    def final_pull(
+        self, p: int, start: float, drained: float, pulled: _Pulled
+    ) -> Generator[Any, Any, None]:
+        """A round policy's budget is spent: this pull (the merged model) ends the run.
+
+        Its bytes and time join the worker's last record (:func:`..step.fold_final_pull`).
+        """
+        env = self.env
+        wait = pulled.wait + drained
+        decode = pulled.decode
+        if decode:
+            yield env.timeout(decode)
+        last = next(r for r in reversed(self.rows) if r["worker"] == p)
+        lossless_up = (
+            sum(self.net.wire_bytes(snappy_bytes(r) if r else 0) for r in pulled.requests)
+            if self.lossless
+            else None
+        )
+        fold_final_pull(
+            last,
+            up=[self.net.wire_bytes(len(r)) for r in pulled.requests],
+            down=pulled.down,
+            remote=[int(m) != p for m in self.job.shard_machine],
+            end=env.now,
+            comm=env.now - start - wait - decode,
+            wait=wait,
+            codec=decode,
+            lossless_up=lossless_up,
+            lossless_down=pulled.lossless_down,
+        )
+
+    def iteration(
+        self, p: int, t: int, start: float, drained: float, pulled: _Pulled, prev_comm: float
+    ) -> Generator[Any, Any, float]:
+        """Steps 2 to 4 of iteration ``t`` after its pull; returns its communication time."""
+        job, env = self.job, self.env
+        w = job.workers[p]
+        wait = pulled.wait + drained
+        # Dynamic partition: at a decision step, keys may move once every pull is in.
+        if self.dynamic is not None and t > 0 and t % self.dynamic.period == 0:
+            # Waiting for the others is wait; the move's transfers are communication.
+            wait += yield from self.migration_point(t)
+        pull_end = env.now
+        # The answers are decoded on the worker's device, one after the other.
+        decode = pulled.decode
+        if decode:
+            yield env.timeout(decode)
+        # Keys moved to this worker's machine: down traffic from their old shards (remote).
+        down, remote_down, moved = pulled.down, pulled.remote_down, 0
+        moved_from = self.migrated.pop((t, p), None)
+        if moved_from is not None:
+            down = tuple(int(b) for b in np.add(down, moved_from))
+            moved = int(moved_from.sum())
+            remote_down += moved
+        # 2. compute: one gradient, or a round's granted local steps
+        speed = job.speed.factor(p, t)
+        steps = step_budget(self.extra[p], self.rounds)
+        loss, vector, cost = compute_step(
+            w, steps, self.rounds, lambda batch: job.compute.seconds(job.model, batch)
+        )
+        compute = cost * speed
+        report = RoundReport(steps, compute / steps, prev_comm).wire() if self.rounds else None
+        # 3. push
+        pull_comm = pull_end - start - wait
+        pushed = yield from self.push_all(p, t, vector, compute, report, pull_comm)
+        # 4. record; each shard got a pull request (header only, or a key list) and a push
+        extra_up = REPORT_BYTES if report is not None else 0
+        pairs = list(zip(pulled.requests, pushed.payloads, strict=True))
+        sent = [
+            self.net.wire_bytes(len(req)) + self.net.wire_bytes(pl.wire_bytes + extra_up)
+            for req, pl in pairs
+        ]
+        lossless_up = None
+        if self.lossless:
+            lossless_up = sum(
+                self.net.wire_bytes(snappy_bytes(req) if req else 0)
+                + self.net.wire_bytes(snappy_bytes(pl) + extra_up)
+                for req, pl in pairs
             )
-            remote = [int(m) != p for m in job.shard_machine]
-            self.rows.append(
-                {
-                    "iteration": t,
-                    "worker": p,
-                    "time_s": env.now,
-                    "compute_s": compute,
-                    "comm_s": pull_comm + exposed,
-                    "wait_s": wait,
-                    "codec_s": decode + plan.encode_s,
-                    "bytes_up": sum(sent),
-                    "shard_bytes_up": tuple(sent),
-                    "shard_bytes_down": down_by_shard,
-                    "bytes_down": down,
-                    "remote_bytes_up": sum(b for b, r in zip(sent, remote, strict=True) if r),
-                    "remote_bytes_down": remote_down,
-                    "ratio": ratio,
-                    "staleness": staleness,
-                    "loss": loss,
-                    "local_steps": steps,
-                    "lossless_bytes_up": lossless_up,
-                    "lossless_bytes_down": lossless_down,
-                    "migration_bytes": moved,
-                }
-            )
-            if self.dynamic is not None:
-                keys = [k for k, _ in self.traffic[p]]
-                per_key = [np.full(k.size, b) for k, b in self.traffic[p]]
-                self.traffic[p] = []
-                self.dynamic.observe(
-                    p, self.dynamic.chunk_bytes(np.concatenate(keys), np.concatenate(per_key))
-                )
+        row = step_row(
+            iteration=t,
+            worker=p,
+            time_s=env.now,
+            compute_s=compute,
+            comm_s=pull_comm + pushed.exposed,
+            wait_s=wait,
+            codec_s=decode + pushed.encode_s,
+            up=sent,
+            down=down,
+            remote=[int(m) != p for m in job.shard_machine],
+            remote_down=remote_down,
+            ratio=pushed.ratio,
+            staleness=pulled.staleness,
+            loss=loss,
+            local_steps=steps,
+            lossless_up=lossless_up,
+            lossless_down=pulled.lossless_down,
+            migration_bytes=moved,
+        )
+        self.rows.append(row)
+        if self.dynamic is not None:
+            self.observe_traffic(p)
+        return pull_comm + (pushed.landed - pushed.start)
+
+    def push_all(
+        self,
+        p: int,
+        t: int,
+        vector: np.ndarray,
+        compute: float,
+        report: RoundReport | None,
+        pull_comm: float,
+    ) -> Generator[Any, Any, _Pushed]:
+        """Step 3: encode per shard on the device and push each as its encode is done.
+
+        The ratio is the one the controller set for step ``t`` (shared by all workers). Under
+        a barrier every step before ``t`` is complete by now, so asking here (before the
+        compute is charged) gives the ratio asking after it would.
+        """
+        job, env = self.job, self.env
+        w = job.workers[p]
+        ratio = self.ratio(t)
+        ctxs, payloads = encode_pushes(job, w, t, ratio, self.extra[p], vector)
+        encode = [self.worker_encode_s(w, s, pl, ctxs[s]) for s, pl in enumerate(payloads)]
+        # The device: backward and the shards' encodes; pushes start as each is encoded.
+        overlap = self.overlap and not self.rounds
+        ready = [shard_ready(self.ready, k) for k in w.shard_keys] if overlap else []
+        plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
+        push_start = min(plan.push_start)
+        self._open[(p, t)] = [len(job.shards), pull_comm, compute, push_start]
+        if self.dynamic is not None:
+            for s, pl in enumerate(payloads):
+                vec = w.codecs[s].decode(pl, ctxs[s])
+                self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
+        pushes = [
+            env.process(self.push(p, s, t, pl, ctxs[s], report, plan.push_start[s]))
+            for s, pl in enumerate(payloads)
+        ]
+        done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
+        landed = max(done[proc] for proc in pushes)
+        # The push's time beyond the device's: the communication left exposed.
+        exposed = max(0.0, landed - plan.device_end)
+        return _Pushed(ratio, payloads, plan.encode_s, push_start, landed, exposed)
+
+    def observe_traffic(self, p: int) -> None:
+        """Dynamic partition: hand worker ``p``'s traffic of the step to the partitioner."""
+        assert self.dynamic is not None
+        keys = [k for k, _ in self.traffic[p]]
+        per_key = [np.full(k.size, b) for k, b in self.traffic[p]]
+        self.traffic[p] = []
+        self.dynamic.observe(
+            p, self.dynamic.chunk_bytes(np.concatenate(keys), np.concatenate(per_key))
+        )
 
     def drain(self, p: int, t: int, prev_comm: float) -> Generator[Any, Any, float]:
         """Hold worker ``p`` at iteration ``t`` until all are here; the last saves the state.
@@ -674,8 +739,4 @@ class _RunState:
 
     def records(self) -> list[IterationRecord]:
         """The records in (iteration, worker) order, with the evaluations of their iterations."""
-        out = []
-        for row in sorted(self.rows, key=lambda r: (r["iteration"], r["worker"])):
-            loss, acc = self.evals.get(row["iteration"], (math.nan, math.nan))
-            out.append(IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="simulated"))
-        return out
+        return to_records(self.rows, self.evals, "simulated")

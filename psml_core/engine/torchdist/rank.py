@@ -7,21 +7,21 @@ inside a launched rank; the launcher and the local spawner's children call it di
 
 from __future__ import annotations
 
-import math
 import pickle
 from typing import Any
 
 import numpy as np
 
 from psml_core.engine.job import Job
+from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.engine.torchdist.result import DistResult
-from psml_core.engine.torchdist.roles import ShardLoop, run_worker
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import Faults
+from psml_core.engine.torchdist.shard_loop import ShardLoop
 from psml_core.engine.torchdist.wire import Channel, Header, Kind, PeerLost, Wire
+from psml_core.engine.torchdist.worker_loop import run_worker
 from psml_core.errors import ConfigError, RunError
-from psml_core.metrics.records import IterationRecord
 
 __all__ = ["check_supported", "run_rank"]
 
@@ -90,14 +90,8 @@ def run_rank(job: Job, session: Session) -> DistResult | None:
 def _assemble(
     gathered: dict[int, dict[str, Any]], evals: dict[int, tuple[float, float]]
 ) -> DistResult:
-    records = []
-    for part in gathered.values():
-        for row in part["rows"]:
-            loss, acc = evals.get(row["iteration"], (math.nan, math.nan))
-            records.append(
-                IterationRecord(**row, test_loss=loss, test_accuracy=acc, clock="wall-clock")
-            )
-    records.sort(key=lambda r: (r.iteration, r.worker))
+    rows = [row for part in gathered.values() for row in part["rows"]]
+    records = to_records(rows, evals, "wall-clock")
     values: dict[int, np.ndarray] = {}
     for part in gathered.values():
         values.update(part["values"])

@@ -30,9 +30,10 @@ from psml_core.engine import build_job
 from psml_core.engine.job import Job
 from psml_core.engine.torchdist import DistOptions, Faults, Layout
 from psml_core.engine.torchdist import wire as wire_mod
-from psml_core.engine.torchdist.roles import ShardLoop, run_worker
+from psml_core.engine.torchdist.shard_loop import ShardLoop
 from psml_core.engine.torchdist.state import encode_state
 from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
+from psml_core.engine.torchdist.worker_loop import run_worker
 
 P, S = 2, 2
 LAYOUT = Layout(shards=S, workers=P)  # ranks 0, 1: shards; 2, 3: workers 0, 1

@@ -1,10 +1,10 @@
-"""What each rank does: the shard's serving loop and the worker's iteration loop.
+"""A shard rank's serving loop, and rank 0's evaluator of the global model.
 
-The protocol per iteration is the sim backend's (:mod:`psml_core.engine.sim.backend`): a pull
+The protocol per iteration is the sim backend's (:mod:`psml_core.engine.step`): a pull
 request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
-shard. :class:`~psml_core.engine.server.ServerShard` and
-:class:`~psml_core.engine.worker.Worker` do all the math; this module only moves their
-messages and measures wall-clock time.
+shard. :class:`~psml_core.engine.server.ServerShard` does the math; this module only moves its
+messages and measures wall-clock time. The worker's side is
+:mod:`psml_core.engine.torchdist.worker_loop`.
 
 Evaluation. When a shard has applied every worker's push of an iteration that
 ``Job.should_evaluate`` selects, it snapshots its values and sends them to rank 0 (shard 0),
@@ -34,7 +34,6 @@ the ratio can lag one more step: wall-clock control, not a replay of sim.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,15 +43,13 @@ from typing import Any
 import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
-from psml_core.codecs.kv import pack_keys, unpack_keys
-from psml_core.codecs.value_bounded import snappy_bytes
-from psml_core.control.base import Controller
+from psml_core.codecs.kv import unpack_keys
 from psml_core.control.feed import ControllerFeed
-from psml_core.engine.final_pull import fold_final_pull
 from psml_core.engine.job import Job
-from psml_core.engine.server import BUDGET_KEY, RATIO_KEY, Pull, codec_state
-from psml_core.engine.torchdist.settings import DistOptions, Faults, Layout
-from psml_core.engine.torchdist.state import decode_state, encode_state
+from psml_core.engine.server import RATIO_KEY, Pull, codec_state
+from psml_core.engine.torchdist.protocol import FIGURES, RATIO_BYTES, adaptive, codec_name
+from psml_core.engine.torchdist.settings import Faults, Layout
+from psml_core.engine.torchdist.state import encode_state
 from psml_core.engine.torchdist.wire import (
     Header,
     Kind,
@@ -62,38 +59,12 @@ from psml_core.engine.torchdist.wire import (
 )
 from psml_core.sync.pcp import RoundReport
 
-__all__ = ["Evaluator", "ShardLoop", "adaptive", "eval_points", "run_worker"]
-
-_FIGURES = struct.Struct("<ff")
-RATIO_BYTES = 4  # the ratio in an answer, as float32
-
-
-def adaptive(controller: Controller) -> bool:
-    """Whether the controller adapts to observations (and so must run in one place)."""
-    return type(controller).observe is not Controller.observe
+__all__ = ["Evaluator", "ShardLoop", "eval_points"]
 
 
 def eval_points(job: Job) -> list[int]:
     """The iterations after which the global model is evaluated."""
     return [t for t in range(job.spec.workload.iterations) if job.should_evaluate(t)]
-
-
-def _codec_name(codec: Any) -> str:
-    return str(getattr(codec, "name", type(codec).__name__))
-
-
-def _answer_ratio(extra: dict[str, Any]) -> float:
-    """The step's ratio that shard 0's answer carries (adaptive controllers), in (0, 1]."""
-    ratio = float(extra[RATIO_KEY])
-    if not 0.0 < ratio <= 1.0:
-        raise ValueError(f"ratio {ratio!r} is not in (0, 1]")
-    return ratio
-
-
-def _delayed(faults: Faults, rank: int) -> float:
-    """One local step's injected straggler delay (time is measured, so it costs 0 here)."""
-    faults.delay(rank)
-    return 0.0
 
 
 class Evaluator:
@@ -184,14 +155,14 @@ class ShardLoop:
                     request, figures = self.wire.recv_parts(src, hdr)
                     keys = self._requested(hdr, request)
                     if hdr.state_len:  # the worker's figures of its previous step (controller)
-                        if len(figures) != _FIGURES.size:
+                        if len(figures) != FIGURES.size:
                             raise ProtocolError(
                                 f"shard {self.s}: pull {hdr.clock} from "
                                 f"{self.layout.describe(src)} has {len(figures)} bytes of "
-                                f"figures, not {_FIGURES.size}"
+                                f"figures, not {FIGURES.size}"
                             )
                         if self.feed is not None:
-                            self.feed.report(hdr.worker, hdr.clock - 1, *_FIGURES.unpack(figures))
+                            self.feed.report(hdr.worker, hdr.clock - 1, *FIGURES.unpack(figures))
                 if keys is None and self.shard.pull_mode == "touched":
                     raise ProtocolError(f"a touched pull without its key list from rank {src}")
                 req = _Request(
@@ -276,7 +247,7 @@ class ShardLoop:
                 report = RoundReport.unpack(state)
             except ValueError as exc:
                 raise ProtocolError(f"shard {self.s}: push {t} from rank {src}: {exc}") from None
-        pl = Payload(_codec_name(self.shard.codec_up), len(self.shard.keys), payload)  # type: ignore[arg-type]
+        pl = Payload(codec_name(self.shard.codec_up), len(self.shard.keys), payload)  # type: ignore[arg-type]
         # Both ends build the same context: the step, the ratio, the state last sent to w.
         ctx = self.job.ctx(t, hdr.ratio, codec_state(self.last_extra[w]))
         held = self.held.setdefault(t, {}) if self.holds else {}
@@ -363,217 +334,3 @@ class ShardLoop:
             return
         hdr = Header(Kind.SNAPSHOT, worker=self.s, clock=t, payload_len=values.nbytes)
         self.outgoing.append(self.wire.isend(0, hdr, [memoryview(values).cast("B")]))
-
-
-def run_worker(
-    job: Job, p: int, wire: Wire, layout: Layout, options: DistOptions, faults: Faults, t0: float
-) -> list[dict[str, Any]]:
-    """Worker ``p``'s iterations; returns its record rows (without test metrics).
-
-    Time split, as in sim: ``compute_s`` is the gradient (plus any injected delay);
-    ``wait_s`` the longest time a pull sat at a shard's sync gate (measured by the shard);
-    ``comm_s`` the rest of the iteration — encoding, transfers, decoding.
-
-    Bytes per iteration: the codec bytes of the S pull requests (none; touched: the key lists)
-    and S pushes (up) and of the S answers (down), plus their protocol bytes when
-    ``options.count_header``.
-    """
-    rank = layout.worker_rank(p)
-    worker = job.workers[p]
-    shards = job.shards
-    extra: list[dict[str, Any]] = [{} for _ in shards]
-    remote = [int(m) != p for m in job.shard_machine]
-    # The context of this worker's last push to each shard: a broadcast (aggregate mode) of
-    # round t - 1 decodes with that round's context, which every pusher of the round shared.
-    round_ctx: list[CodecContext | None] = [None] * len(shards)
-    # Capacity of the pre-posted answer receive per shard: the largest payload seen so far.
-    capacity = [0] * len(shards)
-    proto = options.count_header
-    rows: list[dict[str, Any]] = []
-
-    def counted(hdr: Header) -> int:
-        return hdr.codec_bytes + (hdr.protocol_bytes if proto else 0)
-
-    rounds = shards[0].policy.rounds
-    touched = shards[0].pull_mode == "touched"
-    feed = adaptive(job.controller)
-    lossless = job.spec.method.lossless == "snappy"
-    figures = b""  # this worker's figures of its previous step, for shard 0's controller
-    prev_comm = 0.0  # a round report carries the previous round's communication time
-    ratio = job.controller.ratio(0) if not feed else 1.0
-    start = t0  # an iteration starts where the previous one ended: the split is exact
-    for t in range(job.spec.workload.iterations):
-        faults.maybe_kill(rank, t)
-        if not feed:
-            ratio = job.controller.ratio(t)
-        # 1. pull: post the answers' receives first, so that no shard ever waits for us.
-        answers = [wire.irecv_header(s) for s in range(len(shards))]
-        pre = [wire.prepost(s, c) if c else None for s, c in enumerate(capacity)]
-        # touched: the keys of the batch drawn now (compute uses it), as each shard's key list
-        keys = worker.touched_keys() if touched else None
-        key_lists = (
-            [pack_keys(k, len(sh.keys)) for k, sh in zip(keys, shards, strict=True)]
-            if keys is not None
-            else None
-        )
-        requests = []
-        up = []
-        lossless_up = 0
-        for s, c in enumerate(capacity):
-            part = figures if s == 0 else b""
-            klist = key_lists[s] if key_lists is not None else None
-            hdr = Header(
-                Kind.PULL,
-                p,
-                t,
-                payload_len=-1 if klist is None else len(klist),
-                state_len=len(part),
-                state_codec=len(part),
-                ratio=ratio,
-                prepost=c,
-            )
-            parts = [b"" if klist is None else klist, part] if part else ([klist] if klist else [])
-            requests.append(wire.isend(s, hdr, parts))
-            up.append(counted(hdr))
-            if lossless and klist:
-                lossless_up += snappy_bytes(klist) - len(klist)
-        down = [0] * len(shards)
-        lossless_down = 0
-        wait = 0.0
-        staleness = 0
-        for s, inc in enumerate(answers):
-            hdr = inc.wait()
-            if hdr.kind != Kind.ANSWER or hdr.clock != t or hdr.worker != p:
-                raise ProtocolError(f"worker {p} expected its answer {t} from shard {s}, got {hdr}")
-            payload, state = wire.recv_parts(s, hdr, pre=pre[s])
-            capacity[s] = max(capacity[s], hdr.payload_len)
-            shard = shards[s]
-            name = _codec_name(
-                shard.codec_up
-                if shard.pull_mode == "aggregate"
-                else shard.kv
-                if touched
-                else shard.codec_down
-            )
-            where = f"worker {p}: answer {t} from {layout.describe(s)}"
-            try:
-                answer = Pull(
-                    Payload(name, len(shard.keys), payload) if payload is not None else None,  # type: ignore[arg-type]
-                    decode_state(state),
-                    hdr.state_codec,
-                )
-                if s == 0 and feed:
-                    ratio = _answer_ratio(answer.extra)
-            except (ProtocolError, ValueError, KeyError, TypeError, struct.error) as exc:
-                raise ProtocolError(
-                    f"{where}: bad codec state ({len(state)} bytes): {type(exc).__name__}: {exc}"
-                ) from exc
-            ctx = round_ctx[s] if shard.pull_mode == "aggregate" else None
-            # Decoding uses no shard state, so this rank's copy of the shard decodes it.
-            if keys is not None:  # touched: the values of exactly the requested keys
-                try:
-                    worker.apply_touched(s, keys[s], shard.decode_touched(answer, keys[s]))
-                except ValueError as exc:
-                    raise ProtocolError(f"{where}: {exc}") from None
-                vector = None
-            else:
-                try:
-                    vector = shard.decode_pull(answer, ctx or job.ctx(t, ratio))
-                except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
-                    size = "no" if payload is None else f"{len(payload)}-byte"
-                    raise ProtocolError(
-                        f"{where}: {size} {name!r} payload for {len(shard.keys)} keys "
-                        f"does not decode: {exc}"
-                    ) from exc
-            if vector is not None:
-                worker.apply_answer(s, shard.pull_mode, vector)
-            extra[s] = answer.extra
-            down[s] = counted(hdr)
-            if lossless:
-                packed = snappy_bytes(answer.payload) if answer.payload is not None else 0
-                lossless_down += down[s] - max(hdr.payload_len, 0) + packed
-            wait = max(wait, hdr.blocked_ns * 1e-9)
-            staleness = max(staleness, hdr.staleness)
-        for r in requests:
-            r.wait()
-        pull_end = time.perf_counter()
-        if rounds and int(extra[0].get(BUDGET_KEY, 1)) == 0:
-            # A round policy's step budget is spent: this pull (the merged model) ends the run;
-            # its bytes and time join the last record.
-            fold_final_pull(
-                rows[-1],
-                up=up,
-                down=down,
-                remote=remote,
-                end=pull_end - t0,
-                comm=pull_end - start - wait,
-                wait=wait,
-                lossless_up=sum(up) + lossless_up if lossless else None,
-                lossless_down=lossless_down if lossless else None,
-            )
-            break
-        # 2. compute: one gradient, or a round's granted local steps
-        report = None
-        if rounds:
-            steps = int(extra[0].get(BUDGET_KEY, 1))
-            loss, vector, _ = worker.local_round(steps, step_cost=lambda _b: _delayed(faults, rank))
-            step_s = (time.perf_counter() - pull_end) / steps
-            report = RoundReport(steps, step_s, prev_comm)
-        else:
-            steps = 1
-            loss, vector = worker.compute()
-            faults.delay(rank)
-        compute_end = time.perf_counter()
-        # 3. push
-        ctxs = [job.ctx(t, ratio, codec_state(e)) for e in extra]
-        round_ctx = list(ctxs)
-        pushes = []
-        for s, pl in enumerate(worker.encode_push(vector, ctxs)):
-            part = report.pack() if report is not None else b""
-            hdr = Header(
-                Kind.PUSH,
-                p,
-                t,
-                payload_len=pl.wire_bytes,
-                state_len=len(part),
-                state_codec=len(part),
-                ratio=ratio,
-            )
-            up[s] += counted(hdr)
-            if lossless:
-                lossless_up += up[s] - pl.wire_bytes + snappy_bytes(pl)
-            pushes.append(wire.isend(s, hdr, [pl.buffer, part] if part else [pl.buffer]))
-        for o in pushes:
-            o.wait()
-        end = time.perf_counter()
-        compute = compute_end - pull_end
-        comm = (pull_end - start - wait) + (end - compute_end)
-        prev_comm = comm
-        if feed:
-            figures = _FIGURES.pack(comm, compute)
-        rows.append(
-            {
-                "iteration": t,
-                "worker": p,
-                "time_s": end - t0,
-                "compute_s": compute,
-                "comm_s": comm,
-                "wait_s": wait,
-                "bytes_up": sum(up),
-                "bytes_down": sum(down),
-                "shard_bytes_up": tuple(up),
-                "shard_bytes_down": tuple(down),
-                "remote_bytes_up": sum(b for b, r in zip(up, remote, strict=True) if r),
-                "remote_bytes_down": sum(b for b, r in zip(down, remote, strict=True) if r),
-                "ratio": ratio,
-                "staleness": staleness,
-                "loss": loss,
-                "local_steps": steps,
-                "lossless_bytes_up": lossless_up if lossless else None,
-                "lossless_bytes_down": lossless_down if lossless else None,
-            }
-        )
-        start = end
-    for s in range(len(shards)):
-        wire.send(s, Header(Kind.DONE, p))
-    return rows

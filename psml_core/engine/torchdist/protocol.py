@@ -1,0 +1,40 @@
+"""What dist messages carry besides codec payloads, known to both the shard and the worker.
+
+Adaptive controllers (DC2) run on shard 0: each PULL of step t carries the worker's figures of
+step t - 1 (:data:`FIGURES`: communication and compute seconds as two float32), and shard 0's
+answer carries step t's ratio (:data:`RATIO_BYTES`, float32).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from psml_core.control.base import Controller
+from psml_core.engine.server import RATIO_KEY
+
+__all__ = ["FIGURES", "RATIO_BYTES", "adaptive", "answer_ratio", "codec_name"]
+
+FIGURES = struct.Struct("<ff")
+"""A worker's figures of its previous step for shard 0's controller: comm and compute seconds."""
+
+RATIO_BYTES = 4
+"""The ratio in an answer, as float32."""
+
+
+def adaptive(controller: Controller) -> bool:
+    """Whether the controller adapts to observations (and so must run in one place)."""
+    return type(controller).observe is not Controller.observe
+
+
+def codec_name(codec: Any) -> str:
+    """The registered name of a codec instance (its class name if it has none)."""
+    return str(getattr(codec, "name", type(codec).__name__))
+
+
+def answer_ratio(extra: dict[str, Any]) -> float:
+    """The step's ratio that shard 0's answer carries (adaptive controllers), in (0, 1]."""
+    ratio = float(extra[RATIO_KEY])
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"ratio {ratio!r} is not in (0, 1]")
+    return ratio
