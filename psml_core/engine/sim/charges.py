@@ -1,0 +1,101 @@
+"""What compression costs the simulated clock: each codec operation priced by the cost model.
+
+The worker's device encodes its pushes and decodes its pull answers (the run's ``compute.device``);
+each shard's server thread decodes every push and encodes the answers on one CPU core
+(:data:`SERVER_DEVICE`). Prices come from the device files' codec cost tables
+(:class:`~psml_core.net.codec_cost.CodecCostModel`); with ``compute.codec_costs: false``
+everything is free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psml_core.codecs.base import CodecContext, Payload
+from psml_core.config import ComputeSpec
+from psml_core.net.codec_cost import CodecCostModel, unwrap
+
+__all__ = ["SERVER_DEVICE", "CodecCharges"]
+
+SERVER_DEVICE = "cpu-core"
+"""Where server shards run: CPU processes (PS-lite, BytePS), whatever the workers' device."""
+
+
+class CodecCharges:
+    """The seconds each codec operation takes on the worker's device or the server's core.
+
+    Args:
+        compute: The run's compute settings (its device, and whether codecs cost anything).
+    """
+
+    def __init__(self, compute: ComputeSpec) -> None:
+        on = compute.codec_costs
+        self.costs = CodecCostModel.for_device(compute.device) if on else None
+        self.server_costs = CodecCostModel.for_device(SERVER_DEVICE) if on else None
+
+    @staticmethod
+    def _density(codec: Any, wire_bytes: int, n: int) -> float | None:
+        """The density to price a codec without a ``ratio`` at: its payload over dense."""
+        _, base = unwrap(codec)
+        if hasattr(base, "ratio"):
+            return None  # the cost model reads the codec's ratio (or the step's)
+        return min(1.0, max(1e-3, wire_bytes / max(4.0 * n, 1.0)))
+
+    @staticmethod
+    def _elements(codec: Any, payload: Payload) -> int:
+        """Elements a codec operation touches: the vector, or a kv message's entries."""
+        _, base = unwrap(codec)
+        return payload.wire_bytes // 12 if base.name == "kv" else payload.n
+
+    def worker_encode_s(self, w: Any, s: int, payload: Payload, ctx: CodecContext) -> float:
+        """Worker ``w``'s encode of its push to shard ``s`` (0 without codec costs)."""
+        if self.costs is None:
+            return 0.0
+        codec = w.codecs[s]
+        n = self._elements(codec, payload)
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        return self.costs.encode_s(codec, n, ctx, ratio=ratio)
+
+    def push_s(self, shard: Any, payload: Payload, ctx: CodecContext) -> float:
+        """The server's decode of one push into its sum (a CPU core's cost)."""
+        if self.server_costs is None:
+            return 0.0
+        codec = shard.codec_up
+        n = self._elements(codec, payload)
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        return self.server_costs.decode_s(codec, n, ctx, ratio=ratio)
+
+    def broadcast_s(self, shard: Any, t: int, ctx: CodecContext) -> float:
+        """The server's encode of round ``t``'s broadcast (update-broadcast pulls)."""
+        if self.server_costs is None:
+            return 0.0
+        down = shard.broadcast(t)
+        if down is None or down.payload is None:
+            return 0.0
+        ratio = self._density(shard.codec_up, down.payload.wire_bytes, down.payload.n)
+        return self.server_costs.encode_down_s(shard.codec_up, down.payload.n, ctx, ratio=ratio)
+
+    def answer_s(self, shard: Any, answer: Any, ctx: CodecContext, *, encode: bool) -> float:
+        """A pull answer's encode on the server (``encode``) or decode on the worker.
+
+        A broadcast (aggregate mode) costs the server nothing per pull (it was encoded once,
+        :meth:`broadcast_s`); the worker decodes it with the up codec's server side.
+        """
+        payload = answer.payload
+        costs = self.server_costs if encode else self.costs
+        if costs is None or payload is None:
+            return 0.0
+        mode = shard.pull_mode
+        if mode == "aggregate":
+            if encode:
+                return 0.0
+            ratio = self._density(shard.codec_up, payload.wire_bytes, payload.n)
+            return costs.decode_down_s(shard.codec_up, payload.n, ctx, ratio=ratio)
+        if mode == "touched":
+            entries = payload.wire_bytes // 12
+            return costs.op_s("kv", "encode" if encode else "decode", entries)
+        codec = shard.codec_down
+        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        if encode:
+            return costs.encode_down_s(codec, payload.n, ctx, ratio=ratio, pull=True)
+        return costs.decode_down_s(codec, payload.n, ctx, ratio=ratio, pull=True)

@@ -1,0 +1,86 @@
+"""Dynamic placement in the simulation: keys that move between shards during the run.
+
+At a decision step every worker waits until all pulls of the step are in; the last one asks
+the dynamic partition for a reassignment, and the moved chunks travel over the network as
+messages of their fp32 values before the workers go on. Each step's traffic per key is fed
+back to the partitioner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from psml_core.engine.migration import move_keys
+
+__all__ = ["KeyMoves"]
+
+
+class KeyMoves:
+    """The part of :class:`~psml_core.engine.sim.processes.RunState` that moves keys.
+
+    Uses the run state's ``env``, ``job``, ``net``, ``delay``, ``dynamic``, ``traffic``,
+    ``migrated`` and ``_points``.
+    """
+
+    env: simpy.Environment
+    job: Any
+    net: Any
+    delay: Any
+    dynamic: Any
+    traffic: list[list[tuple[Any, float]]]
+    migrated: dict[tuple[int, int], Any]
+    _points: dict[int, list[Any]]
+
+    def migration_point(self, t: int) -> Generator[Any, Any, float]:
+        """Hold a worker until every worker's pulls of step ``t`` are in, then move keys.
+
+        The last worker to arrive runs :meth:`migrate`; all leave when the moved chunks have
+        arrived. Returns the time this worker waited for the others (the move is comm).
+        """
+        point = self._points.setdefault(t, [0, self.env.event(), 0.0])
+        point[0] += 1
+        arrived = self.env.now
+        if point[0] == self.job.spec.workers:
+            point[2] = arrived
+            self.env.process(self.migrate(t, point[1]))
+        yield point[1]
+        return point[2] - arrived
+
+    def migrate(self, t: int, done: simpy.Event) -> Generator[Any, Any, None]:
+        """Ask the dynamic partition for a reassignment; send the moved chunks, then apply it.
+
+        Each moved chunk travels as one message of its fp32 values from its old shard's
+        machine to its new one; the bytes go on the receiving machine's worker's record of step
+        ``t``, under the old shard (colocated shards: a move that pays always has a receiver).
+        """
+        dyn, job = self.dynamic, self.job
+        assert dyn is not None
+        before = dyn.chunk_owner.copy()
+        move = dyn.maybe_reassign(t)
+        if move is not None:
+            transfers = []
+            for q in move.moved_chunks.tolist():
+                src = int(job.shard_machine[before[q]])
+                dst = int(job.shard_machine[move.chunk_owner[q]])
+                nbytes = dyn.bytes_per_value * int(dyn.chunk_sizes[q])
+                transfers.append(self.net.transfer(src, dst, nbytes, self.delay.delay_s(t)))
+                got = self.migrated.setdefault((t, dst), np.zeros(len(job.shards), np.int64))
+                got[before[q]] += self.net.wire_bytes(nbytes)
+            yield self.env.all_of(transfers)
+            move_keys(job, move.key_owner)
+        del self._points[t]
+        done.succeed()
+
+    def observe_traffic(self, p: int) -> None:
+        """Dynamic partition: hand worker ``p``'s traffic of the step to the partitioner."""
+        assert self.dynamic is not None
+        keys = [k for k, _ in self.traffic[p]]
+        per_key = [np.full(k.size, b) for k, b in self.traffic[p]]
+        self.traffic[p] = []
+        self.dynamic.observe(
+            p, self.dynamic.chunk_bytes(np.concatenate(keys), np.concatenate(per_key))
+        )
