@@ -30,7 +30,7 @@ def check_supported(job: Job) -> None:
     """Refuse what the dist backend cannot run faithfully (a ConfigError naming the fix).
 
     Round policies (PCP), delta pulls and adaptive controllers are supported (run on shard 0,
-    see :mod:`.roles`). The dynamic placement is not: moving keys between shard processes
+    see :mod:`.shard_loop`). The dynamic placement is not: moving keys between shard processes
     needs a migration message the dist protocol does not have.
     """
     if job.spec.workers < 1 or job.spec.shards < 1:
