@@ -26,11 +26,17 @@ from typing import Any
 import pandas as pd
 
 from psml_core.analysis.aggregate import aggregate_runs
-from psml_core.report import experiment_figures as ef
 from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
 from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
+from psml_core.report.figures_learning import accuracy_by_scenario_figure, ratio_figure
+from psml_core.report.figures_sync import sync_figure
+from psml_core.report.figures_traffic import (
+    head_to_head_figure,
+    lossless_figure,
+    placement_traffic_figure,
+)
 from psml_core.report.format import DASH, fmt_value
 
 __all__ = ["HEAD_TO_HEAD", "experiment_runs", "head_to_head_section", "paper_sections"]
@@ -117,13 +123,13 @@ def _figures_for(
     methods = _grid(experiment, ex)["methods"]
     recipes = {m: _recipe(experiment, m) for m in methods}
     metrics = {str(r): frames[str(r)] for r in runs["run_id"]}
-    figs = ef.accuracy_by_scenario_figure(
+    figs = accuracy_by_scenario_figure(
         curves(runs, metrics), runs, methods, workdir, f"{name}_accuracy"
     )
     figs += bytes_figure(runs, workdir, stem=f"{name}_bytes", log=True)
     extra: list[tb.Table] = []
     if any(_block_name(r, "controller") not in ("", "static") for r in recipes.values()):
-        figs += ef.ratio_figure(runs, metrics, methods, workdir, f"{name}_ratio")
+        figs += ratio_figure(runs, metrics, methods, workdir, f"{name}_ratio")
     if any(_block_name(r, "sync") not in ("", "bsp", "asp") for r in recipes.values()):
         rounds = [
             m
@@ -133,7 +139,7 @@ def _figures_for(
                 for r in runs.loc[runs["method"] == m, "run_id"]
             )
         ]
-        figs += ef.sync_figure(runs, metrics, methods, rounds, workdir, f"{name}_sync")
+        figs += sync_figure(runs, metrics, methods, rounds, workdir, f"{name}_sync")
     placements = {m: _block_name(r, "placement") for m, r in recipes.items()}
     touched = {m for m, r in recipes.items() if r.get("pull") == "touched"}
     if len(set(placements.values())) > 1 or touched:
@@ -142,7 +148,7 @@ def _figures_for(
             for (w, m), p in partitions.items()
             if m in touched and isinstance(p.get("per_step"), Mapping)
         }
-        figs += ef.placement_traffic_figure(
+        figs += placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"
         )
     if "dynamic" in placements.values():
@@ -158,7 +164,7 @@ def _figures_for(
         if table is not None:
             extra.append(table)
     if any(str(r.get("lossless") or "none") != "none" for r in recipes.values()):
-        figs += ef.lossless_figure(runs, metrics, methods, workdir, f"{name}_lossless")
+        figs += lossless_figure(runs, metrics, methods, workdir, f"{name}_lossless")
     return figs, extra
 
 
@@ -295,8 +301,8 @@ def head_to_head_section(
         }
     methods: Sequence[str] = _grid(experiment, ex)["methods"]
     metrics = {str(r): frames[str(r)] for r in sub["run_id"]}
-    figs = ef.head_to_head_figure(sub, methods, workdir, f"{HEAD_TO_HEAD}_summary")
-    figs += ef.accuracy_by_scenario_figure(
+    figs = head_to_head_figure(sub, methods, workdir, f"{HEAD_TO_HEAD}_summary")
+    figs += accuracy_by_scenario_figure(
         curves(sub, metrics), sub, methods, workdir, f"{HEAD_TO_HEAD}_accuracy"
     )
     table = tb.head_to_head_table(f"{HEAD_TO_HEAD}", aggregate_runs(sub), methods)

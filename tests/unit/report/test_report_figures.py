@@ -5,7 +5,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from psml_core.report import experiment_figures, figures, tables
+from psml_core.report import (
+    figure_layout,
+    figures,
+    figures_learning,
+    figures_sync,
+    figures_traffic,
+    tables,
+)
 
 
 def test_log_scaled_byte_bars_are_drawn(tmp_path: Path, monkeypatch):
@@ -67,17 +74,18 @@ def test_sync_figure_draws_wait_staleness_and_local_steps(tmp_path: Path) -> Non
         runs.run_id[0]: _metrics(runs.run_id[0], steps=3),
         runs.run_id[1]: _metrics(runs.run_id[1]),
     }
-    specs = experiment_figures.sync_figure(runs, metrics, ["pcp", "ssp_2"], ["pcp"], tmp_path, "x")
+    specs = figures_sync.sync_figure(runs, metrics, ["pcp", "ssp_2"], ["pcp"], tmp_path, "x")
     assert [s.file for s in specs] == ["fig_x_1.svg"]
     assert "local steps" in specs[0].caption and (tmp_path / "fig_x_1.svg").is_file()
 
 
 def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypatch) -> None:
     captured = {}
-    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    for module in (figure_layout, figures_traffic):
+        monkeypatch.setattr(module, "save_svg", lambda fig, path: captured.update(f=fig))
     runs = _runs([{"method": "jpdc"}, {"method": "dense", "remote_bytes_up": 40_000}])
     predicted = {("w", "jpdc"): {"remote_bytes_up": 90.0, "remote_bytes_down": 210.0}}
-    specs = experiment_figures.placement_traffic_figure(
+    specs = figures_traffic.placement_traffic_figure(
         runs, predicted, ["jpdc", "dense"], {"jpdc": "parsa", "dense": "range"}, tmp_path, "t"
     )
     assert len(specs) == 1 and "predicted" in specs[0].caption
@@ -94,11 +102,12 @@ def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypat
 
 def test_lossless_figure_compares_raw_and_snappy(tmp_path: Path, monkeypatch) -> None:
     captured = {}
-    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    for module in (figure_layout, figures_traffic):
+        monkeypatch.setattr(module, "save_svg", lambda fig, path: captured.update(f=fig))
     runs = _runs([{"method": "rat"}, {"method": "dense"}])
     metrics = {runs.run_id[0]: _metrics(runs.run_id[0], snappy=True),
                runs.run_id[1]: _metrics(runs.run_id[1])}  # fmt: skip
-    specs = experiment_figures.lossless_figure(runs, metrics, ["rat", "dense"], tmp_path, "l")
+    specs = figures_traffic.lossless_figure(runs, metrics, ["rat", "dense"], tmp_path, "l")
     assert "Snappy" in specs[0].caption
     ends = sorted(round(p.get_x() + p.get_width()) for p in captured["f"].axes[0].patches)
     # raw up/down for both; Snappy sums (8 records x 300 / 600) only where measured
@@ -109,15 +118,16 @@ def test_ratio_and_head_to_head_figures(tmp_path: Path) -> None:
     runs = _runs([{"method": "dc2"}, {"method": "dense", "time_to_target_s": float("nan")}])
     metrics = {runs.run_id[0]: _metrics(runs.run_id[0], ratio=0.5),
                runs.run_id[1]: _metrics(runs.run_id[1])}  # fmt: skip
-    ratio = experiment_figures.ratio_figure(runs, metrics, ["dc2", "dense"], tmp_path, "r")
-    h2h = experiment_figures.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
+    ratio = figures_learning.ratio_figure(runs, metrics, ["dc2", "dense"], tmp_path, "r")
+    h2h = figures_traffic.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
     assert (tmp_path / ratio[0].file).is_file() and (tmp_path / h2h[0].file).is_file()
     assert "simulated" in h2h[0].caption
 
 
 def test_head_to_head_marks_censored_seeds(tmp_path: Path, monkeypatch) -> None:
     captured = {}
-    monkeypatch.setattr(experiment_figures, "save_svg", lambda fig, path: captured.update(f=fig))
+    for module in (figure_layout, figures_traffic):
+        monkeypatch.setattr(module, "save_svg", lambda fig, path: captured.update(f=fig))
     nan = float("nan")
     runs = _runs(
         [
@@ -126,7 +136,7 @@ def test_head_to_head_marks_censored_seeds(tmp_path: Path, monkeypatch) -> None:
             {"method": "dense", "time_to_target_s": nan},
         ]
     )
-    specs = experiment_figures.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
+    specs = figures_traffic.head_to_head_figure(runs, ["dense", "dc2"], tmp_path, "h")
     texts = [t.get_text().strip() for t in captured["f"].axes[0].texts]
     assert texts == ["not held (censored)", "2.00\u00a0s (censored 1/2)"]
     assert "censored" in specs[0].caption
@@ -146,7 +156,7 @@ def test_hashing_table_before_and_after() -> None:
 
 
 def test_no_panel_gets_more_than_eight_methods():
-    from psml_core.report.experiment_figures import MAX_SERIES, method_groups
+    from psml_core.report.figure_layout import MAX_SERIES, method_groups
 
     few = ["dense_bsp", "a", "b"]
     assert method_groups(few) == [few]

@@ -1,0 +1,312 @@
+"""What every experiment figure shares: one style per method, panels, line and bar layouts.
+
+One colour per method, the same in every figure of an experiment, in the experiment's method
+order; a figure too tall for a page is split over several files (``fig_<stem>_<k>.svg``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, MaxNLocator
+
+from psml_core.report.figures import (
+    _LEGEND_IN,
+    MAX_FIGURE_HEIGHT_IN,
+    FigureSpec,
+    _pack,
+    stacked_axes,
+)
+from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
+
+__all__ = [
+    "BAR_IN",
+    "LINESTYLES",
+    "LINE_ROW_IN",
+    "MAX_SERIES",
+    "PANEL_IN",
+    "REFERENCE",
+    "bar_figures",
+    "hbars",
+    "line_figures",
+    "method_groups",
+    "method_handles",
+    "method_styles",
+    "panel_labels",
+    "per_group",
+    "per_iteration",
+    "present_methods",
+    "run_panels",
+    "seed_means",
+    "seeds_phrase",
+]
+
+
+LINE_ROW_IN = 1.75  # one row of line panels
+BAR_IN = 0.2  # one bar group (a method) in a horizontal bar panel
+PANEL_IN = 0.65  # a bar panel's title and x axis
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """One colour per method (in the given order); line styles cycle to tell neighbours apart."""
+    colours = palette(len(methods))
+    return {
+        m: {"color": colours[i], "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+        for i, m in enumerate(methods)
+    }
+
+
+def run_panels(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (workload, scenario) pairs of the runs, sorted."""
+    return sorted(
+        {(str(w), str(s)) for w, s in zip(runs["workload"], runs["scenario"], strict=True)}
+    )
+
+
+def seeds_phrase(runs: pd.DataFrame) -> str:
+    """The caption phrase saying what a line is: one seed, or the mean and band over seeds."""
+    n = runs.groupby(["workload", "method", "scenario"]).size()
+    lo, hi = int(n.min()), int(n.max())
+    if hi == 1:
+        return "one seed per line"
+    count = f"{lo}" if lo == hi else f"{lo} to {hi}"
+    return f"mean over {count} seeds, band from the minimum to the maximum"
+
+
+def line_figures(
+    panels: Sequence[tuple[str, str]],
+    stem: str,
+    workdir: Path,
+    draw: Callable[[Axes, str, str], None],
+    legend: Sequence[Any],
+    caption: Callable[[int, int, Sequence[tuple[str, str]]], str],
+) -> list[FigureSpec]:
+    """Panels two per row, rows packed into figures that fit a page."""
+    rows_per_fig = max(1, int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN) // LINE_ROW_IN))
+    per_fig = 2 * rows_per_fig
+    chunks = [list(panels[i : i + per_fig]) for i in range(0, len(panels), per_fig)]
+    specs = []
+    for k, chunk in enumerate(chunks, start=1):
+        # One panel is drawn for half the text width, to sit beside another figure.
+        ncols = 1 if len(chunk) == 1 else 2
+        nrows = -(-len(chunk) // ncols)
+        width = HALF_WIDTH_IN if ncols == 1 else TEXT_WIDTH_IN
+        legend_rows = -(-len(legend) // (2 if ncols == 1 else 4))
+        path = workdir / f"fig_{stem}_{k}.svg"
+        with report_style():
+            fig, axes = plt.subplots(
+                nrows,
+                ncols,
+                squeeze=False,
+                layout="constrained",
+                figsize=(width, LINE_ROW_IN * nrows + 0.2 + 0.16 * legend_rows),
+            )
+            for i, (w, s) in enumerate(chunk):
+                ax = axes[i // ncols, i % ncols]
+                draw(ax, w, s)
+                ax.set_title(f"{w} · {s}")
+            for i in range(len(chunk), nrows * ncols):
+                axes[i // ncols, i % ncols].set_visible(False)
+            fig.legend(
+                handles=list(legend),
+                loc="outside lower center",
+                ncol=min(2 if ncols == 1 else 4, len(legend)),
+                frameon=False,
+            )
+            save_svg(fig, path)
+        specs.append(
+            FigureSpec(
+                path.name,
+                caption(k, len(chunks), chunk),
+                f"fig-{stem.replace('_', '-')}-{k}",
+                0.5 if ncols == 1 else 1.0,
+            )
+        )
+    return specs
+
+
+def panel_labels(panels: Sequence[tuple[str, str]]) -> list[str]:
+    """One title per (workload, scenario) panel."""
+    return [f"{w} · {s}" for w, s in panels]
+
+
+def method_handles(styles: Mapping[str, Mapping[str, Any]], methods: Sequence[str]) -> list:
+    """Legend handles of ``methods`` in their styles."""
+    return [Line2D([], [], label=m, linewidth=1.4, **styles[m]) for m in methods if m in styles]
+
+
+def present_methods(methods: Sequence[str], runs: pd.DataFrame) -> list[str]:
+    """The ``methods`` that have runs, in their order."""
+    have = set(runs["method"].astype(str))
+    return [m for m in methods if m in have]
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+MAX_SERIES = 8
+"""At most this many methods share a panel; more are split into groups (figures)."""
+REFERENCE = "dense_bsp"
+
+
+def method_groups(methods: Sequence[str], limit: int = MAX_SERIES) -> list[list[str]]:
+    """Split ``methods`` into groups of at most ``limit``, in order, each as large as the others.
+
+    The dense reference (``dense_bsp``), when present, is drawn in every group so that each
+    panel keeps the same yardstick.
+    """
+    methods = list(methods)
+    if len(methods) <= limit:
+        return [methods]
+    ref = [m for m in methods if m == REFERENCE]
+    rest = [m for m in methods if m != REFERENCE]
+    room = limit - len(ref)
+    n = -(-len(rest) // room)
+    size = -(-len(rest) // n)
+    return [ref + rest[i : i + size] for i in range(0, len(rest), size)]
+
+
+def per_group(
+    methods: Sequence[str],
+    stem: str,
+    draw: Callable[[Sequence[str], str, str], list[FigureSpec]],
+) -> list[FigureSpec]:
+    """``draw(group, stem, caption part)`` once per :func:`method_groups` group."""
+    groups = method_groups(methods)
+    if len(groups) == 1:
+        return draw(groups[0], stem, "")
+    specs: list[FigureSpec] = []
+    for i, group in enumerate(groups, start=1):
+        part = (
+            f" Methods {i} of {len(groups)} groups (at most {MAX_SERIES} lines a panel"
+            + (f", {REFERENCE} in each" if REFERENCE in group else "")
+            + ")."
+        )
+        specs += draw(group, f"{stem}_g{i}", part)
+    return specs
+
+
+def per_iteration(
+    runs: pd.DataFrame, metrics: Mapping[str, pd.DataFrame], column: str
+) -> pd.DataFrame:
+    """``column`` per iteration (mean over workers), then mean/min/max over seeds."""
+    parts = []
+    for r in runs.itertuples(index=False):
+        m = metrics[str(r.run_id)]
+        g = m.groupby("iteration", sort=True)[column].mean().reset_index(name="value")
+        parts.append(g.assign(workload=r.workload, method=r.method, scenario=r.scenario))
+    if not parts:
+        return pd.DataFrame(
+            columns=["workload", "method", "scenario", "iteration", "mean", "lo", "hi", "n"]
+        )
+    data = pd.concat(parts, ignore_index=True)
+    out = data.groupby(["workload", "method", "scenario", "iteration"], sort=True)["value"].agg(
+        mean="mean", lo="min", hi="max", n="size"
+    )
+    return out.reset_index()
+
+
+def hbars(
+    ax: Axes,
+    data: pd.DataFrame,
+    order: Sequence[str],
+    series: Sequence[str],
+    colours: Sequence[Any],
+    *,
+    log: bool,
+    fmt: Callable[[float], str],
+    hatched: Sequence[str] = (),
+) -> None:
+    """Grouped horizontal bars: ``data`` has columns label, series, value (NaN: no bar).
+
+    Drawn with matplotlib directly so that a series without any value keeps its slot.
+    """
+    values = data.pivot_table(
+        index="label", columns="series", values="value", aggfunc="mean", dropna=False
+    )
+    values = values.reindex(index=list(order), columns=list(series))
+    positive = values.to_numpy(dtype=float)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    # matplotlib cannot draw a bar from 0 on a log axis: every bar starts below the smallest.
+    left = float(positive.min()) / 3 if log and positive.size else 0.0
+    height = 0.8 / len(series)
+    y0 = np.arange(len(order))
+    for j, (name, colour) in enumerate(zip(series, colours, strict=True)):
+        v = values[name].to_numpy(dtype=float)
+        ok = np.isfinite(v) & (v > 0)
+        y = y0 - 0.4 + height * (j + 0.5)
+        style = {"hatch": "////", "edgecolor": "white"} if name in hatched else {}
+        ax.barh(y[ok], v[ok] - left, left=left, height=height, color=colour, linewidth=0, **style)
+        for yi, vi in zip(y[ok], v[ok], strict=True):
+            ax.text(vi, yi, f" {fmt(vi)}", va="center", ha="left", fontsize=5.5)
+    if log and positive.size:
+        ax.set_xscale("log")
+        ax.set_xlim(left, float(positive.max()) * 8)
+        ax.xaxis.set_major_locator(LogLocator(base=10))
+    else:
+        top = float(positive.max()) if positive.size else 1.0
+        ax.set_xlim(0, top * 1.3)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # byte labels are wide
+    ax.set_yticks(y0, list(order))
+    ax.set_ylim(len(order) - 0.5, -0.5)  # first label on top
+    ax.grid(axis="y", visible=False)
+    ax.set_ylabel("")
+
+
+def bar_figures(
+    panels: Sequence[tuple[str, int]],
+    stem: str,
+    workdir: Path,
+    draw: Callable[[Axes, str], None],
+    legend: Sequence[Any],
+    caption: Callable[[int, int, Sequence[str]], str],
+    half: bool = False,
+) -> list[FigureSpec]:
+    """One panel per (key, bars), stacked vertically, packed into figures that fit a page.
+
+    With ``half``, drawn for half the text width (short bar labels), to sit beside another.
+    """
+    sizes = [PANEL_IN + BAR_IN * n for _, n in panels]
+    groups = _pack(sizes, MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
+    specs = []
+    for k, group in enumerate(groups, start=1):
+        chosen = [panels[i] for i in group]
+        heights = [sizes[i] for i in group]
+        path = workdir / f"fig_{stem}_{k}.svg"
+        with report_style():
+            fig, axes = stacked_axes(heights, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
+            for ax, (key, _) in zip(axes, chosen, strict=True):
+                draw(ax, key)
+            fig.legend(
+                handles=list(legend),
+                loc="outside lower center",
+                ncol=min(2 if half else 4, len(legend)),
+                frameon=False,
+            )
+            save_svg(fig, path)
+        names = [key for key, _ in chosen]
+        specs.append(
+            FigureSpec(
+                path.name,
+                caption(k, len(groups), names),
+                f"fig-{stem.replace('_', '-')}-{k}",
+                0.5 if half else 1.0,
+            )
+        )
+    return specs
+
+
+def seed_means(df: pd.DataFrame, keys: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
+    """Mean over seeds of ``cols`` per ``keys`` (NaN where every seed is NaN)."""
+    return df.groupby(list(keys), sort=True)[list(cols)].mean().reset_index()
+
+
+# --------------------------------------------------------------------------- sync (PCP)
