@@ -148,7 +148,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
-    from psml_core.engine.run import train
+    from psml_core.engine.training import train
 
     spec = read_run_spec(args.run)
     if spec.backend == "dist" and args.launcher != "local":
@@ -183,11 +183,12 @@ def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Collect run summaries into runs.csv and aggregate.csv."""
-    from psml_core.analysis.aggregate import aggregate_runs, collect_runs, write_runs_csv
+    from psml_core.analysis.aggregate import aggregate_experiments, collect_runs, write_runs_csv
 
     runs = collect_runs(_paths_arg(args.summaries))
     write_runs_csv(runs, args.out)
-    write_runs_csv(aggregate_runs(runs), args.aggregate)
+    config = _json_arg(args.experiment, "--experiment") if args.experiment else None
+    write_runs_csv(aggregate_experiments(runs, config), args.aggregate)
     if args.claims:
         import pandas as pd
 
@@ -232,6 +233,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         metrics[json.loads(summary.read_text())["run_id"]] = path
     build_report(
         runs_csv=Path(args.runs),
+        aggregate_csv=Path(args.aggregate),
         metrics=metrics,
         sparsity=[Path(p) for p in args.sparsity],
         partition=_paths_arg(args.partition),
@@ -411,7 +413,11 @@ def _parser() -> argparse.ArgumentParser:
         "--summaries", nargs="+", required=True, help="summary.json files, or @FILE listing them"
     )
     p.add_argument("--out", required=True, help="runs.csv")
-    p.add_argument("--aggregate", required=True, help="aggregate.csv")
+    p.add_argument(
+        "--aggregate",
+        required=True,
+        help="aggregate.csv: means over seeds, over every run and per experiment",
+    )
     p.add_argument("--papers", help="directory of config/papers/*.yaml (reported results)")
     p.add_argument("--experiment", help="the effective config as JSON (its experiments)")
     p.add_argument("--claims", help="claims.csv: every claim measured, with its verdict")
@@ -421,6 +427,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = add("report", cmd_report, "build the PDF report")
     p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")
+    p.add_argument("--aggregate", required=True, help="aggregate.csv from `psml compare`")
     p.add_argument(
         "--metrics", nargs="+", required=True, help="metrics.parquet files, or @FILE listing them"
     )

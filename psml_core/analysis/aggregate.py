@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from psml_core.analysis.experiments import ALL_RUNS, experiment_runs
 from psml_core.atomic import atomic_path
 from psml_core.config import validate
 from psml_core.errors import ConfigError, DataError
@@ -26,8 +27,10 @@ __all__ = [
     "PROVENANCE_COLUMNS",
     "RUN_KEYS",
     "SUMMARY_COLUMNS",
+    "aggregate_experiments",
     "aggregate_runs",
     "collect_runs",
+    "read_aggregate_csv",
     "read_runs_csv",
     "write_runs_csv",
 ]
@@ -221,3 +224,49 @@ def aggregate_runs(df: pd.DataFrame) -> pd.DataFrame:
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
+
+
+def aggregate_experiments(df: pd.DataFrame, config: dict[str, Any] | None) -> pd.DataFrame:
+    """:func:`aggregate_runs` over every run, and over each experiment's own grid.
+
+    The comparison stage writes this as ``aggregate.csv``; the report reads it, so the means
+    it prints are the ones this stage computed.
+
+    Args:
+        df: The runs table.
+        config: The effective configuration (its ``experiments``); None: every run only.
+
+    Returns:
+        :func:`aggregate_runs`'s columns after an ``experiment`` column: :data:`ALL_RUNS` for
+        the rows over every run of the tier, then each experiment's rows (by name) over that
+        experiment's methods, workloads, scenarios and seeds only.
+    """
+    parts = [aggregate_runs(df).assign(experiment=ALL_RUNS)]
+    for name, ex in sorted(((config or {}).get("experiments") or {}).items()):
+        parts.append(aggregate_runs(experiment_runs(df, config or {}, ex)).assign(experiment=name))
+    out = pd.concat(parts, ignore_index=True)
+    return out[["experiment", *(c for c in out.columns if c != "experiment")]]
+
+
+def read_aggregate_csv(path: str | Path) -> pd.DataFrame:
+    """Read ``aggregate.csv`` (:func:`aggregate_experiments`, written by ``psml compare``).
+
+    Raises:
+        DataError: The file is missing, unreadable or not an aggregate table (names it).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"aggregate table {str(p)!r} does not exist; run `psml compare` first")
+    try:
+        df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"aggregate table {str(p)!r} is not readable CSV ({exc})") from None
+    wanted = ["experiment", *AGGREGATE_KEYS, "clock", "n"]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"aggregate table {str(p)!r} lacks columns {missing}; regenerate it with `psml compare`"
+        )
+    for key in ("experiment", *AGGREGATE_KEYS):
+        df[key] = df[key].astype(str)
+    return df

@@ -3,7 +3,7 @@
 The sim backend charges compute and compression to its clock from ``config/devices/<name>.yaml``
 and never times anything at run time. This module produces that file:
 
-* **Codec costs.** Every registered codec's five operations (:data:`~psml_core.net.device.OPS`:
+* **Codec costs.** Every registered codec's five operations (:data:`~psml_core.devices.device.OPS`:
   the worker's encode, a decode, the server's per-push aggregate, its ``encode_down`` of the
   aggregate and the worker's ``decode_down``) are timed at several sizes and ratios on a
   standard-normal float32 vector, driven as :mod:`psml_core.bench.codecs` drives them (threshold
@@ -12,8 +12,8 @@ and never times anything at run time. This module produces that file:
   Each operation's median time at each size is stored as measured (``times``, aligned with
   ``codec_costs.calibration.sizes``; no fit: one line ``a + b n`` cannot follow the cache
   cliff), with the largest relative spread of its repeats (``spread``); the cost model
-  interpolates between the points (:class:`~psml_core.net.device.CostCurve`). A time measured
-  as 0 is written as :data:`~psml_core.net.device.TIME_FLOOR_S`. Wrappers (error feedback,
+  interpolates between the points (:class:`~psml_core.devices.device.CostCurve`). A time measured
+  as 0 is written as :data:`~psml_core.devices.device.TIME_FLOOR_S`. Wrappers (error feedback,
   momentum correction) are timed around a null inner codec, so what is measured is the
   wrapper's own work; whether the wrapper also decodes the inner payload is observed (a counter
   on the null codec), not assumed. A memcpy of each vector is timed as the yardstick.
@@ -54,9 +54,9 @@ from psml_core.atomic import write_text
 from psml_core.bench.codecs import SETUPS, Setup
 from psml_core.codecs import CODECS, Codec, CodecContext, Payload, make_codec
 from psml_core.config import BlockSpec, WorkloadSpec
+from psml_core.devices.device import OPS, REPORT_OPS, TIME_FLOOR_S, CostCurve, device_from_dict
 from psml_core.errors import ConfigError
 from psml_core.models import make_model
-from psml_core.net.device import OPS, REPORT_OPS, TIME_FLOOR_S, CostCurve, device_from_dict
 
 __all__ = [
     "DEFAULT_RATIOS",
@@ -209,7 +209,7 @@ def _wrapper_factories() -> dict[str, Callable[[Codec], Codec]]:
     import inspect
 
     import psml_core.codecs  # noqa: F401  - registers every codec and imports the wrappers
-    from psml_core.net.codec_cost import wrapper_name
+    from psml_core.devices.codec_cost import wrapper_name
 
     registered = {CODECS.get(n) for n in CODECS.names()}
     found: dict[str, Callable[[Codec], Codec]] = {}
@@ -858,7 +858,7 @@ def estimate_gpu(cpu: dict[str, Any], gpu: str, cpu_file: str) -> dict[str, Any]
 def format_summary(content: dict[str, Any], sizes: Sequence[int] = (2**15, 2**20)) -> str:
     """A Markdown table of a device file: compute, then each codec's ops at ``sizes``.
 
-    The costs are the cost model's (:class:`~psml_core.net.device.CostCurve`): the measured
+    The costs are the cost model's (:class:`~psml_core.devices.device.CostCurve`): the measured
     times at calibrated sizes, interpolated between them.
     """
     c = content["compute"]

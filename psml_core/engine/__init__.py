@@ -3,9 +3,9 @@
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod import HorovodBackend
 from psml_core.engine.job import Job, build_job
-from psml_core.engine.run import train
 from psml_core.engine.sim import SimBackend
 from psml_core.engine.torchdist import DistBackend
+from psml_core.engine.training import train
 
 __all__ = [
     "BACKENDS",

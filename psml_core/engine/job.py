@@ -16,12 +16,12 @@ from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import CONTROLLERS, Controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_dataset
+from psml_core.devices.compute import ComputeModel, Heterogeneity, make_compute_model
 from psml_core.engine.optim import make_optimizer, optimizer_class
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
 from psml_core.models import Model, make_model
-from psml_core.net.compute import ComputeModel, Heterogeneity, make_compute_model
 from psml_core.placement import (
     PLACEMENTS,
     Assignment,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.aggregate import aggregate_runs
+from psml_core.analysis.experiments import ALL_RUNS
 from psml_core.atomic import write_text
 from psml_core.report.tables import method_entries
 
@@ -87,15 +87,17 @@ def runs_attachment(runs: pd.DataFrame) -> Attachment:
     )
 
 
-def aggregate_attachment(runs: pd.DataFrame) -> Attachment:
-    """Means and sample standard deviations over seeds, per workload, method and scenario."""
+def aggregate_attachment(aggregate: pd.DataFrame) -> Attachment:
+    """``aggregate.csv`` as ``psml compare`` wrote it: means over seeds, all and per experiment."""
     return Attachment(
         "aggregate",
-        "Means and sample standard deviations over seeds per workload, method and scenario "
-        "(n seeds; time_to_target_reached counts the seeds that held the target, the time mean "
-        "is over those).",
-        aggregate_runs(runs),
-        summary="means and standard deviations over seeds per workload, method and scenario",
+        "Means and sample standard deviations over seeds per workload, method and scenario, "
+        f"over every run of the tier (experiment {ALL_RUNS}) and over each experiment's own "
+        "grid (n seeds; time_to_target_reached counts the seeds that held the target, the time "
+        "mean is over those).",
+        aggregate,
+        summary="means and standard deviations over seeds per experiment, workload, method and "
+        "scenario",
     )
 
 
@@ -140,7 +142,7 @@ def claims_attachment(claims: pd.DataFrame) -> Attachment:
 
 
 def regimes_attachment(frame: pd.DataFrame) -> Attachment:
-    """Every claim's regime field by field (:func:`psml_core.report.verdicts.regimes_frame`)."""
+    """Every claim's regime field by field (:func:`.reported_vs_ours.regimes_frame`)."""
     return Attachment(
         "regimes",
         "Every claim's regime, field by field: the paper's value, whether it is reported, "

@@ -25,15 +25,15 @@ from typing import Any
 import pandas as pd
 import typst
 
-from psml_core.analysis.aggregate import RUN_KEYS, read_runs_csv
+from psml_core.analysis.aggregate import RUN_KEYS, read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
 from psml_core.analysis.regime_map import MAP_COLUMNS, map_summaries
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
 from psml_core.metrics.writer import read_metrics
 from psml_core.report import attachments as at
+from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
-from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
 from psml_core.report.regime_maps import regime_map_section
@@ -179,6 +179,7 @@ def _inputs(
 def _report_data(
     *,
     runs: pd.DataFrame,
+    aggregate: pd.DataFrame,
     frames: Mapping[str, pd.DataFrame],
     experiment: Mapping[str, Any],
     claims: pd.DataFrame,
@@ -215,7 +216,9 @@ def _report_data(
         papers_dir=papers_dir,
         workdir=workdir,
     )
-    h2h = head_to_head_section(runs=runs, frames=frames, experiment=experiment, workdir=workdir)
+    h2h = head_to_head_section(
+        runs=runs, aggregate=aggregate, frames=frames, experiment=experiment, workdir=workdir
+    )
     figures = _figures(runs, workdir)
     return {
         "title": str(title),
@@ -248,7 +251,7 @@ def _report_data(
             a.write(workdir)
             for a in [
                 at.runs_attachment(runs),
-                at.aggregate_attachment(runs),
+                at.aggregate_attachment(aggregate),
                 at.claims_attachment(claims),
                 at.regimes_attachment(vd.regimes_frame(claims)),
                 at.methods_attachment(experiment),
@@ -325,6 +328,7 @@ def _compile(workdir: Path, out_pdf: Path) -> None:
 def build_report(
     *,
     runs_csv: Path,
+    aggregate_csv: Path,
     metrics: dict[str, Path],
     sparsity: list[Path],
     partition: list[Path],
@@ -339,6 +343,8 @@ def build_report(
 
     Args:
         runs_csv: The runs table (:func:`psml_core.analysis.write_runs_csv`).
+        aggregate_csv: The means over seeds ``psml compare`` computed
+            (:func:`psml_core.analysis.aggregate.aggregate_experiments`).
         metrics: Run id -> that run's ``metrics.parquet``; one entry per run of ``runs_csv``.
         sparsity: Sparsity statistics files, ``<dataset>.json``.
         partition: Placement traffic files, ``<workload>/<method>.json`` or ``<workload>.json``
@@ -359,7 +365,14 @@ def build_report(
         ConfigError: A paper file fails its schema.
     """
     _require_files(
-        [Path(runs_csv), Path(claims_csv), *map(Path, metrics.values()), *sparsity, *partition]
+        [
+            Path(runs_csv),
+            Path(aggregate_csv),
+            Path(claims_csv),
+            *map(Path, metrics.values()),
+            *sparsity,
+            *partition,
+        ]
     )
     if not Path(papers_dir).is_dir():
         raise DataError(f"papers directory {str(papers_dir)!r} does not exist")
@@ -368,6 +381,7 @@ def build_report(
     if runs.empty:
         raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
     runs = runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
+    aggregate = read_aggregate_csv(aggregate_csv)
     frames = _load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
     papers = load_papers(papers_dir)
     claims = vd.read_claims(claims_csv)
@@ -384,6 +398,7 @@ def build_report(
     _remove_stale(workdir)
     data = _report_data(
         runs=runs,
+        aggregate=aggregate,
         frames=frames,
         experiment=experiment,
         claims=claims,

@@ -25,10 +25,11 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.aggregate import aggregate_runs
+from psml_core.analysis.experiments import experiment_grid, experiment_runs
+from psml_core.errors import DataError
+from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
-from psml_core.report import verdicts as vd
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
 from psml_core.report.figures_learning import accuracy_by_scenario_figure, ratio_figure
 from psml_core.report.figures_sync import sync_figure
@@ -39,7 +40,13 @@ from psml_core.report.figures_traffic import (
 )
 from psml_core.report.format import DASH, fmt_value
 
-__all__ = ["HEAD_TO_HEAD", "experiment_runs", "head_to_head_section", "paper_sections"]
+__all__ = [
+    "HEAD_TO_HEAD",
+    "experiment_aggregate",
+    "experiment_runs",
+    "head_to_head_section",
+    "paper_sections",
+]
 
 HEAD_TO_HEAD = "head_to_head"
 """The experiment the head-to-head section shows, when the tier defines it."""
@@ -48,28 +55,26 @@ HEAD_TO_HEAD = "head_to_head"
 # --------------------------------------------------------------------------- experiments
 
 
-def _grid(experiment: Mapping[str, Any], ex: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The experiment's methods, workloads, scenarios and seeds (empty: the tier's)."""
-    return {
-        "methods": list(ex.get("methods") or []),
-        "workloads": list(ex.get("workloads") or sorted(experiment.get("workloads") or {})),
-        "scenarios": list(ex.get("scenarios") or sorted(experiment.get("scenarios") or {})),
-        "seeds": [int(s) for s in ex.get("seeds") or experiment.get("seeds") or []],
+def experiment_aggregate(aggregate: pd.DataFrame, name: str, runs: pd.DataFrame) -> pd.DataFrame:
+    """Experiment ``name``'s rows of ``aggregate.csv``, checked against its ``runs``.
+
+    Raises:
+        DataError: The rows do not cover exactly the runs' (workload, method, scenario) cells
+            with their numbers of seeds: ``aggregate.csv`` is older than ``runs.csv``.
+    """
+    agg = aggregate[aggregate["experiment"] == name].drop(columns="experiment")
+    agg = agg.reset_index(drop=True)
+    have = {(str(r.workload), str(r.method), str(r.scenario)): int(r.n) for r in agg.itertuples()}
+    want = {
+        (str(w), str(m), str(s)): len(g)
+        for (w, m, s), g in runs.groupby(["workload", "method", "scenario"], sort=True)
     }
-
-
-def experiment_runs(
-    runs: pd.DataFrame, experiment: Mapping[str, Any], ex: Mapping[str, Any]
-) -> pd.DataFrame:
-    """The rows of ``runs`` that belong to experiment ``ex`` of the tier ``experiment``."""
-    g = _grid(experiment, ex)
-    keep = (
-        runs["method"].astype(str).isin(g["methods"])
-        & runs["workload"].astype(str).isin(g["workloads"])
-        & runs["scenario"].astype(str).isin(g["scenarios"])
-        & runs["seed"].astype(int).isin(g["seeds"])
-    )
-    return runs[keep].reset_index(drop=True)
+    if have != want:
+        raise DataError(
+            f"aggregate.csv's rows of experiment {name!r} do not match the runs table (cells or "
+            "numbers of seeds differ): it is older than runs.csv; re-run `psml compare`"
+        )
+    return agg
 
 
 def _recipe(experiment: Mapping[str, Any], method: str) -> Mapping[str, Any]:
@@ -84,7 +89,7 @@ def _block_name(recipe: Mapping[str, Any], block: str) -> str:
 def _experiment_text(
     name: str, experiment: Mapping[str, Any], ex: Mapping[str, Any], runs: pd.DataFrame
 ) -> str:
-    g = _grid(experiment, ex)
+    g = experiment_grid(experiment, ex)
     roles: dict[str, list[str]] = {}
     for m in g["methods"]:
         roles.setdefault(str(_recipe(experiment, m).get("role") or "baseline"), []).append(m)
@@ -120,7 +125,7 @@ def _figures_for(
     workdir: Path,
 ) -> tuple[list[FigureSpec], list[tb.Table]]:
     """The figures (and extra tables) of one experiment's runs; see the module docstring."""
-    methods = _grid(experiment, ex)["methods"]
+    methods = experiment_grid(experiment, ex)["methods"]
     recipes = {m: _recipe(experiment, m) for m in methods}
     metrics = {str(r): frames[str(r)] for r in runs["run_id"]}
     figs = accuracy_by_scenario_figure(
@@ -275,11 +280,16 @@ def paper_sections(
 def head_to_head_section(
     *,
     runs: pd.DataFrame,
+    aggregate: pd.DataFrame,
     frames: Mapping[str, pd.DataFrame],
     experiment: Mapping[str, Any],
     workdir: Path,
 ) -> dict[str, Any]:
-    """The head-to-head: every method of the experiment ``head_to_head`` across its scenarios."""
+    """The head-to-head: every method of the experiment ``head_to_head`` across its scenarios.
+
+    Its table prints the means ``psml compare`` wrote to ``aggregate.csv`` for the experiment
+    (:func:`experiment_aggregate`), not means recomputed here.
+    """
     ex = (experiment.get("experiments") or {}).get(HEAD_TO_HEAD)
     tier = fmt_value(experiment.get("tier"))
     if ex is None:
@@ -299,13 +309,14 @@ def head_to_head_section(
             "tables": [],
             "figures": [],
         }
-    methods: Sequence[str] = _grid(experiment, ex)["methods"]
+    methods: Sequence[str] = experiment_grid(experiment, ex)["methods"]
     metrics = {str(r): frames[str(r)] for r in sub["run_id"]}
     figs = head_to_head_figure(sub, methods, workdir, f"{HEAD_TO_HEAD}_summary")
     figs += accuracy_by_scenario_figure(
         curves(sub, metrics), sub, methods, workdir, f"{HEAD_TO_HEAD}_accuracy"
     )
-    table = tb.head_to_head_table(f"{HEAD_TO_HEAD}", aggregate_runs(sub), methods)
+    agg = experiment_aggregate(aggregate, HEAD_TO_HEAD, sub)
+    table = tb.head_to_head_table(f"{HEAD_TO_HEAD}", agg, methods)
     return {
         "intro": intro,
         "tables": [table.write(workdir)],

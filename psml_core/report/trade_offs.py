@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from psml_core.analysis.experiments import experiment_grid
 from psml_core.config import sweep_label
 from psml_core.errors import ConfigError
 from psml_core.report.format import (
@@ -111,18 +112,6 @@ def _bytes(runs: pd.DataFrame, kind: str) -> pd.Series:
 
 
 # --------------------------------------------------------------------------- experiments
-
-
-def _experiment_grid(experiment: Mapping[str, Any], ex: Mapping[str, Any]) -> dict[str, list]:
-    """The experiment's methods, workloads, scenarios and seeds (empty: the tier's)."""
-    workloads = ex.get("workloads") or sorted(experiment.get("workloads") or {})
-    scenarios = ex.get("scenarios") or sorted(experiment.get("scenarios") or {})
-    return {
-        "methods": [str(m) for m in ex.get("methods") or []],
-        "workloads": [str(w) for w in workloads],
-        "scenarios": [str(s) for s in scenarios],
-        "seeds": [int(s) for s in ex.get("seeds") or experiment.get("seeds") or []],
-    }
 
 
 def _runs_of(runs: pd.DataFrame, grid: Mapping[str, list], methods: Sequence[str]) -> pd.DataFrame:
@@ -262,7 +251,7 @@ def reported_table(
     _check_table(spec, paper_file)
     ex_name = str(spec["experiment"])
     ex = (experiment.get("experiments") or {}).get(ex_name)
-    grid = _experiment_grid(experiment, ex or {})
+    grid = experiment_grid(experiment, ex or {})
     acc_col = next((c for c in spec["columns"] if c.get("quantity") == "final_test_accuracy"), {})
     percent = acc_col.get("unit") == "%"
     rows_spec = list(spec["rows"])
@@ -390,7 +379,7 @@ def sweep_table(
     if not derived:
         return None
     sweep = ex["sweep"]
-    grid = _experiment_grid(experiment, ex)
+    grid = experiment_grid(experiment, ex)
     names = [m for m, _ in derived]
     others = [m for m in grid["methods"] if m not in names]
     sub = _runs_of(runs, grid, [*names, *others])

@@ -149,8 +149,8 @@ def test_prepare_rejects_an_invalid_spec(tmp_path: Path, capsys, spec, fragment)
 
 def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, capsys):
     from psml_core.bench import calibrate as cal
-    from psml_core.net.codec_cost import CodecCostModel
-    from psml_core.net.device import load_device
+    from psml_core.devices.codec_cost import CodecCostModel
+    from psml_core.devices.device import load_device
 
     out = tmp_path / "devices" / "cpu-core.yaml"
     rc = main(
@@ -239,7 +239,7 @@ def test_bench_calibrate_from_a_file_without_measured_points_is_one_line(tmp_pat
 
 def test_calibrated_points_are_floored_and_carry_their_spread():
     from psml_core.bench.calibrate import _curve
-    from psml_core.net.device import TIME_FLOOR_S
+    from psml_core.devices.device import TIME_FLOOR_S
 
     got = _curve([(0.0, 0.0), (-1e-9, 0.25), (2.00004e-6, 0.125)])
     assert got == {"times": [TIME_FLOOR_S, TIME_FLOOR_S, 2e-6], "spread": 0.25}

@@ -9,6 +9,7 @@ localrules:
 rule report:
     input:
         runs=f"results/{TIER}/runs.csv",
+        aggregate=f"results/{TIER}/aggregate.csv",
         claims=f"results/{TIER}/claims.csv",
         regime_map=f"results/{TIER}/regime_map.parquet",
         papers=paper_files,
@@ -38,7 +39,8 @@ rule report:
         papers=PAPERS_DIR,
         workdir=f"results/{TIER}/report",
     shell:
-        "psml report --runs {input.runs} --claims {input.claims} --papers {params.papers} "
+        "psml report --runs {input.runs} --aggregate {input.aggregate} "
+        "--claims {input.claims} --papers {params.papers} "
         "--regime-map {input.regime_map} "
         "--metrics @{input.listed_metrics} --sparsity {input.sparsity} "
         "--partition @{input.listed_partitions} "

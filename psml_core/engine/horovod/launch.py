@@ -10,7 +10,7 @@ Several hosts: ``-H host1:4,host2:4`` (horovodrun reaches them over ssh; every h
 same environment, data directory and psml checkout).
 
 ``--run`` takes the run's JSON (as ``psml train --run``; its ``backend`` must be ``horovod``)
-or a path to a file holding it. Rank 0 runs :func:`psml_core.engine.run.train`, which writes
+or a path to a file holding it. Rank 0 runs :func:`psml_core.engine.training.train`, which writes
 ``metrics.parquet`` and ``summary.json`` atomically after a clean finish; the other ranks load
 the same data, build the same Job and run their part. ``--spawned DIR`` is internal: a rank of
 the local spawner (:mod:`.spawn`), which ships the Job itself.
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from psml_core.engine.horovod.runtime import import_horovod
-from psml_core.engine.launching import launched_rank, launched_spec, run_launcher
-from psml_core.engine.run import configure_torch
+from psml_core.engine.rank_entry import launched_rank, launched_spec, run_launcher
+from psml_core.engine.training import configure_torch
 from psml_core.errors import ConfigError
 
 __all__ = ["MODULE", "main"]

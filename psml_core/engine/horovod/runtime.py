@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from psml_core.engine.launching import env_flag
+from psml_core.engine.rank_entry import env_flag
 from psml_core.errors import ConfigError
 
 __all__ = [

@@ -14,7 +14,7 @@ Gradients are real (the model is really trained); time is virtual. Each iteratio
 Transfers go through :class:`~psml_core.net.network.FairShareNetwork` (with the scenario's
 delay process and cross-traffic). What compression costs is charged to the clock from the
 device files' codec cost tables (``compute.codec_costs``;
-:class:`~psml_core.net.codec_cost.CodecCostModel`):
+:class:`~psml_core.devices.codec_cost.CodecCostModel`):
 
 * the worker's device decodes its pull answers, then computes, and encodes each shard's push;
   with the scenario's ``overlap`` (default) a shard's encode and push start as soon as backward

@@ -3,7 +3,7 @@
 The worker's device encodes its pushes and decodes its pull answers (the run's ``compute.device``);
 each shard's server thread decodes every push and encodes the answers on one CPU core
 (:data:`SERVER_DEVICE`). Prices come from the device files' codec cost tables
-(:class:`~psml_core.net.codec_cost.CodecCostModel`); with ``compute.codec_costs: false``
+(:class:`~psml_core.devices.codec_cost.CodecCostModel`); with ``compute.codec_costs: false``
 everything is free.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.config import ComputeSpec
-from psml_core.net.codec_cost import CodecCostModel, unwrap
+from psml_core.devices.codec_cost import CodecCostModel, unwrap
 
 __all__ = ["SERVER_DEVICE", "CodecCharges"]
 

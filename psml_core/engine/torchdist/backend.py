@@ -17,7 +17,7 @@ the message layout and byte accounting are in :mod:`.wire`; failure handling in 
 * inside a launched rank (``python -m psml_core.engine.torchdist.launch`` under torchrun or srun,
   which opens a :class:`~psml_core.engine.torchdist.session.Session` first), it runs this rank's
   role; rank 0 returns every worker's records, the other ranks return ``[]`` — the launcher
-  calls :func:`psml_core.engine.run.train` on rank 0 only, so only rank 0 writes results;
+  calls :func:`psml_core.engine.training.train` on rank 0 only, so only rank 0 writes results;
 * in a plain process (``psml train``, tests), it starts the P + S ranks itself
   (:mod:`.spawn`) and returns rank 0's records; then ``train`` writes them.
 

@@ -14,7 +14,7 @@ SLURM (one task per rank; the allocation's first host runs rank 0 and the store)
         --run "$RUN_JSON" --data ... --out ...
 
 ``--run`` takes the run's JSON (as ``psml train --run``) or a path to a file holding it. Rank 0
-runs :func:`psml_core.engine.run.train`, which writes ``metrics.parquet`` and ``summary.json``
+runs :func:`psml_core.engine.training.train`, which writes ``metrics.parquet`` and ``summary.json``
 atomically after a clean finish; the other ranks load the same data, build the same Job and
 run their role. ``--spawned DIR`` is internal: a child of the local spawner (:mod:`.spawn`).
 
@@ -35,11 +35,11 @@ from pathlib import Path
 from psml_core.atomic import write_bytes
 from psml_core.config import RunSpec
 from psml_core.engine.job import Job
-from psml_core.engine.launching import launched_rank, launched_spec, run_launcher
-from psml_core.engine.run import configure_torch
+from psml_core.engine.rank_entry import launched_rank, launched_spec, run_launcher
 from psml_core.engine.torchdist.env import rank_env
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import DistOptions, Layout
+from psml_core.engine.training import configure_torch
 
 __all__ = ["MODULE", "main"]
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from psml_core.engine.launching import env_flag
+from psml_core.engine.rank_entry import env_flag
 from psml_core.errors import ConfigError
 
 __all__ = ["DistOptions", "Faults", "Layout"]

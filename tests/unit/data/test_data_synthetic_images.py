@@ -61,7 +61,7 @@ def test_schema_requires_rows() -> None:
 
 def test_paper_tier_resnet18_runs_on_synthetic_images(tmp_path: Path) -> None:
     """The paper tier's DFS workload end to end (sim backend), CIFAR-10 swapped for these."""
-    from psml_core.engine.run import train
+    from psml_core.engine.training import train
 
     cfg = {
         "tier": "paper",

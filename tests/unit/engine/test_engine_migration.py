@@ -19,7 +19,7 @@ from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
 from psml_core.engine.horovod.backend import check_job
 from psml_core.engine.migration import chunk_traffic, move_keys
-from psml_core.engine.run import train
+from psml_core.engine.training import train
 from psml_core.errors import ConfigError
 from psml_core.placement import DynamicChunkPartition, Reassignment
 from psml_core.recipes import load_methods

@@ -13,8 +13,8 @@ from psml_core.config import ComputeSpec
 def test_run_path_imports_neither_sklearn_nor_inductor() -> None:
     """scikit-learn (~1.7 s) and inductor (~1 s) would be paid by each of hundreds of runs."""
     code = (
-        "import sys, psml_core.cli, psml_core.engine.run, psml_core.placement\n"
-        "from psml_core.engine.run import configure_torch\n"
+        "import sys, psml_core.cli, psml_core.engine.training, psml_core.placement\n"
+        "from psml_core.engine.training import configure_torch\n"
         "from types import SimpleNamespace\n"
         "configure_torch(SimpleNamespace(compute=SimpleNamespace(threads=1)))\n"
         "print(sorted(m for m in ('sklearn', 'torch._inductor') if m in sys.modules))\n"
@@ -26,7 +26,7 @@ def test_run_path_imports_neither_sklearn_nor_inductor() -> None:
 def test_configure_torch_turns_deterministic_algorithms_on() -> None:
     from types import SimpleNamespace
 
-    from psml_core.engine.run import configure_torch
+    from psml_core.engine.training import configure_torch
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
     try:

@@ -9,11 +9,11 @@ from psml_core.codecs import CodecContext
 from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.control import Controller, Observation
 from psml_core.data.store import load_prepared
+from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine import SimBackend, build_job, train
 from psml_core.engine.sim.backend import SERVER_DEVICE
 from psml_core.engine.worker import BatchSampler
 from psml_core.errors import ConfigError
-from psml_core.net.codec_cost import CodecCostModel
 
 
 def spec_for(smoke, workload="digits_mlp", scenario="dc_10g", **changes):
@@ -233,7 +233,7 @@ def test_bsp_fast_workers_wait_for_the_slow_one(smoke, prepared):
 
 
 def test_heterogeneity_draws_are_seeded_and_redrawn():
-    from psml_core.net.compute import Heterogeneity
+    from psml_core.devices.compute import Heterogeneity
 
     h = Heterogeneity(HeterogeneitySpec(draw_from=(1.0, 1.5, 2.0, 4.0), redraw_every=10), 7)
     a = [h.base(w, t) for w in range(8) for t in range(0, 40, 5)]

@@ -12,7 +12,7 @@ from psml_core.cli import main
 from psml_core.config import BlockSpec, HashingSpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import build_job
-from psml_core.engine.run import load_assignment
+from psml_core.engine.training import load_assignment
 from psml_core.errors import ConfigError
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 from psml_core.analysis import collect_runs, write_runs_csv
-from psml_core.analysis.aggregate import read_runs_csv
+from psml_core.analysis.aggregate import aggregate_experiments, read_runs_csv
 from psml_core.analysis.claims import evaluate_claims, load_papers
 from psml_core.analysis.regime_map import MAP_COLUMNS, map_statements
 from psml_core.metrics.records import IterationRecord
@@ -474,7 +474,9 @@ def make_inputs(root: Path) -> dict[str, Any]:
         (run_dir / "summary.json").write_text(json.dumps(summ, sort_keys=True))
         summaries.append(run_dir / "summary.json")
         metrics[summ["run_id"]] = run_dir / "metrics.parquet"
-    write_runs_csv(collect_runs(summaries), root / "runs.csv")
+    runs = collect_runs(summaries)
+    write_runs_csv(runs, root / "runs.csv")
+    write_runs_csv(aggregate_experiments(runs, experiment()), root / "aggregate.csv")
     sparsity = []
     for name, stats in SPARSITY.items():
         (root / "sparsity").mkdir(exist_ok=True)
@@ -491,6 +493,7 @@ def make_inputs(root: Path) -> dict[str, Any]:
     regime_map_rows().to_parquet(root / "regime_map.parquet", index=False)
     return {
         "runs_csv": root / "runs.csv",
+        "aggregate_csv": root / "aggregate.csv",
         "metrics": metrics,
         "sparsity": sparsity,
         "partition": partition,

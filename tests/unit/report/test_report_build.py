@@ -14,12 +14,14 @@ import yaml
 from pypdf import PdfReader
 from report_inputs import COMMIT, PAPERS, make_inputs, write_claims, write_papers
 
+from psml_core.analysis.aggregate import read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
+from psml_core.analysis.experiments import ALL_RUNS, experiment_runs
 from psml_core.errors import DataError
 from psml_core.report import build_report
 from psml_core.report.format import fmt_bandwidth, fmt_bytes, fmt_percent, fmt_seconds, sig
-from psml_core.report.sections import head_to_head_section, paper_sections
-from psml_core.report.verdicts import fmt_ours_short, read_claims
+from psml_core.report.reported_vs_ours import fmt_ours_short, read_claims
+from psml_core.report.sections import experiment_aggregate, head_to_head_section, paper_sections
 
 
 @pytest.fixture(scope="module")
@@ -215,9 +217,39 @@ def test_a_tier_without_head_to_head_says_so(built: dict[str, Any], tmp_path: Pa
     exp = dict(built["inputs"]["experiment"])
     exp["experiments"] = {k: v for k, v in exp["experiments"].items() if k != "head_to_head"}
     runs = pd.read_csv(built["inputs"]["runs_csv"])
-    section = head_to_head_section(runs=runs, frames={}, experiment=exp, workdir=tmp_path)
+    aggregate = read_aggregate_csv(built["inputs"]["aggregate_csv"])
+    section = head_to_head_section(
+        runs=runs, aggregate=aggregate, frames={}, experiment=exp, workdir=tmp_path
+    )
     assert "The smoke tier has no head-to-head experiment" in section["intro"]
     assert section["tables"] == [] and section["figures"] == []
+
+
+def test_the_report_prints_the_comparison_stages_means(built: dict[str, Any]) -> None:
+    """The head-to-head table and the attachment are aggregate.csv's rows, not recomputed."""
+    inputs = built["inputs"]
+    aggregate = read_aggregate_csv(inputs["aggregate_csv"])
+    assert set(aggregate["experiment"]) == {ALL_RUNS, *inputs["experiment"]["experiments"]}
+    runs = read_runs_csv(inputs["runs_csv"])
+    h2h = inputs["experiment"]["experiments"]["head_to_head"]
+    sub = experiment_runs(runs, inputs["experiment"], h2h)
+    mine = experiment_aggregate(aggregate, "head_to_head", sub)
+    assert len(mine) > 0 and "experiment" not in mine.columns
+    attached = pd.read_csv(built["root"] / "work1" / "data_aggregate.csv")
+    assert len(attached) == len(aggregate)
+
+
+def test_a_stale_aggregate_is_refused(built: dict[str, Any], tmp_path: Path) -> None:
+    """An aggregate.csv older than the runs (a seed fewer) stops the report with the fix."""
+    inputs = dict(built["inputs"])
+    agg = pd.read_csv(inputs["aggregate_csv"])
+    agg.loc[agg["experiment"] == "head_to_head", "n"] += 1
+    stale = tmp_path / "aggregate.csv"
+    agg.to_csv(stale, index=False)
+    inputs["aggregate_csv"] = stale
+    with pytest.raises(DataError, match="older than runs.csv; re-run `psml compare`"):
+        build_report(**inputs, out_pdf=tmp_path / "r.pdf", workdir=tmp_path / "w")
+    assert not (tmp_path / "r.pdf").exists()
 
 
 def test_methods_appendix_lists_every_recipe(built: dict[str, Any]) -> None:

@@ -28,9 +28,9 @@ Rules:
   it is monotone when they are). Below the smallest calibrated size it is that size's time (a
   fixed per-call cost dominates there); above the largest it grows linearly,
   ``t(s_max) n / s_max``. A stored time of 0 or less would have no logarithm: times below
-  :data:`~psml_core.net.device.TIME_FLOOR_S` (1e-12 s) are read as that floor (the calibration
+  :data:`~psml_core.devices.device.TIME_FLOOR_S` (1e-12 s) are read as that floor (the calibration
   writes such a measurement as the floor, and the loader rejects non-positive times). See
-  :class:`~psml_core.net.device.CostCurve`.
+  :class:`~psml_core.devices.device.CostCurve`.
 * **Ratio.** The density looked up is, in order: the ``ratio`` argument (e.g. the density a
   threshold-style codec actually sent, known from its payload), the codec's own ``ratio``
   parameter when set, else ``ctx.ratio``. Between calibrated ratios ``log t(n)`` is
@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.codecs.base import Codec, CodecContext
+from psml_core.devices.device import CodecCostEntry, CodecCostTable, Device, load_device
 from psml_core.errors import ConfigError
-from psml_core.net.device import CodecCostEntry, CodecCostTable, Device, load_device
 
 __all__ = ["CodecCostModel", "unwrap", "wrapper_name"]
 

@@ -7,11 +7,11 @@ import pytest
 import yaml
 
 from psml_core.config import ComputeSpec, WorkloadSpec, config_root, load_yaml
+from psml_core.devices import DEVICE_PROFILES, make_compute_model
+from psml_core.devices.compute import ProfileCompute
+from psml_core.devices.device import load_device
 from psml_core.errors import ConfigError
 from psml_core.models import make_model
-from psml_core.net import DEVICE_PROFILES, make_compute_model
-from psml_core.net.compute import ProfileCompute
-from psml_core.net.device import load_device
 
 
 def _mlp():

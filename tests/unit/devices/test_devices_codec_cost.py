@@ -8,15 +8,15 @@ import yaml
 
 from psml_core.codecs import Codec, CodecContext, ErrorFeedback, Payload, make_codec
 from psml_core.config import BlockSpec
-from psml_core.errors import ConfigError
-from psml_core.net.codec_cost import CodecCostModel, unwrap, wrapper_name
-from psml_core.net.device import (
+from psml_core.devices.codec_cost import CodecCostModel, unwrap, wrapper_name
+from psml_core.devices.device import (
     OPS,
     TIME_FLOOR_S,
     CostCurve,
     device_from_dict,
     load_device,
 )
+from psml_core.errors import ConfigError
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 

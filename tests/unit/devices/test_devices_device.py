@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from psml_core.config import config_root, load_yaml, schema_dir
+from psml_core.devices.device import OPS, Device, device_from_dict, device_names, load_device
 from psml_core.errors import ConfigError
-from psml_core.net.device import OPS, Device, device_from_dict, device_names, load_device
 
 SHIPPED = ("a100", "cpu-core", "v100")
 

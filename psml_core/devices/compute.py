@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from psml_core.config import ComputeSpec, HeterogeneitySpec
+from psml_core.devices.device import ComputeProfile, Device, device_names, load_device
 from psml_core.errors import ConfigError
 from psml_core.models.base import Matrix, Model
-from psml_core.net.device import ComputeProfile, Device, device_names, load_device
 from psml_core.registry import Registry
 
 __all__ = [
@@ -63,7 +63,7 @@ class _DeviceProfiles(Mapping[str, ComputeProfile]):
 
 
 DEVICE_PROFILES: Mapping[str, ComputeProfile] = _DeviceProfiles()
-"""Device name -> compute profile, from the device files (see :mod:`psml_core.net.device`)."""
+"""Device name -> compute profile, from the device files (see :mod:`psml_core.devices.device`)."""
 
 
 class ComputeModel(ABC):
@@ -92,7 +92,7 @@ class ProfileCompute(ComputeModel):
     """FLOPs of the batch over the device profile's sustained rate, plus its overhead.
 
     The rate and the overhead come from the device file ``config/devices/<device>.yaml``
-    (:func:`~psml_core.net.device.load_device`), measured with ``psml bench calibrate`` or
+    (:func:`~psml_core.devices.device.load_device`), measured with ``psml bench calibrate`` or
     cited, each with its source. Deterministic: the same batch always takes the same simulated
     time on any machine; nothing is timed at run time.
 

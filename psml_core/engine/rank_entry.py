@@ -52,13 +52,13 @@ def launched_rank(
 ) -> None:
     """What a launched rank does once it has joined its run (torchrun, srun, horovodrun).
 
-    Rank 0 trains through :func:`~psml_core.engine.run.train`, which builds the job, runs the
+    Rank 0 trains through :func:`~psml_core.engine.training.train`, which builds the job, runs the
     backend's rank-0 part and writes the results, and prints one line. Every other rank builds
     the same job from the same spec, data and placement and hands it to ``run_job``.
     """
     from psml_core.data.store import load_prepared
     from psml_core.engine.job import build_job
-    from psml_core.engine.run import configure_torch, load_assignment, train
+    from psml_core.engine.training import configure_torch, load_assignment, train
 
     if rank0:
         summary = train(spec, args.data, args.out, assignment_path=args.partition)

@@ -13,6 +13,7 @@ import torch
 
 from psml_core.config import RunSpec
 from psml_core.data.store import load_prepared, manifest_sha256
+from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
@@ -21,7 +22,6 @@ from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.errors import DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
-from psml_core.net.codec_cost import CodecCostModel
 from psml_core.placement import Assignment
 
 __all__ = ["configure_torch", "load_assignment", "train"]

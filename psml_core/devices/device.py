@@ -4,8 +4,8 @@ A device file says what the sim backend charges to its clock on one device (sche
 ``workflow/schemas/device.schema.yaml``):
 
 * ``compute``: the sustained FLOP rate and fixed per-step cost of a gradient computation
-  (:class:`~psml_core.net.compute.ProfileCompute`);
-* ``codec_costs``: the per-codec cost table (:class:`~psml_core.net.codec_cost.CodecCostModel`):
+  (:class:`~psml_core.devices.compute.ProfileCompute`);
+* ``codec_costs``: the per-codec cost table (:class:`~psml_core.devices.codec_cost.CodecCostModel`):
   per operation, the measured seconds at each calibrated size (:class:`CostCurve`).
 
 Every figure carries a :class:`Source`: ``measured`` on a named machine (``psml bench
