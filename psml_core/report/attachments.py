@@ -19,7 +19,7 @@ import pandas as pd
 
 from psml_core.analysis.experiments import ALL_RUNS
 from psml_core.atomic import write_text
-from psml_core.report.tables import method_entries
+from psml_core.report.tables_setup import method_entries
 
 __all__ = [
     "Attachment",

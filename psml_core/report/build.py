@@ -34,6 +34,8 @@ from psml_core.metrics.writer import read_metrics
 from psml_core.report import attachments as at
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
+from psml_core.report import tables_provenance as tp
+from psml_core.report import tables_setup as ts
 from psml_core.report.figures import FigureSpec, breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
 from psml_core.report.regime_maps import regime_map_section
@@ -195,9 +197,9 @@ def _report_data(
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
 
-    dataset_tables = [w(tb.datasets_table(experiment))]
+    dataset_tables = [w(ts.datasets_table(experiment))]
     if sparsity:
-        dataset_tables.append(w(tb.sparsity_table(sparsity)))
+        dataset_tables.append(w(ts.sparsity_table(sparsity)))
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
     by_pair = {
@@ -230,11 +232,11 @@ def _report_data(
         "setup": {
             "intro": fmt_value(experiment.get("description")),
             "blocks": [
-                {"heading": "Experiment", "tables": [w(tb.general_table(experiment))]},
+                {"heading": "Experiment", "tables": [w(ts.general_table(experiment))]},
                 {"heading": "Datasets", "tables": dataset_tables},
-                {"heading": "Workloads", "tables": [w(tb.workloads_table(experiment))]},
-                {"heading": "Network scenarios", "tables": [w(tb.scenarios_table(experiment))]},
-                {"heading": "Compute model", "tables": [w(tb.compute_table(experiment))]},
+                {"heading": "Workloads", "tables": [w(ts.workloads_table(experiment))]},
+                {"heading": "Network scenarios", "tables": [w(ts.scenarios_table(experiment))]},
+                {"heading": "Compute model", "tables": [w(ts.compute_table(experiment))]},
             ],
         },
         "papers": papers_data,
@@ -258,12 +260,12 @@ def _report_data(
                 *([at.partition_attachment(partition)] if partition else []),
             ]
         ],
-        "methods": [w(tb.methods_table(experiment))],
-        "versions": tb.versions_text(runs),
+        "methods": [w(ts.methods_table(experiment))],
+        "versions": tp.versions_text(runs),
         "provenance": [
-            w(tb.overview_table(runs, experiment)),
-            w(tb.inputs_table(inputs)),
-            w(tb.data_files_table(runs)),
+            w(tp.overview_table(runs, experiment)),
+            w(tp.inputs_table(inputs)),
+            w(tp.data_files_table(runs)),
         ],
     }
 

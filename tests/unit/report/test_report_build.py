@@ -388,7 +388,7 @@ def test_paper_setups_state_no_tier_facts(repo: Path) -> None:
 
 def test_the_scenarios_table_gives_each_scenarios_rate_window() -> None:
     """The sim network's approximation is in the report: its window, or exact where it is 0."""
-    from psml_core.report.tables import scenarios_table
+    from psml_core.report.tables_setup import scenarios_table
 
     table = scenarios_table(
         {"scenarios": {

@@ -1,0 +1,264 @@
+"""The report's setup tables: the tier, its data sets, workloads, scenarios, devices, methods."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psml_core.report.format import (
+    DASH,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_percent,
+    fmt_seconds,
+    fmt_stat,
+    fmt_value,
+    missing,
+)
+from psml_core.report.tables import Table, kv_table
+
+__all__ = [
+    "compute_table",
+    "datasets_table",
+    "general_table",
+    "method_entries",
+    "methods_table",
+    "scenarios_table",
+    "sparsity_table",
+    "workloads_table",
+]
+
+_SPARSITY_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Rows", ("rows",)),
+    ("Features", ("features",)),
+    ("nnz/row mean", ("nnz_per_row", "mean")),
+    ("median", ("nnz_per_row", "median")),
+    ("p90", ("nnz_per_row", "p90")),
+    ("max", ("nnz_per_row", "max")),
+    ("Density", ("density",)),
+    ("Zipf exponent", ("popularity", "zipf_exponent")),
+)
+
+
+_WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dataset", "Dataset"),
+    ("model", "Model"),
+    ("hidden", "Hidden"),
+    ("batch_size", "Batch"),
+    ("lr", "LR"),
+    ("momentum", "Momentum"),
+    ("l2", "L2"),
+    ("iterations", "Iterations"),
+    ("eval_every", "Eval every"),
+    ("target_accuracy", "Target acc."),
+)
+
+
+def general_table(experiment: Mapping[str, Any]) -> Table:
+    """Tier-wide settings: backend, seeds, workers, shards, colocation, methods."""
+    colocated = experiment.get("colocated")
+    coloc = (
+        DASH
+        if colocated is None
+        else "yes: shard s runs on the machine of worker s"
+        if colocated
+        else "no: every shard on a dedicated server machine"
+    )
+    pairs = [
+        ("Tier", fmt_value(experiment.get("tier"))),
+        ("Backend", fmt_value(experiment.get("backend"))),
+        ("Seeds", fmt_value(experiment.get("seeds"))),
+        ("Workers", fmt_value(experiment.get("workers"))),
+        ("Parameter-server shards", fmt_value(experiment.get("shards"))),
+        ("Colocated shards", coloc),
+        ("Methods", fmt_value(experiment.get("methods"))),
+    ]
+    return kv_table("general", "Experiment settings.", pairs, ["Setting", "Value"])
+
+
+_DATASET_SKIP = ("name", "source")
+
+
+def datasets_table(experiment: Mapping[str, Any]) -> Table:
+    """Datasets, their generation parameters and the workloads that use them."""
+    datasets = experiment.get("datasets") or {}
+    workloads = experiment.get("workloads") or {}
+    rows = []
+    for name in sorted(datasets):
+        spec = datasets[name] or {}
+        params = {k: v for k, v in spec.items() if k not in _DATASET_SKIP and not missing(v)}
+        users = sorted(w for w, wl in workloads.items() if (wl or {}).get("dataset") == name)
+        rows.append([name, fmt_value(spec.get("source")), fmt_value(params), fmt_value(users)])
+    return Table(
+        "datasets",
+        "Datasets and their parameters (– where a dataset has no parameters or no workload).",
+        ["Dataset", "Source", "Parameters", "Used by"],
+        rows or [[DASH] * 4],
+        widths=["auto", "auto", 1, "auto"],
+    )
+
+
+def _dig(obj: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def sparsity_table(stats: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Headline sparsity statistics per dataset (other keys of the files are left out)."""
+    rows = []
+    for name in sorted(stats):
+        cells = [name]
+        for _, path in _SPARSITY_COLUMNS:
+            v = _dig(stats[name], path)
+            cells.append(fmt_stat(v))
+        rows.append(cells)
+    return Table(
+        "sparsity",
+        "Sparsity of the training data: non-zeros per row, density (non-zeros / (rows × "
+        "features)) and the fitted Zipf exponent of feature popularity (– where the statistics "
+        "file does not report a value).",
+        ["Dataset", *(c for c, _ in _SPARSITY_COLUMNS)],
+        rows,
+        align=["left", *(["right"] * len(_SPARSITY_COLUMNS))],
+    )
+
+
+def workloads_table(experiment: Mapping[str, Any]) -> Table:
+    """Workloads with their model and training hyper-parameters."""
+    workloads = experiment.get("workloads") or {}
+    rows = []
+    for name in sorted(workloads):
+        spec = workloads[name] or {}
+        cells = [name]
+        for key, _ in _WORKLOAD_COLUMNS:
+            v = spec.get(key)
+            if key == "hidden" and spec.get("model") != "mlp":
+                cells.append(DASH)  # only the MLP has hidden layers
+            elif key == "target_accuracy":
+                cells.append(fmt_percent(v))
+            else:
+                cells.append(fmt_value(v))
+        rows.append(cells)
+    return Table(
+        "workloads",
+        "Workloads: model and training hyper-parameters (batch size per worker; learning rate "
+        "and momentum of the server-side SGD step; – where a parameter does not apply).",
+        ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
+        rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
+        align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
+    )
+
+
+def scenarios_table(experiment: Mapping[str, Any]) -> Table:
+    """Network scenarios: bandwidth, latency, per-message overhead and header bytes."""
+    scenarios = experiment.get("scenarios") or {}
+    rows = []
+    for name in sorted(scenarios):
+        s = scenarios[name] or {}
+        lat = s.get("latency_us")
+        ovh = s.get("message_overhead_us")
+        win = s.get("rate_window")
+        span = None if missing(lat) or missing(win) else float(win) * float(lat) * 1e-6
+        window = DASH if span is None else "exact" if span == 0 else fmt_seconds(span)
+        rows.append(
+            [
+                name,
+                fmt_bandwidth(s.get("bandwidth_gbps")),
+                DASH if missing(lat) else fmt_seconds(float(lat) * 1e-6),
+                DASH if missing(ovh) else fmt_seconds(float(ovh) * 1e-6),
+                fmt_bytes(s.get("header_bytes")),
+                window,
+                fmt_value(s.get("description")),
+            ]
+        )
+    return Table(
+        "scenarios",
+        "Network scenarios: NIC bandwidth per direction, one-way latency, per-message software "
+        "overhead, header bytes per message, and the rate window: on the sim backend the NICs' "
+        "fair shares are recomputed at most once per window while messages are in flight, so "
+        "a message's start or end reaches the other flows' rates at most that late (exact: at "
+        "every change). – where the scenario leaves a value unset.",
+        ["Scenario", "Bandwidth", "Latency", "Overhead", "Header", "Rate window", "Description"],
+        rows or [[DASH] * 7],
+        align=["left", "right", "right", "right", "right", "right", "left"],
+        widths=["auto", "auto", "auto", "auto", "auto", "auto", 1],
+    )
+
+
+def compute_table(experiment: Mapping[str, Any]) -> Table:
+    """The compute-time model's settings."""
+    compute = experiment.get("compute") or {}
+    pairs = [(str(k), fmt_value(compute[k], str(k))) for k in sorted(compute)] or [(DASH, DASH)]
+    return kv_table("compute", "Compute-time model.", pairs, ["Setting", "Value"])
+
+
+def _block(spec: Any) -> str:
+    """A building block as ``name(k=v, ...)``; accepts a name or a ``{name, params}`` mapping."""
+    if missing(spec):
+        return DASH
+    if not isinstance(spec, Mapping):
+        return str(spec)
+    params = spec.get("params") or {}
+    inner = ", ".join(f"{k}={fmt_value(params[k], str(k))}" for k in sorted(params))
+    name = str(spec.get("name", DASH))
+    return f"{name}({inner})" if inner else name
+
+
+_BLOCKS = ("codec", "codec_down", "sync", "controller", "placement")
+
+
+def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each recipe as ``{name, role, paper, description, blocks, deviations}`` for the template.
+
+    Methods come in the configured order, then any other recipe by name.
+    """
+    recipes = experiment.get("recipes") or {}
+    order = [m for m in experiment.get("methods") or [] if m in recipes]
+    order += sorted(m for m in recipes if m not in order)
+    out = []
+    for name in order:
+        r = recipes[name] or {}
+        blocks = [[b, _block(r.get(b))] for b in _BLOCKS if b in r and not missing(r.get(b))]
+        out.append(
+            {
+                "name": name,
+                "role": fmt_value(r.get("role")),
+                "paper": fmt_value(r.get("paper")),
+                "description": fmt_value(r.get("description")),
+                "blocks": blocks,
+                "deviations": [str(d) for d in r.get("deviations") or []],
+            }
+        )
+    return out
+
+
+_DEFAULT_BLOCKS = {"controller": "static", "placement": "range"}
+
+
+def methods_table(experiment: Mapping[str, Any]) -> Table:
+    """Appendix A: every recipe in use, one short row each.
+
+    What each recipe does and its deviations go to the attached methods table.
+    """
+    rows = []
+    for m in method_entries(experiment):
+        n = len(m["deviations"])
+        who = m["role"] + (f", {m['paper']}" if m["paper"] != DASH else "")
+        blocks = [f"{b}: {v}" for b, v in m["blocks"] if _DEFAULT_BLOCKS.get(b) != v]
+        rows.append([m["name"], who, " · ".join(blocks) or DASH, str(n)])
+    return Table(
+        "methods",
+        "Every recipe in use: its role and paper, its building blocks (codec, sync policy, "
+        "controller, placement; the static controller and the range placement, the defaults, "
+        "are not repeated) and how many deviations from the paper's setup it declares. What "
+        "each recipe does and each deviation (our design choice) are in the attached methods "
+        "table.",
+        ["Recipe", "Role", "Blocks", "Deviations"],
+        rows or [[DASH] * 4],
+        align=["left", "left", "left", "right"],
+        widths=["auto", "auto", 1, "auto"],
+        breakable=True,
+    )
