@@ -142,7 +142,7 @@ def claims_attachment(claims: pd.DataFrame) -> Attachment:
 
 
 def regimes_attachment(frame: pd.DataFrame) -> Attachment:
-    """Every claim's regime field by field (:func:`.reported_vs_ours.regimes_frame`)."""
+    """Every claim's regime field by field (:func:`.claim_regimes.regimes_frame`)."""
     return Attachment(
         "regimes",
         "Every claim's regime, field by field: the paper's value, whether it is reported, "

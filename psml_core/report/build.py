@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +26,25 @@ import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
-from psml_core.analysis.regime_map import MAP_COLUMNS, map_summaries
+from psml_core.analysis.regime_map import map_summaries
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
-from psml_core.metrics.writer import read_metrics
 from psml_core.report import attachments as at
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
 from psml_core.report import tables_provenance as tp
 from psml_core.report import tables_setup as ts
-from psml_core.report.figures import FigureSpec, breakdown_figure
+from psml_core.report.claim_regimes import regimes_frame
+from psml_core.report.figures import FigureSpec
+from psml_core.report.figures_breakdown import breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
+from psml_core.report.inputs import (
+    load_metrics,
+    named_json,
+    partition_files,
+    read_regime_map,
+    require_files,
+)
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import head_to_head_section, paper_sections
 
@@ -54,75 +61,6 @@ _CLOCK_NOTE = {
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-def _require_files(paths: Iterable[Path]) -> None:
-    for p in paths:
-        if not Path(p).is_file():
-            raise DataError(f"report input {str(p)!r} does not exist; run the step that makes it")
-
-
-def _read_json_object(path: Path, what: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{what} file {str(path)!r} is not valid JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise DataError(f"{what} file {str(path)!r} must hold a JSON object")
-    return obj
-
-
-def _named_json(paths: Iterable[Path], what: str, key: str) -> dict[str, dict[str, Any]]:
-    """Read JSON files keyed by their ``key`` field, or else by file stem."""
-    out: dict[str, dict[str, Any]] = {}
-    for p in sorted(Path(x) for x in paths):
-        obj = _read_json_object(p, what)
-        name = obj[key] if isinstance(obj.get(key), str) else p.stem
-        if name in out:
-            raise DataError(f"two {what} files describe {name!r}; the second is {str(p)!r}")
-        out[name] = obj
-    return out
-
-
-def _partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
-    """Read placement files, named "<workload> · <method>" from their keys.
-
-    A file without a ``workload`` key is named by its path below the files' common folder
-    (``<workload>/<method>.json`` gives "<workload> · <method>").
-    """
-    files = sorted(Path(p) for p in paths)
-    root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
-    out: dict[str, dict[str, Any]] = {}
-    for p in files:
-        obj = _read_json_object(p, "partition")
-        if isinstance(obj.get("workload"), str):
-            parts = [obj["workload"]] + (
-                [obj["method"]] if isinstance(obj.get("method"), str) else []
-            )
-        else:
-            parts = list(p.relative_to(root).with_suffix("").parts)
-        name = " · ".join(parts)
-        if name in out:
-            raise DataError(f"two partition files describe {name!r}; the second is {str(p)!r}")
-        out[name] = obj
-    return out
-
-
-def _load_metrics(runs: pd.DataFrame, metrics: Mapping[str, Path]) -> dict[str, pd.DataFrame]:
-    ids = set(runs["run_id"].astype(str))
-    missing = sorted(ids - set(metrics))
-    extra = sorted(set(metrics) - ids)
-    if missing or extra:
-        raise DataError(
-            "the metrics files do not match the runs table: "
-            + (f"no metrics for runs {missing}" if missing else "")
-            + ("; " if missing and extra else "")
-            + (f"metrics for runs not in the table {extra}" if extra else "")
-        )
-    return {run_id: read_metrics(metrics[run_id]) for run_id in sorted(metrics)}
-
-
-# --------------------------------------------------------------------------- content
 
 
 def _figures(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
@@ -255,7 +193,7 @@ def _report_data(
                 at.runs_attachment(runs),
                 at.aggregate_attachment(aggregate),
                 at.claims_attachment(claims),
-                at.regimes_attachment(vd.regimes_frame(claims)),
+                at.regimes_attachment(regimes_frame(claims)),
                 at.methods_attachment(experiment),
                 *([at.partition_attachment(partition)] if partition else []),
             ]
@@ -268,23 +206,6 @@ def _report_data(
             w(tp.data_files_table(runs)),
         ],
     }
-
-
-def _read_regime_map(path: Path | None) -> pd.DataFrame:
-    """The regime maps' points, or an empty table (no file given, or a tier without maps)."""
-    if path is None:
-        return pd.DataFrame(columns=MAP_COLUMNS)
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"regime map {str(p)!r} does not exist; run `psml compare --regime-map`")
-    try:
-        rows = pd.read_parquet(p)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"regime map {str(p)!r} is not readable Parquet ({exc})") from None
-    missing = [c for c in MAP_COLUMNS if c not in rows.columns]
-    if missing:
-        raise DataError(f"regime map {str(p)!r} lacks columns {missing}; regenerate it")
-    return rows
 
 
 def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -366,7 +287,7 @@ def build_report(
             files do not match the runs, or the claims file does not match the paper files.
         ConfigError: A paper file fails its schema.
     """
-    _require_files(
+    require_files(
         [
             Path(runs_csv),
             Path(aggregate_csv),
@@ -384,15 +305,15 @@ def build_report(
         raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
     runs = runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
     aggregate = read_aggregate_csv(aggregate_csv)
-    frames = _load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
+    frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
     papers = load_papers(papers_dir)
     claims = vd.read_claims(claims_csv)
     vd.check_claims(claims, papers, claims_csv)
     claims = _ordered_claims(claims, papers)
-    sparsity_stats = _named_json(sparsity, "sparsity", "dataset")
-    placements = _partition_files(partition)
+    sparsity_stats = named_json(sparsity, "sparsity", "dataset")
+    placements = partition_files(partition)
     inputs = _inputs(experiment, Path(papers_dir), Path(runs_csv), Path(claims_csv))
-    rmap = _read_regime_map(regime_map)
+    rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
     workdir = Path(workdir).resolve()

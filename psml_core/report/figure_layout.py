@@ -18,10 +18,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator
 
 from psml_core.report.figures import (
-    _LEGEND_IN,
+    LEGEND_IN,
     MAX_FIGURE_HEIGHT_IN,
     FigureSpec,
-    _pack,
+    pack_panels,
     stacked_axes,
 )
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
@@ -90,7 +90,7 @@ def line_figures(
     caption: Callable[[int, int, Sequence[tuple[str, str]]], str],
 ) -> list[FigureSpec]:
     """Panels two per row, rows packed into figures that fit a page."""
-    rows_per_fig = max(1, int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN) // LINE_ROW_IN))
+    rows_per_fig = max(1, int((MAX_FIGURE_HEIGHT_IN - LEGEND_IN) // LINE_ROW_IN))
     per_fig = 2 * rows_per_fig
     chunks = [list(panels[i : i + per_fig]) for i in range(0, len(panels), per_fig)]
     specs = []
@@ -275,7 +275,7 @@ def bar_figures(
     With ``half``, drawn for half the text width (short bar labels), to sit beside another.
     """
     sizes = [PANEL_IN + BAR_IN * n for _, n in panels]
-    groups = _pack(sizes, MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
+    groups = pack_panels(sizes, MAX_FIGURE_HEIGHT_IN - LEGEND_IN)
     specs = []
     for k, group in enumerate(groups, start=1):
         chosen = [panels[i] for i in group]

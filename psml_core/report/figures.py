@@ -21,7 +21,7 @@ from matplotlib.axis import Axis
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
-from psml_core.report.format import clock_phrase, fmt_bytes, fmt_seconds
+from psml_core.report.format import clock_phrase, fmt_bytes
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
 
 __all__ = [
@@ -29,22 +29,19 @@ __all__ = [
     "HALF_LABEL_CHARS",
     "MAX_FIGURE_HEIGHT_IN",
     "FigureSpec",
-    "breakdown_figure",
     "bytes_figure",
     "curves",
     "short_settings",
 ]
 
 # Values spanning more than this factor get a logarithmic axis.
-_LOG_SPAN = 30.0
+LOG_SPAN = 30.0
 # Tallest figure (inches) that still leaves room for its caption on an A4 page; taller content
 # is split over several figures.
 MAX_FIGURE_HEIGHT_IN = 8.5
-_LEGEND_IN = 0.5  # room for the legend below the panels
-_PANEL_IN = 0.6  # a bar panel's title and x axis
+LEGEND_IN = 0.5  # room for the legend below the panels
+BAR_PANEL_IN = 0.6  # a bar panel's title and x axis
 _BYTES_ROW_IN = 0.27  # one method · scenario (two bars)
-_BREAKDOWN_ROW_IN = 0.135  # one method · scenario
-_BREAKDOWN_HALF_CHARS = 40  # longest "method · scenario" label that fits a half-width panel
 _LINESTYLES = ("-", "--", ":", "-.")
 
 
@@ -136,16 +133,16 @@ def _label(setting: tuple[str, str]) -> str:
     return f"{setting[0]} · {setting[1]}"
 
 
-def _spans(values: pd.Series | np.ndarray) -> bool:
+def spans_decades(values: pd.Series | np.ndarray) -> bool:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    return v.size > 1 and float(v.max() / v.min()) > _LOG_SPAN
+    return v.size > 1 and float(v.max() / v.min()) > LOG_SPAN
 
 
 # --------------------------------------------------------------------------- line figures
 
 
-def _log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series) -> None:
+def log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series) -> None:
     """Log scale with plain tick labels: at 1, 2, 5 x 10^k over up to two decades, else 10^k."""
     set_scale("log")
     v = np.asarray(values, dtype=float)
@@ -156,7 +153,7 @@ def _log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series)
     axis.set_minor_formatter(NullFormatter())
 
 
-def _pack(sizes: Sequence[float], limit: float) -> list[list[int]]:
+def pack_panels(sizes: Sequence[float], limit: float) -> list[list[int]]:
     """Split items, in order, into groups whose sizes add up to at most ``limit`` (>= 1 each)."""
     groups: list[list[int]] = []
     total = limit + 1.0
@@ -174,15 +171,15 @@ def part_caption(k: int, n: int, labels: Sequence[str]) -> str:
     return f" Part {k} of {n}: {', '.join(dict.fromkeys(labels))}." if n > 1 else ""
 
 
-def _bar_panels(
+def bar_panels(
     items: Sequence[tuple[str, object]], per_item_in: float
 ) -> list[list[tuple[str, list[object]]]]:
     """Group (workload, item) pairs into panels, then the panels into figures.
 
     A panel shows one workload; one with too many items is split. Figures fit a page.
     """
-    limit = MAX_FIGURE_HEIGHT_IN - _LEGEND_IN
-    max_items = max(1, int((limit - _PANEL_IN) // per_item_in))
+    limit = MAX_FIGURE_HEIGHT_IN - LEGEND_IN
+    max_items = max(1, int((limit - BAR_PANEL_IN) // per_item_in))
     by_workload: dict[str, list[object]] = {}
     for w, item in items:
         by_workload.setdefault(w, []).append(item)
@@ -191,8 +188,8 @@ def _bar_panels(
         for w, its in sorted(by_workload.items())
         for i in range(0, len(its), max_items)
     ]
-    sizes = [_PANEL_IN + per_item_in * len(its) for _, its in panels]
-    return [[panels[i] for i in group] for group in _pack(sizes, limit)]
+    sizes = [BAR_PANEL_IN + per_item_in * len(its) for _, its in panels]
+    return [[panels[i] for i in group] for group in pack_panels(sizes, limit)]
 
 
 def stacked_axes(heights: Sequence[float], width: float = TEXT_WIDTH_IN) -> tuple:
@@ -202,16 +199,16 @@ def stacked_axes(heights: Sequence[float], width: float = TEXT_WIDTH_IN) -> tupl
         1,
         squeeze=False,
         layout="constrained",
-        figsize=(width, sum(heights) + _LEGEND_IN),
+        figsize=(width, sum(heights) + LEGEND_IN),
         gridspec_kw={"height_ratios": list(heights)},
     )
     return fig, axes[:, 0]
 
 
-def _bar_axes(
+def bar_axes(
     panels: Sequence[tuple[str, list[object]]], per_item_in: float, width: float = TEXT_WIDTH_IN
 ) -> tuple:
-    return stacked_axes([_PANEL_IN + per_item_in * len(its) for _, its in panels], width)
+    return stacked_axes([BAR_PANEL_IN + per_item_in * len(its) for _, its in panels], width)
 
 
 HALF_LABEL_CHARS = 26
@@ -282,7 +279,7 @@ def bytes_figure(
     long["setting"] = labels
     items = sorted({(str(w), s) for w, s in zip(long["workload"], long["setting"], strict=True)})
     half = max(len(s) for _, s in items) <= HALF_LABEL_CHARS
-    figures = _bar_panels(items, _BYTES_ROW_IN)
+    figures = bar_panels(items, _BYTES_ROW_IN)
     specs = []
     for k, panels in enumerate(figures, start=1):
         path = workdir / f"fig_{stem}_{k}.svg"
@@ -290,7 +287,7 @@ def bytes_figure(
         scale = {
             True: "Logarithmic axis.",
             False: "",
-            None: f"Logarithmic axis where values span more than a factor of {_LOG_SPAN:g}.",
+            None: f"Logarithmic axis where values span more than a factor of {LOG_SPAN:g}.",
         }[log]
         specs.append(
             FigureSpec(
@@ -315,13 +312,13 @@ def _draw_bytes(
 ) -> None:
     colours = palette(2)
     with report_style():
-        fig, axes = _bar_axes(panels, _BYTES_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
+        fig, axes = bar_axes(panels, _BYTES_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
         for ax, (w, settings) in zip(axes, panels, strict=True):
             sub = long[(long["workload"] == w) & long["setting"].isin(settings)]
             # The arithmetic mean over seeds, taken here: on a log axis seaborn would average
             # the logs (a geometric mean) and the labels would disagree with the tables.
             sub = sub.groupby(["setting", "direction"], as_index=False, sort=False)["bytes"].mean()
-            log_axis = _spans(sub["bytes"]) if log is None else log
+            log_axis = spans_decades(sub["bytes"]) if log is None else log
             sns.barplot(
                 data=sub,
                 y="setting",
@@ -363,89 +360,3 @@ def _draw_bytes(
             handles=handles, loc="outside lower center", ncol=1 if half else 2, frameon=False
         )
         save_svg(fig, path)
-
-
-_PARTS = (
-    ("compute_s", "compute"),
-    ("codec_s", "codec"),
-    ("comm_s", "communication"),
-    ("wait_s", "wait"),
-)
-
-
-def breakdown_figure(runs: pd.DataFrame, workdir: Path) -> list[FigureSpec]:
-    """Share of worker time in compute / codec / communication / wait, per method · scenario.
-
-    One bar per method · scenario: each part's mean over seeds. Written to
-    ``fig_breakdown_<k>.svg``, as many as needed to fit the pages.
-    """
-    keys = ["workload", "method", "scenario"]
-    means = runs.groupby(keys, as_index=False, sort=True)[[c for c, _ in _PARTS]].mean()
-    items = [(str(r.workload), r) for r in means.itertuples(index=False)]
-    # Half-width panels, one per figure, go side by side where the labels are short enough.
-    half = max(len(f"{r.method} · {r.scenario}") for _, r in items) <= _BREAKDOWN_HALF_CHARS
-    packed = _bar_panels(items, _BREAKDOWN_ROW_IN)
-    figures = _columns([p for group in packed for p in group]) if half else packed
-    specs = []
-    for k, panels in enumerate(figures, start=1):
-        path = workdir / f"fig_breakdown_{k}.svg"
-        _draw_breakdown(panels, path, half)
-        specs.append(
-            FigureSpec(
-                path.name,
-                "Where the workers' time went: shares of compute, codec (encoding and decoding "
-                "on the worker's device), communication and wait (blocked by the sync policy), "
-                "summed over workers, mean over seeds; after each bar that sum in "
-                f"{clock_phrase(runs['clock'])} time."
-                + part_caption(k, len(figures), [w for w, _ in panels]),
-                f"fig-breakdown-{k}",
-                0.5 if half else 1.0,
-            )
-        )
-    return specs
-
-
-def _columns(panels: list[tuple[str, list]]) -> list[list[tuple[str, list]]]:
-    """Half-width panels stacked into columns no taller than the tallest panel, in order."""
-    sizes = [_PANEL_IN + _BREAKDOWN_ROW_IN * len(rows) for _, rows in panels]
-    return [[panels[i] for i in group] for group in _pack(sizes, max(sizes, default=0.0))]
-
-
-def _draw_breakdown(panels: Sequence[tuple[str, list]], path: Path, half: bool = False) -> None:
-    colours = palette(len(_PARTS))
-    with report_style():
-        fig, axes = _bar_axes(panels, _BREAKDOWN_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
-        for ax, (w, rows) in zip(axes, panels, strict=True):
-            _stacked(ax, pd.DataFrame(rows), colours)
-            ax.set_title(w)
-            if half:
-                ax.tick_params(axis="y", labelsize=6)
-        handles = [Patch(color=c, label=n) for c, (_, n) in zip(colours, _PARTS, strict=True)]
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            ncol=2 if half else len(_PARTS),
-            frameon=False,
-        )
-        save_svg(fig, path)
-
-
-def _stacked(ax: Axes, sub: pd.DataFrame, colours: Sequence) -> None:
-    labels = [f"{r.method} · {r.scenario}" for r in sub.itertuples()]
-    parts = sub[[c for c, _ in _PARTS]].to_numpy(dtype=float)
-    totals = parts.sum(axis=1)
-    shares = np.divide(
-        parts * 100, totals[:, None], out=np.zeros_like(parts), where=totals[:, None] > 0
-    )
-    y = np.arange(len(sub))
-    left = np.zeros(len(sub))
-    for k, colour in enumerate(colours):
-        ax.barh(y, shares[:, k], left=left, color=colour, height=0.7)
-        left += shares[:, k]
-    for yi, total in zip(y, totals, strict=True):
-        ax.text(101, yi, fmt_seconds(total), va="center", ha="left", fontsize=6.5)
-    ax.set_yticks(y, labels)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("share of worker time (%)")
-    ax.grid(axis="y", visible=False)

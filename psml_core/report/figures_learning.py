@@ -27,11 +27,11 @@ from psml_core.report.figure_layout import (
     seeds_phrase,
 )
 from psml_core.report.figures import (
-    _LOG_SPAN,
+    LOG_SPAN,
     FigureSpec,
-    _log_axis,
-    _spans,
+    log_axis,
     part_caption,
+    spans_decades,
 )
 from psml_core.report.format import clock_phrase
 
@@ -93,8 +93,8 @@ def _accuracy_group(
                     d["time_s"], d["lo"], d["hi"], color=styles[m]["color"], alpha=0.15, linewidth=0
                 )
         ax.axhline(targets[w], **_TARGET_STYLE)
-        if _spans(panel["time_s"]):
-            _log_axis(ax.xaxis, ax.set_xscale, panel["time_s"])
+        if spans_decades(panel["time_s"]):
+            log_axis(ax.xaxis, ax.set_xscale, panel["time_s"])
         ax.set_xlabel(f"{clock_phrase(panel['clock']) if len(panel) else clock} time (s)")
         ax.set_ylabel("test accuracy")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
@@ -108,7 +108,7 @@ def _accuracy_group(
         return (
             f"Test accuracy of the global model against {clock} time, one line per method "
             f"({seeds_phrase(runs)}); dashed: the target accuracy, which defines time to "
-            f"target. Logarithmic time axis where times span over {_LOG_SPAN:g}x."
+            f"target. Logarithmic time axis where times span over {LOG_SPAN:g}x."
             f"{part}{part_caption(k, n, [f'{w} · {s}' for w, s in chunk])}"
         )
 
@@ -146,7 +146,7 @@ def _ratio_group(
     part: str,
 ) -> list[FigureSpec]:
     styles = method_styles(methods)
-    log = _spans(data["mean"])
+    log = spans_decades(data["mean"])
 
     def draw(ax: Axes, w: str, s: str) -> None:
         panel = data[(data["workload"] == w) & (data["scenario"] == s)]
@@ -155,7 +155,7 @@ def _ratio_group(
             if not d.empty:
                 ax.plot(d["iteration"], d["mean"], linewidth=1.2, **styles[m])
         if log:
-            _log_axis(ax.yaxis, ax.set_yscale, panel["mean"])
+            log_axis(ax.yaxis, ax.set_yscale, panel["mean"])
         ax.set_xlabel("iteration")
         ax.set_ylabel("compression ratio (1 = dense)")
 

@@ -26,15 +26,15 @@ from psml_core.report.figure_layout import (
     seed_means,
 )
 from psml_core.report.figures import (
-    _LEGEND_IN,
-    _LOG_SPAN,
     HALF_LABEL_CHARS,
+    LEGEND_IN,
+    LOG_SPAN,
     MAX_FIGURE_HEIGHT_IN,
     FigureSpec,
-    _pack,
-    _spans,
+    pack_panels,
     part_caption,
     short_settings,
+    spans_decades,
 )
 from psml_core.report.format import CENSORED, clock_phrase, fmt_bytes, fmt_percent, fmt_seconds
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
@@ -186,9 +186,9 @@ def _up_down_bars(
     """
     base = palette(2)
     colours = [base[0], base[1], base[0], base[1]]
-    log = _spans(data["value"])
+    log = spans_decades(data["value"])
     # A panel holds at most as many labels as fit a figure; more are split into parts.
-    room = max(1, int((MAX_FIGURE_HEIGHT_IN - _LEGEND_IN - PANEL_IN) // (len(series) * BAR_IN)))
+    room = max(1, int((MAX_FIGURE_HEIGHT_IN - LEGEND_IN - PANEL_IN) // (len(series) * BAR_IN)))
     parts: dict[str, tuple[str, list[str]]] = {}
     for key in sorted(set(data[key_col])):
         labels = sorted(dict.fromkeys(data.loc[data[key_col] == key, "label"]), key=order)
@@ -309,10 +309,10 @@ def head_to_head_figure(
     }
     clock = clock_phrase(runs["clock"])
     # One scale per column, over every row, so that rows compare; accuracy stays linear.
-    log = {c: c != "final_test_accuracy" and _spans(means[c]) for c in cols}
+    log = {c: c != "final_test_accuracy" and spans_decades(means[c]) for c in cols}
     panels = run_panels(runs)
     row_h = PANEL_IN + BAR_IN * len(methods)
-    groups = _pack([row_h] * len(panels), MAX_FIGURE_HEIGHT_IN - _LEGEND_IN)
+    groups = pack_panels([row_h] * len(panels), MAX_FIGURE_HEIGHT_IN - LEGEND_IN)
     specs = []
     for k, group in enumerate(groups, start=1):
         chosen = [panels[i] for i in group]
@@ -358,7 +358,7 @@ def head_to_head_figure(
                 "directions."
                 + (
                     " Logarithmic axes for times or bytes that span more than a factor of "
-                    f"{_LOG_SPAN:g}."
+                    f"{LOG_SPAN:g}."
                     if any(log.values())
                     else ""
                 )

@@ -30,6 +30,7 @@ from psml_core.errors import DataError
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
+from psml_core.report.claim_regimes import paper_regime_table
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
 from psml_core.report.figures_learning import accuracy_by_scenario_figure, ratio_figure
 from psml_core.report.figures_sync import sync_figure
@@ -39,6 +40,7 @@ from psml_core.report.figures_traffic import (
     placement_traffic_figure,
 )
 from psml_core.report.format import DASH, fmt_value
+from psml_core.report.sweeps import sweep_table
 
 __all__ = [
     "HEAD_TO_HEAD",
@@ -241,7 +243,7 @@ def paper_sections(
                 if spec["experiment"] == name
                 for m, text in to.paper_settings(spec).items()
             }
-            sweep = to.sweep_table(f"{name}_sweep", name, experiment, runs, settings)
+            sweep = sweep_table(f"{name}_sweep", name, experiment, runs, settings)
             if sweep is not None:
                 tables.append(sweep.write(workdir))
         if not names:
@@ -266,7 +268,7 @@ def paper_sections(
                 "reported": [t.write(workdir) for t in reported],
                 "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
                 "regimes": [
-                    t.write(workdir) for t in [vd.paper_regime_table(mine, pid)] if t is not None
+                    t.write(workdir) for t in [paper_regime_table(mine, pid)] if t is not None
                 ],
                 "misses": vd.miss_notes(mine, paper_file),
             }

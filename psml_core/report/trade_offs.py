@@ -1,4 +1,4 @@
-"""A paper's reported tables beside ours, and the trade-off table of every parameter sweep.
+"""A paper's reported tables beside ours, and the helpers the sweep tables share.
 
 A paper file may hold the tables the paper reports (``tables:`` in
 ``workflow/schemas/paper.schema.yaml``): each row the paper's values and the recipe of ours that
@@ -7,9 +7,8 @@ read from the paper file) and ours (means over the seeds of that recipe's runs i
 experiment, read from the runs table only), so a reader sees the whole reported trend, not the
 one row a claim picks.
 
-A tier experiment with a ``sweep`` (one derived recipe ``<method>__<label>`` per value) gets
-:func:`sweep_table`: per swept value, what it means (``m = d/16``), the remote and total wire
-bytes, final accuracy and time to target, beside the experiment's other methods.
+The sweep tables (:mod:`psml_core.report.sweeps`) use this module's formatting of means
+over seeds.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Any
 import pandas as pd
 
 from psml_core.analysis.experiments import experiment_grid
-from psml_core.config import sweep_label
 from psml_core.errors import ConfigError
 from psml_core.report.format import (
     DASH,
@@ -36,12 +34,14 @@ from psml_core.report.format import (
 from psml_core.report.tables import Table
 
 __all__ = [
+    "finite_mean",
+    "fmt_accuracy",
+    "run_column",
+    "runs_of",
+    "scenario_pairs",
     "NOT_RUN",
     "paper_settings",
     "reported_table",
-    "sweep_names",
-    "sweep_table",
-    "swept_value",
 ]
 
 NOT_RUN = "not run"
@@ -80,7 +80,7 @@ def _change(value: float, reference: float) -> str:
     return f" ({sign}{sig(abs(pct))}{_NBSP}%)" if pct != 0 else f" (0{_NBSP}%)"
 
 
-def _accuracy(values: pd.Series, percent: bool) -> str:
+def fmt_accuracy(values: pd.Series, percent: bool) -> str:
     """Mean accuracy with its range over seeds: ``"0.932 [0.921, 0.940]"`` (or in %)."""
     v = pd.to_numeric(values, errors="coerce").dropna().astype(float)
     if v.empty:
@@ -92,13 +92,14 @@ def _accuracy(values: pd.Series, percent: bool) -> str:
     return text if len(v) == 1 else f"{text} [{sig(float(v.min()))}, {sig(float(v.max()))}]"
 
 
-def _mean(values: pd.Series) -> float:
+def finite_mean(values: pd.Series) -> float:
     """The mean, or NaN when any value is missing (a quantity the runs do not all record)."""
     v = pd.to_numeric(values, errors="coerce").astype(float)
     return float(v.mean()) if len(v) and v.notna().all() else math.nan
 
 
-def _column(runs: pd.DataFrame, name: str) -> pd.Series:
+def run_column(runs: pd.DataFrame, name: str) -> pd.Series:
+    """Column ``name`` of the runs as floats (NaN where missing or absent)."""
     if name in runs.columns:
         return pd.to_numeric(runs[name], errors="coerce").astype(float)
     return pd.Series(math.nan, index=runs.index, dtype=float)
@@ -107,14 +108,14 @@ def _column(runs: pd.DataFrame, name: str) -> pd.Series:
 def _bytes(runs: pd.DataFrame, kind: str) -> pd.Series:
     """Per run: wire bytes (``wire``) or the same payloads Snappy-compressed (``lossless``)."""
     if kind == "lossless":
-        return _column(runs, "lossless_bytes_up") + _column(runs, "lossless_bytes_down")
-    return _column(runs, "bytes_total")
+        return run_column(runs, "lossless_bytes_up") + run_column(runs, "lossless_bytes_down")
+    return run_column(runs, "bytes_total")
 
 
 # --------------------------------------------------------------------------- experiments
 
 
-def _runs_of(runs: pd.DataFrame, grid: Mapping[str, list], methods: Sequence[str]) -> pd.DataFrame:
+def runs_of(runs: pd.DataFrame, grid: Mapping[str, list], methods: Sequence[str]) -> pd.DataFrame:
     """The runs of ``methods`` on the experiment's workloads, scenarios and seeds."""
     keep = (
         runs["method"].astype(str).isin(list(methods))
@@ -125,7 +126,7 @@ def _runs_of(runs: pd.DataFrame, grid: Mapping[str, list], methods: Sequence[str
     return runs[keep]
 
 
-def _pairs(sub: pd.DataFrame, grid: Mapping[str, list]) -> list[tuple[str, str]]:
+def scenario_pairs(sub: pd.DataFrame, grid: Mapping[str, list]) -> list[tuple[str, str]]:
     """The experiment's (workload, scenario) pairs that hold runs, in the experiment's order."""
     have = set(zip(sub["workload"].astype(str), sub["scenario"].astype(str), strict=True))
     return [(w, s) for w in grid["workloads"] for s in grid["scenarios"] if (w, s) in have]
@@ -204,7 +205,7 @@ def _our_line(
 ) -> list[str]:
     if runs.empty:
         return [source, NOT_RUN, DASH, DASH, DASH, DASH]
-    nbytes = _mean(_bytes(runs, kind))
+    nbytes = finite_mean(_bytes(runs, kind))
     if math.isnan(nbytes):
         bytes_cell = "not measured" if kind == "lossless" else DASH
     else:
@@ -213,8 +214,8 @@ def _our_line(
     return [
         f"{source} ({len(runs)} seed{'' if len(runs) == 1 else 's'})",
         bytes_cell,
-        _accuracy(runs["final_test_accuracy"], percent),
-        fmt_seconds(_mean(runs["total_time_s"])),
+        fmt_accuracy(runs["final_test_accuracy"], percent),
+        fmt_seconds(finite_mean(runs["total_time_s"])),
         time_to_target_cell(runs["time_to_target_s"]),
         DASH,
     ]
@@ -257,8 +258,8 @@ def reported_table(
     rows_spec = list(spec["rows"])
     first = rows_spec[0]
     first_kind = str((first.get("measure") or {}).get("bytes", "wire"))
-    mine = _runs_of(runs, grid, [str(r["method"]) for r in rows_spec]) if ex else runs.iloc[:0]
-    pairs = _pairs(mine, grid)
+    mine = runs_of(runs, grid, [str(r["method"]) for r in rows_spec]) if ex else runs.iloc[:0]
+    pairs = scenario_pairs(mine, grid)
     several = len(pairs) > 1
     rows = []
     for row in rows_spec:
@@ -272,7 +273,9 @@ def reported_table(
         for w, s in pairs:
             at = mine[(mine["workload"].astype(str) == w) & (mine["scenario"].astype(str) == s)]
             ref_runs = at[at["method"].astype(str) == str(first["method"])]
-            reference = _mean(_bytes(ref_runs, first_kind)) if not ref_runs.empty else math.nan
+            reference = (
+                finite_mean(_bytes(ref_runs, first_kind)) if not ref_runs.empty else math.nan
+            )
             source = f"ours · {w} · {s}" if several else "ours"
             rows.append(
                 [head, *_our_line(source, at[at["method"].astype(str) == method], kind,
@@ -323,117 +326,3 @@ def reported_table(
 
 
 # --------------------------------------------------------------------------- sweeps
-
-
-def sweep_names(ex: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The sweep's derived recipes ``<method>__<label>`` with their values, in value order."""
-    sweep = ex.get("sweep") or {}
-    if not sweep:
-        return []
-    values = [float(v) for v in sweep["values"]]
-    labels = list(sweep.get("labels") or [])
-    if not labels:
-        labels = [sweep_label(str(sweep["params"][0]), v) for v in values]
-    return [(f"{sweep['method']}__{lb}", v) for lb, v in zip(labels, values, strict=True)]
-
-
-def swept_value(params: Sequence[str], value: float) -> str:
-    """What a swept value means: ``m = d/16`` for a hashing ratio, else ``theta0 = 0.02``."""
-    param = str(params[0])
-    if param.endswith("hashing.ratio") and value > 0:
-        inverse = 1.0 / value
-        if value == 1:
-            return "m = d"
-        if abs(inverse - round(inverse)) < 1e-9 * inverse:
-            return f"m = d/{round(inverse)}"
-        return f"m = {fmt_value(value)} d"
-    return f"{param.rsplit('.', 1)[-1]} = {fmt_value(float(value))}"
-
-
-def sweep_table(
-    name: str,
-    ex_name: str,
-    experiment: Mapping[str, Any],
-    runs: pd.DataFrame,
-    paper_rows: Mapping[str, str] | None = None,
-) -> Table | None:
-    """The trade-off of an experiment's sweep, beside the experiment's other methods.
-
-    Per workload · scenario, one row per swept value (its recipe, what the value means, and
-    the paper's row it stands for when a paper table maps it), then one per other method:
-    seeds, remote bytes (up + down that crossed the network), all wire bytes, final accuracy
-    mean [min, max] and time to target with censored runs counted. Read from ``runs`` only.
-
-    Args:
-        name: The table's file stem.
-        ex_name: The experiment's name in the tier.
-        experiment: The effective configuration.
-        runs: The runs table.
-        paper_rows: Recipe -> the paper's setting it stands for (:func:`paper_settings`).
-
-    Returns:
-        The table, or None when the experiment has no sweep or no runs.
-    """
-    ex = (experiment.get("experiments") or {}).get(ex_name) or {}
-    derived = sweep_names(ex)
-    if not derived:
-        return None
-    sweep = ex["sweep"]
-    grid = experiment_grid(experiment, ex)
-    names = [m for m, _ in derived]
-    others = [m for m in grid["methods"] if m not in names]
-    sub = _runs_of(runs, grid, [*names, *others])
-    if sub.empty:
-        return None
-    paper_rows = paper_rows or {}
-    order = [(m, swept_value(sweep["params"], v)) for m, v in derived] + [(m, DASH) for m in others]
-    rows = []
-    for w, s in _pairs(sub, grid):
-        at = sub[(sub["workload"].astype(str) == w) & (sub["scenario"].astype(str) == s)]
-        for method, meaning in order:
-            mine = at[at["method"].astype(str) == method]
-            if method in paper_rows and meaning != DASH:
-                meaning = f"{meaning} (paper: {paper_rows[method]})"
-            if mine.empty:
-                rows.append([f"{w} · {s}", method, meaning, "0", NOT_RUN, DASH, DASH, DASH])
-                continue
-            remote = _column(mine, "remote_bytes_up") + _column(mine, "remote_bytes_down")
-            rows.append(
-                [
-                    f"{w} · {s}",
-                    method,
-                    meaning,
-                    str(len(mine)),
-                    fmt_bytes(_mean(remote)),
-                    fmt_bytes(_mean(_column(mine, "bytes_total"))),
-                    _accuracy(mine["final_test_accuracy"], percent=True),
-                    time_to_target_cell(mine["time_to_target_s"]),
-                ]
-            )
-    params = ", ".join(str(p) for p in sweep["params"])
-    caption = (
-        f"Trade-off of experiment {ex_name}'s sweep, grouped by workload · scenario: "
-        f"{sweep['method']} with {params} set to each value (one recipe per value, "
-        f"{sweep['method']}__<label>), beside the experiment's other methods (– under Swept "
-        "value). Means over seeds: remote bytes are the wire bytes that crossed the network "
-        "(up + down, all workers and iterations; a colocated shard's are not remote), bytes all "
-        "wire bytes; final test accuracy [min, max]; time to target on the "
-        f"{clock_phrase(sub['clock'])} clock, averaged over the seeds that held the target to "
-        "the end of the run, the others counted as censored. “not run”: no run of that recipe "
-        "in the runs table."
-        + (
-            " m is the number of hashing buckets, d the raw feature count."
-            if str(sweep["params"][0]).endswith("hashing.ratio")
-            else ""
-        )
-    )
-    return Table(
-        name,
-        caption,
-        ["Setting", "Recipe", "Swept value", "Seeds", "Remote bytes", "Bytes", "Final accuracy",
-         "Time to target"],
-        rows,
-        align=["left", "left", "left", "right", "right", "right", "right", "right"],
-        widths=["auto", "auto", 1, "auto", "auto", "auto", "auto", "auto"],
-        group=True,
-    )  # fmt: skip

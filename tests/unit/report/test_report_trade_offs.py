@@ -33,13 +33,8 @@ from psml_core.report.format import (
     sig,
     time_to_target_cell,
 )
-from psml_core.report.trade_offs import (
-    NOT_RUN,
-    paper_settings,
-    reported_table,
-    sweep_table,
-    swept_value,
-)
+from psml_core.report.sweeps import sweep_table, swept_value
+from psml_core.report.trade_offs import NOT_RUN, paper_settings, reported_table
 
 SPEC = PAPERS["dc2"]["tables"][0]
 
