@@ -135,7 +135,7 @@ def _torch_topk_gbps(x: np.ndarray, k: int, repeats: int) -> float:
     return x.nbytes / _best(lambda: torch.topk(t.abs(), k, sorted=False), repeats) / 1e9
 
 
-def _set_threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
     try:
         from threadpoolctl import threadpool_limits
@@ -170,7 +170,7 @@ def bench_codecs(
     rows = []
     for th in threads:
         nthreads = th or os.cpu_count() or 1
-        _set_threads(nthreads)
+        set_threads(nthreads)
         ref = memcpy_gbps(x, repeats)
         topk_ref = {r: _torch_topk_gbps(x, max(1, int(n * r)), repeats) for r in ratios}
         for name in names:

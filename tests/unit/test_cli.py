@@ -238,10 +238,10 @@ def test_bench_calibrate_from_a_file_without_measured_points_is_one_line(tmp_pat
 
 
 def test_calibrated_points_are_floored_and_carry_their_spread():
-    from psml_core.bench.calibrate import _curve
+    from psml_core.bench.timing import cost_curve
     from psml_core.devices.device import TIME_FLOOR_S
 
-    got = _curve([(0.0, 0.0), (-1e-9, 0.25), (2.00004e-6, 0.125)])
+    got = cost_curve([(0.0, 0.0), (-1e-9, 0.25), (2.00004e-6, 0.125)])
     assert got == {"times": [TIME_FLOOR_S, TIME_FLOOR_S, 2e-6], "spread": 0.25}
 
 
