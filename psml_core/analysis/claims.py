@@ -57,67 +57,45 @@ which seeds were censored.
 from __future__ import annotations
 
 import glob
-import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from psml_core.analysis.claim_result import (
+    CENSORED_BOUND,
+    EXPLANATION_KEYS,
+    HIGHER_IS_BETTER,
+    MIN_SEEDS,
+    NOT_COMPARABLE,
+    VERDICT_RANK,
+    ClaimResult,
+)
+from psml_core.analysis.gains import (
+    Gains,
+    censored_values,
+    effect_to_gain,
+    gain_interval,
+    gain_to_effect,
+    gains_of,
+    metric_values,
+)
 from psml_core.analysis.regime import check_regime, measure_regime, paper_regime, regime_rows
 from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
 __all__ = [
-    "CENSORED_BOUND",
-    "EXPLANATION_KEYS",
-    "HIGHER_IS_BETTER",
-    "NOT_COMPARABLE",
-    "VERDICTS",
-    "ClaimResult",
-    "censored_values",
     "evaluate_claims",
     "explanation_for",
-    "gain_to_effect",
-    "effect_to_gain",
     "load_papers",
-    "metric_values",
-    "pair_gains",
 ]
 
-NOT_COMPARABLE = "NOT COMPARABLE (regime)"
-EXPLANATION_KEYS = {
-    "REPRODUCED": "reproduced",
-    "EXCEEDED": "exceeded",
-    "PARTIAL": "partial",
-    "NOT REPRODUCED": "not_reproduced",
-    NOT_COMPARABLE: "not_comparable",
-}
 """A verdict's key in a claim's ``explanation`` mapping of the paper file."""
-VERDICTS = (
-    "REPRODUCED",
-    "EXCEEDED",
-    "PARTIAL",
-    "NOT REPRODUCED",
-    NOT_COMPARABLE,
-    "NOT RUN",
-    "SETUP FACT",
-)
-HIGHER_IS_BETTER = frozenset({"final_test_accuracy", "utilisation"})
-MIN_SEEDS = 3
 """Seeds a REPRODUCED verdict needs (an interval over fewer is not evidence)."""
 
-CENSORED_BOUND = {
-    "time_to_target_s": "total_time_s",
-    "bytes_to_target": "bytes_total",
-    "samples_to_target": "samples_processed",
-}
 """Metrics a run may not reach (censored), and the run total that bounds them from below."""
-
-_RANK = {"NOT REPRODUCED": 0, "PARTIAL": 1, "EXCEEDED": 2, "REPRODUCED": 3}
 
 
 def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -146,213 +124,12 @@ def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
     return papers
 
 
-def metric_values(runs: pd.DataFrame, metric: str) -> pd.Series:
-    """A summary metric per run, derived ones included (see the paper schema's ``metrics``).
-
-    Censored metrics (:data:`CENSORED_BOUND`) are NaN where the run never held its target.
-    """
-    num = {c: pd.to_numeric(runs[c], errors="coerce") for c in runs.columns if c.endswith("_s")}
-    busy = num["compute_s"] + num["comm_s"] + num["wait_s"]
-    if "codec_s" in num:  # device time spent on codecs (sim cost model) is busy, not compute
-        busy = busy + num["codec_s"].fillna(0.0)
-    if metric == "remote_bytes_total":
-        return pd.to_numeric(runs["remote_bytes_up"]) + pd.to_numeric(runs["remote_bytes_down"])
-    if metric == "wait_fraction":
-        return num["wait_s"] / busy
-    if metric == "utilisation":
-        return num["compute_s"] / busy
-    if metric == "comm_compute_ratio":
-        return num["comm_s"] / num["compute_s"]
-    return pd.to_numeric(runs[metric], errors="coerce").astype(float)
-
-
-def censored_values(runs: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, censored)`` per run: a censored run's value is its bound (the run's total).
-
-    For metrics that cannot be censored, ``censored`` is all False.
-    """
-    values = metric_values(runs, metric).to_numpy(dtype=float)
-    bound = CENSORED_BOUND.get(metric)
-    if bound is None:
-        return values, np.zeros(values.size, dtype=bool)
-    censored = np.isnan(values)
-    totals = pd.to_numeric(runs[bound], errors="coerce").to_numpy(dtype=float)
-    return np.where(censored, totals, values), censored
-
-
-# --------------------------------------------------------------------------- gains and effects
-
-
-def effect_to_gain(kind: str, metric: str, effect: float) -> float:
-    """The log gain of an effect written as ``kind`` (see the module docstring)."""
-    higher = metric in HIGHER_IS_BETTER
-    if kind == "speedup":
-        return math.log(effect) if effect > 0 else math.nan
-    if kind == "reduction":
-        rest = 1.0 - effect / 100.0
-        if higher:  # "x% more" of a higher-is-better metric
-            return math.log(1.0 + effect / 100.0) if effect > -100 else math.nan
-        return -math.log(rest) if rest > 0 else math.inf
-    if kind in ("ratio", "value"):
-        if effect <= 0:
-            return math.nan
-        return math.log(effect) if (higher or kind == "value") else -math.log(effect)
-    raise ValueError(f"no gain for kind {kind!r}")
-
-
-def gain_to_effect(kind: str, metric: str, gain: float) -> float:
-    """Inverse of :func:`effect_to_gain`."""
-    if not math.isfinite(gain):
-        if kind == "reduction" and gain == math.inf and metric not in HIGHER_IS_BETTER:
-            return 100.0
-        return math.nan
-    higher = metric in HIGHER_IS_BETTER
-    if kind == "speedup":
-        return math.exp(gain)
-    if kind == "reduction":
-        return 100.0 * (math.exp(gain) - 1.0) if higher else 100.0 * (1.0 - math.exp(-gain))
-    if kind in ("ratio", "value"):
-        return math.exp(gain) if (higher or kind == "value") else math.exp(-gain)
-    raise ValueError(f"no effect for kind {kind!r}")
-
-
-@dataclass
-class _Gains:
-    """Per-seed gains of one (scenario, baseline) pairing, with censoring."""
-
-    scenario: str
-    baseline: str
-    seeds: list[int]
-    gains: np.ndarray  # exact gains, or the bound where censored (NaN: unknown)
-    bound: list[str]  # per seed: "" exact, "at most" (method censored), "at least", "unknown"
-
-    @property
-    def mean(self) -> float:
-        finite = self.gains[np.isfinite(self.gains)]
-        return float(finite.mean()) if finite.size else math.nan
-
-
-def _pairs(
-    runs: pd.DataFrame, method: str, baseline: str | None, scenario: str, workload: str | None
-) -> pd.DataFrame:
-    sel = runs[runs["scenario"] == scenario]
-    if workload is not None:
-        sel = sel[sel["workload"] == workload]
-    # Pair the method's and the baseline's runs of the same workload and seed.
-    m = sel[sel["method"] == method].set_index(["workload", "seed"])
-    if baseline is None:
-        return m.add_prefix("m_")
-    b = sel[sel["method"] == baseline].set_index(["workload", "seed"])
-    return m.add_prefix("m_").join(b.add_prefix("b_"), how="inner")
-
-
-def _gains(
-    runs: pd.DataFrame, meas: dict[str, Any], metric: str, baseline: str | None, scenario: str
-) -> _Gains | None:
-    pairs = _pairs(runs, meas["method"], baseline, scenario, meas.get("workload"))
-    if pairs.empty:
-        return None
-    mine = pairs.filter(regex="^m_").rename(columns=lambda c: c[2:])
-    ours, our_cens = censored_values(mine, metric)
-    seeds = [int(s) for _, s in pairs.index]
-    higher = metric in HIGHER_IS_BETTER
-    if baseline is None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gains = np.log(np.where(ours > 0, ours, np.nan))
-        bounds = ["at least" if c else "" for c in our_cens]
-        return _Gains(scenario, "", seeds, gains, bounds)
-    theirs = pairs.filter(regex="^b_").rename(columns=lambda c: c[2:])
-    base, base_cens = censored_values(theirs, metric)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where((ours > 0) & (base > 0), ours / base, np.nan)
-        gains = np.log(ratio) if higher else -np.log(ratio)
-    bounds = []
-    for i, (mc, bc) in enumerate(zip(our_cens, base_cens, strict=True)):
-        if mc and bc:
-            bounds.append("unknown")
-            gains[i] = math.nan
-        elif mc:  # our true value exceeds the bound (lower is better): the gain is at most this
-            bounds.append("at most")
-        elif bc:
-            bounds.append("at least")
-        else:
-            bounds.append("")
-    return _Gains(scenario, baseline, seeds, gains, bounds)
-
-
-pair_gains = _gains
 """Per-seed gains of a method against one baseline under one scenario (regime maps use it)."""
 
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
-class ClaimResult:
-    """One claim's outcome (all numbers read from the runs).
-
-    ``ours``, ``ci_low``/``ci_high`` (95% interval of the mean) and ``low``/``high`` (range over
-    seeds) are in the claim's own unit (``kind``); ``floor`` is the partial floor and
-    ``band_low``/``band_high`` the REPRODUCED band, in the same unit. ``baseline`` is the
-    strongest of the fixed ``baselines``; ``scenario`` the deciding one of the fixed scenarios.
-    """
-
-    paper: str
-    claim: str
-    statement: str
-    source: str
-    kind: str
-    reported: float | None
-    unit: str
-    up_to: bool
-    metric: str = ""
-    ours: float = math.nan
-    low: float = math.nan
-    high: float = math.nan
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    seeds: int = 0
-    censored: int = 0
-    bound: str = ""
-    scenario: str = ""
-    workload: str = ""
-    baseline: str = ""
-    baselines: str = ""
-    floor: float = math.nan
-    band_low: float = math.nan
-    band_high: float = math.nan
-    verdict: str = "NOT RUN"
-    detail: str = ""
-    explanation: str = ""
-    seed_limited: bool = False
-    regime_status: str = ""
-    regime_notes: str = ""
-    regime_map: str = ""
-    per_metric: list[dict[str, Any]] = field(default_factory=list)
-    regime: list[dict[str, Any]] = field(default_factory=list)
-
-    def row(self) -> dict[str, Any]:
-        """A flat dict for tables (``per_metric`` as text, ``regime`` as JSON)."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("per_metric", "regime")}
-        out["regime"] = json.dumps(self.regime, sort_keys=True)
-        out["per_metric"] = "; ".join(
-            f"{m['metric']} ({m['scenario']}): {m['method']:.4g} vs {m['baseline']:.4g} "
-            f"({m['strongest']})"
-            for m in self.per_metric
-        )
-        return out
-
-
-def _interval(gains: np.ndarray) -> tuple[float, float]:
-    """Two-sided 95% Student-t interval of the mean (NaN with fewer than 2 values)."""
-    n = gains.size
-    if n < 2:
-        return math.nan, math.nan
-    mean, sd = float(gains.mean()), float(gains.std(ddof=1))
-    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return mean - half, mean + half
-
-
-def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dict[str, float]]:
+def _judge(claim: dict[str, Any], g: Gains, metric: str) -> tuple[str, str, dict[str, float]]:
     """(verdict, detail, numbers in gain space) of one scenario's strongest pairing."""
     rep = claim["reported"]
     tol = claim.get("tolerance", {})
@@ -362,7 +139,7 @@ def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dic
     floor = g_rep - width if one_sided else float(tol.get("partial", 0.5)) * g_rep
     n = len(g.seeds)
     exact = np.array([b == "" for b in g.bound])
-    ci = _interval(g.gains) if exact.all() else (math.nan, math.nan)
+    ci = gain_interval(g.gains) if exact.all() else (math.nan, math.nan)
     nums = {"g_rep": g_rep, "width": width, "floor": floor, "ci_low": ci[0], "ci_high": ci[1]}
     censored = [s for s, b in zip(g.seeds, g.bound, strict=True) if b]
     cens_note = ""
@@ -419,7 +196,7 @@ def _judge(claim: dict[str, Any], g: _Gains, metric: str) -> tuple[str, str, dic
     return "NOT REPRODUCED", f"{where} the partial floor", nums
 
 
-def _set_numbers(res: ClaimResult, g: _Gains, metric: str, nums: dict[str, float]) -> None:
+def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]) -> None:
     kind = res.kind
 
     def eff(x: float) -> float:
@@ -452,7 +229,7 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     for sc in scenarios:
         options = []
         for b in baselines:
-            got = _gains(runs, meas, metric, b, sc)
+            got = gains_of(runs, meas, metric, b, sc)
             if got is None:
                 missing.append(f"{b or meas['method']} under {sc}")
                 continue
@@ -469,7 +246,7 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail = f"not run in this tier: no runs of {gone}"
         return
     # Every fixed scenario must pass: the worst decides (ties: the first listed).
-    verdict, sc, g, detail, nums = min(outcomes, key=lambda o: _RANK[o[0]])
+    verdict, sc, g, detail, nums = min(outcomes, key=lambda o: VERDICT_RANK[o[0]])
     res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
     res.seed_limited = bool(nums.pop("seed_limited", 0.0))
     _set_numbers(res, g, metric, nums)
@@ -477,7 +254,7 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     if len(outcomes) > 1:
         res.detail += "; " + ", ".join(f"{o[1]}: {o[0]}" for o in outcomes)
     for extra in meas["metrics"][1:]:  # shown beside the headline, never in its place
-        other = _gains(runs, meas, extra, g.baseline or None, sc)
+        other = gains_of(runs, meas, extra, g.baseline or None, sc)
         if other is not None and math.isfinite(other.mean):
             sel = runs[runs["scenario"] == sc]
             mine = metric_values(sel[sel["method"] == meas["method"]], extra).mean()
@@ -616,7 +393,7 @@ def _regime(
         "off" if "off" in statuses else "matched" if "matched" in statuses else "unknown"
     )
     res.regime_notes = "; ".join(notes)
-    if res.regime_status == "off" and res.verdict in _RANK:
+    if res.regime_status == "off" and res.verdict in VERDICT_RANK:
         res.detail = f"measured {res.verdict} ({res.detail}), but outside the paper's regime"
         res.verdict = NOT_COMPARABLE
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psml_core.analysis.claims import effect_to_gain, metric_values, pair_gains
+from psml_core.analysis.gains import effect_to_gain, metric_values, pair_gains
 
 __all__ = [
     "MAP_COLUMNS",

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
-from psml_core.analysis.claims import metric_values
+from psml_core.analysis.gains import metric_values
 from psml_core.report.figure_layout import (
     BAR_IN,
     LINE_ROW_IN,

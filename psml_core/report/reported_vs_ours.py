@@ -1,7 +1,7 @@
 """Reported versus reproduced, for the report: ``claims.csv`` checked against the paper files.
 
 ``psml compare`` measures every claim of ``config/papers/*.yaml`` on the runs and writes one row
-per claim to ``claims.csv`` (:class:`psml_core.analysis.claims.ClaimResult`). The report reads
+per claim to ``claims.csv`` (:class:`psml_core.analysis.claim_result.ClaimResult`). The report reads
 the measured numbers and verdicts from that file and the words (titles, setups, deviations)
 from the paper files; the two must describe the same claims with the same reported values, or
 the claims file is stale and the report refuses to print it.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.claims import EXPLANATION_KEYS, VERDICTS
+from psml_core.analysis.claim_result import EXPLANATION_KEYS, VERDICTS
 from psml_core.errors import DataError
 from psml_core.report.claim_regimes import regime_cell
 from psml_core.report.format import DASH, fmt_value, missing, sig

@@ -12,13 +12,8 @@ import math
 import pandas as pd
 import pytest
 
-from psml_core.analysis.claims import (
-    effect_to_gain,
-    evaluate_claims,
-    gain_to_effect,
-    load_papers,
-    metric_values,
-)
+from psml_core.analysis.claims import evaluate_claims, load_papers
+from psml_core.analysis.gains import effect_to_gain, gain_to_effect, metric_values
 from psml_core.errors import ConfigError
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from psml_core.analysis.claims import NOT_COMPARABLE, evaluate_claims, load_papers
+from psml_core.analysis.claim_result import NOT_COMPARABLE
+from psml_core.analysis.claims import evaluate_claims, load_papers
 from psml_core.analysis.regime import (
     REGIME_FIELDS,
     check_regime,
