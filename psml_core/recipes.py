@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.codecs import CODECS, ServerCodec, make_codec
+from psml_core.codecs.lossless import snappy_size
 from psml_core.codecs.randomk import RandomKServer
-from psml_core.codecs.value_bounded import snappy_size
 from psml_core.config import (
     Experiment,
     MethodRecipe,

@@ -1,8 +1,8 @@
 """Ratatouille / PF: the dynamic value-bounded filter, on push and on broadcast.
 
 See :class:`ValueBoundedCodec` for the algorithm, the wire formats and the byte formulas, and
-:class:`ValueBoundedServer` for the server's broadcast filter. :func:`snappy_size` gives the
-lossless Snappy size of a payload, reported separately from the raw bytes.
+:class:`ValueBoundedServer` for the server's broadcast filter. The lossless Snappy size that
+PF's code adds on top is :mod:`psml_core.codecs.lossless`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
 from psml_core.codecs.formats import decode_sparse, encode_sparse
 
-__all__ = ["ValueBoundedCodec", "ValueBoundedServer", "snappy_bytes", "snappy_size"]
+__all__ = ["ValueBoundedCodec", "ValueBoundedServer"]
 
 _F32 = np.dtype("<f4")
 _U64 = np.dtype("<u8")
@@ -25,39 +25,6 @@ _CHUNK = 1 << 16  # elements per pass of the element filter: its temporaries sta
 _MODES = ("element", "key")
 _SCHEDULES = ("decay", "lr", "fixed")
 _RESIDUAL_DTYPES = ("float64", "float32")
-
-
-def snappy_size(payload: Payload | bytes | bytearray | memoryview) -> int | None:
-    """Bytes of the payload's buffer after lossless Snappy compression, if Snappy is available.
-
-    The PF code Snappy-compresses every message in the ps-lite ZMQ van; psml reports that
-    size *separately* and never mix it into ``wire_bytes``. ``python-snappy`` is an optional
-    dependency: without it (or if ``import snappy`` finds an unrelated package with no
-    ``compress``) this returns None.
-
-    Args:
-        payload: A payload, or a raw buffer.
-
-    Returns:
-        ``len(snappy.compress(buffer))``, or None when python-snappy is not importable.
-    """
-    try:
-        import snappy  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    compress = getattr(snappy, "compress", None)
-    if not callable(compress):
-        return None
-    buf = payload.buffer if isinstance(payload, Payload) else bytes(payload)
-    return len(compress(buf))
-
-
-def snappy_bytes(payload: Payload | bytes | bytearray | memoryview) -> int:
-    """:func:`snappy_size` where python-snappy is required (checked when a job is built)."""
-    size = snappy_size(payload)
-    if size is None:
-        raise RuntimeError("python-snappy is not importable (it was when the job was built)")
-    return size
 
 
 class _Filter:

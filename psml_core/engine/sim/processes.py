@@ -18,7 +18,7 @@ import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import pack_keys
-from psml_core.codecs.value_bounded import snappy_bytes
+from psml_core.codecs.lossless import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic

@@ -20,7 +20,7 @@ import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import pack_keys
-from psml_core.codecs.value_bounded import snappy_bytes
+from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.job import Job
 from psml_core.engine.server import Pull
 from psml_core.engine.step import (

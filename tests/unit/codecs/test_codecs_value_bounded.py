@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, make_codec
-from psml_core.codecs.value_bounded import ValueBoundedCodec, ValueBoundedServer, snappy_size
+from psml_core.codecs.lossless import snappy_size
+from psml_core.codecs.value_bounded import ValueBoundedCodec, ValueBoundedServer
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 
