@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from psml_core import __version__
+from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError
 from psml_core.recipes import read_run_spec
@@ -247,116 +248,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run a performance benchmark and print its table, or calibrate a device profile."""
-    if args.what == "calibrate":
-        return _bench_calibrate(args)
-    from psml_core.atomic import write_json
-    from psml_core.bench.codecs import bench_codecs, format_table, rows_as_dicts
-
-    threads = tuple(0 if t == "all" else int(t) for t in args.threads.split(","))
-    print(format_table([], header=True))
-    rows = bench_codecs(
-        n=args.n,
-        ratios=tuple(float(r) for r in (args.ratios or "0.1,0.01,0.001").split(",")),
-        threads=threads,
-        codecs=tuple(args.codecs.split(",")) if args.codecs else None,
-        repeats=args.repeats or 3,
-        log=lambda line: print(line, flush=True),
-    )
-    if args.json:
-        write_json(args.json, rows_as_dicts(rows))
-    return 0
-
-
-def _bench_calibrate(args: argparse.Namespace) -> int:
-    """``psml bench calibrate``: measure this machine into a device file; estimate GPU files."""
-    from psml_core.bench import calibrate as cal
-    from psml_core.config import load_yaml
-
-    gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
-    if args.source and args.out:
-        raise ConfigError("give --out (measure this machine) or --from (reuse a file), not both")
-    if not (args.source or args.out):
-        raise ConfigError("psml bench calibrate needs --out FILE (or --from FILE --estimate-gpu)")
-    if args.source and not gpus:
-        raise ConfigError("--from only feeds --estimate-gpu; name the GPUs (e.g. v100,a100)")
-    unknown = [g for g in gpus if g not in cal.GPU_SPECS]
-    if unknown:
-        raise ConfigError(
-            f"--estimate-gpu: no cited figures for {', '.join(unknown)}; known GPUs: "
-            + ", ".join(sorted(cal.GPU_SPECS))
-        )
-    if args.out:
-        device = args.device or Path(args.out).stem
-        command = f"psml bench calibrate --device {device} --out {args.out}"
-        settings: dict[str, Any] = {}
-        if args.quick:
-            command += " --quick"
-            q = cal.QUICK
-            settings = {"sizes": q.sizes, "ratios": q.ratios, "repeats": q.repeats}
-            settings["min_time"] = q.min_time
-        if args.sizes:
-            command += f" --sizes {args.sizes}"
-            settings["sizes"] = tuple(int(n) for n in args.sizes.split(","))
-        if args.ratios:
-            command += f" --ratios {args.ratios}"
-            settings["ratios"] = tuple(float(r) for r in args.ratios.split(","))
-        if args.repeats:
-            command += f" --repeats {args.repeats}"
-            settings["repeats"] = args.repeats
-        if args.codecs:
-            command += f" --codecs {args.codecs}"
-            settings["codecs"] = tuple(args.codecs.split(","))
-        spec = cal.Calibration(
-            device=device,
-            command=command,
-            quick=args.quick,
-            note=args.note or "",
-            log=lambda line: print(line, flush=True),
-            **settings,
-        )
-        content = cal.calibrate(spec)
-        header = (
-            f"Device profile {device!r}, measured by `{command}`.\n"
-            "Do not edit by hand: re-run the command (see benchmarks/README.md, Calibration)."
-        )
-        cal.write_device(args.out, content, header)
-        print(cal.format_summary(content))
-        print(f"wrote {args.out}")
-        source_path, cpu = Path(args.out), content
-    else:
-        source_path = Path(args.source)
-        cpu = load_yaml(source_path, what="device file")
-        if not isinstance(cpu, dict) or not isinstance(cpu.get("codec_costs"), dict):
-            raise ConfigError(f"device file {str(source_path)!r} has no codec_costs table")
-    for gpu in gpus:
-        out = source_path.parent / f"{gpu}.yaml"
-        content = cal.estimate_gpu(cpu, gpu, source_path.name)
-        header = (
-            f"Device profile {gpu!r}: compute cited, codec costs estimated from "
-            f"{source_path.name} by\n`psml bench calibrate --from {source_path} "
-            f"--estimate-gpu {gpu}` (regenerated, never edited by hand)."
-        )
-        cal.write_device(out, content, header)
-        print(f"wrote {out}")
-    return 0
-
-
-# --------------------------------------------------------------------------- parser
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0].replace("``", ""))
-    ap.add_argument("--version", action="version", version=f"psml {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> Any:
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.set_defaults(fn=fn)
-        return p
-
-    p = add("config", cmd_config, "validate a config and print the effective configuration")
+def _config_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml config``."""
     p.add_argument(
         "--configfile",
         default="config/config.yaml",
@@ -370,11 +263,15 @@ def _parser() -> argparse.ArgumentParser:
         help="override a key, value as YAML; repeatable (e.g. --set tier=small --set 'seeds=[0]')",
     )
 
-    p = add("prepare", cmd_prepare, "build a data set and its SHA-256 manifest")
+
+def _prepare_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml prepare``."""
     p.add_argument("--spec", required=True, help="the dataset's settings as JSON")
     p.add_argument("--out", required=True, help="output directory")
 
-    p = add("analyze", cmd_analyze, "sparsity statistics of a prepared data set")
+
+def _analyze_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml analyze``."""
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--workers", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
@@ -386,7 +283,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="output JSON")
 
-    p = add("partition", cmd_partition, "compute a run's placement and predicted traffic")
+
+def _partition_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml partition``."""
     p.add_argument(
         "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
     )
@@ -394,7 +293,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output assignment (.npz)")
     p.add_argument("--traffic", required=True, help="output predicted traffic (.json)")
 
-    p = add("train", cmd_train, "train one run; writes metrics.parquet and summary.json")
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml train``."""
     p.add_argument(
         "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
     )
@@ -408,7 +309,9 @@ def _parser() -> argparse.ArgumentParser:
         help="how a dist run starts its P+S ranks: spawn locally, srun (SLURM), torchrun",
     )
 
-    p = add("compare", cmd_compare, "collect run summaries into tables")
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml compare``."""
     p.add_argument(
         "--summaries", nargs="+", required=True, help="summary.json files, or @FILE listing them"
     )
@@ -425,7 +328,9 @@ def _parser() -> argparse.ArgumentParser:
         "--regime-map", help="regime_map.parquet: each mapped claim's effect along its axis"
     )
 
-    p = add("report", cmd_report, "build the PDF report")
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml report``."""
     p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")
     p.add_argument("--aggregate", required=True, help="aggregate.csv from `psml compare`")
     p.add_argument(
@@ -445,42 +350,42 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
-    p = add(
+
+
+_COMMANDS: tuple[
+    tuple[str, Callable[[argparse.Namespace], int], Callable[[Any], None], str], ...
+] = (
+    ("config", cmd_config, _config_args, "validate a config and print the effective configuration"),
+    ("prepare", cmd_prepare, _prepare_args, "build a data set and its SHA-256 manifest"),
+    ("analyze", cmd_analyze, _analyze_args, "sparsity statistics of a prepared data set"),
+    (
+        "partition",
+        cmd_partition,
+        _partition_args,
+        "compute a run's placement and predicted traffic",
+    ),
+    ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
+    ("compare", cmd_compare, _compare_args, "collect run summaries into tables"),
+    ("report", cmd_report, _report_args, "build the PDF report"),
+    (
         "bench",
         cmd_bench,
+        bench_args,
         "performance benchmark (prints ratios to same-run references), or `calibrate`: measure "
         "this machine into a device profile (config/devices/<name>.yaml)",
-    )
-    p.add_argument("what", choices=["codecs", "calibrate"], help="which benchmark")
-    p.add_argument("--n", type=int, default=25_000_000, help="codecs: vector length (float32)")
-    p.add_argument(
-        "--ratios", help="comma list (codecs: 0.1,0.01,0.001; calibrate: 0.001,0.01,0.1,0.3,1)"
-    )
-    p.add_argument("--threads", default="1,all", help="codecs: comma list; 'all' = every core")
-    p.add_argument("--codecs", default="", help="comma list (default: all registered)")
-    p.add_argument("--repeats", type=int, help="timed repetitions (codecs: 3, calibrate: 5)")
-    p.add_argument("--json", help="codecs: also write the rows as JSON here")
-    p.add_argument("--device", help="calibrate: the profile's name (default: --out's stem)")
-    p.add_argument("--out", help="calibrate: the device file to write (measured on this machine)")
-    p.add_argument(
-        "--sizes", help="calibrate: comma list of vector lengths (default 2^10 ... 2^24)"
-    )
-    p.add_argument(
-        "--quick", action="store_true", help="calibrate: tiny sizes, 1 repeat (tests only)"
-    )
-    p.add_argument("--note", help="calibrate: words added to the measured source's detail")
-    p.add_argument(
-        "--estimate-gpu",
-        metavar="GPUS",
-        help="calibrate: comma list (v100,a100): also write <GPU>.yaml next to the CPU file, "
-        "codec costs scaled from it, compute cited",
-    )
-    p.add_argument(
-        "--from",
-        dest="source",
-        metavar="FILE",
-        help="calibrate: take the CPU table from this device file instead of measuring",
-    )
+    ),
+)
+"""Each subcommand: its name, its function, its arguments and its help line."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0].replace("``", ""))
+    ap.add_argument("--version", action="version", version=f"psml {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, fn, add_args, help_ in _COMMANDS:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(fn=fn)
+        add_args(p)
     return ap
 
 
