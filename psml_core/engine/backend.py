@@ -5,11 +5,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from psml_core.config import MethodRecipe
 from psml_core.engine.job import Job
 from psml_core.metrics.records import IterationRecord
+from psml_core.placement.base import PLACEMENTS
 from psml_core.registry import Registry
+from psml_core.sync.base import SYNC_POLICIES
 
-__all__ = ["BACKENDS", "Backend"]
+__all__ = ["BACKENDS", "Backend", "moves_keys", "has_barrier"]
 
 
 class Backend(ABC):
@@ -25,6 +28,26 @@ class Backend(ABC):
     @abstractmethod
     def run(self, job: Job) -> list[IterationRecord]:
         """Train to the end and return every worker's per-iteration records."""
+
+    @classmethod
+    def refusal(cls, method: MethodRecipe) -> str | None:
+        """Why this backend cannot run ``method`` faithfully, with the fix; None if it can.
+
+        Asked for every recipe of a tier when its config is loaded
+        (:func:`psml_core.engine.capabilities.check_backend`), so that no job of a tier the
+        backend cannot run starts, and again when a job is built.
+        """
+        return None
+
+
+def moves_keys(method: MethodRecipe) -> bool:
+    """Whether the recipe's placement moves keys between shards during the run."""
+    return bool(PLACEMENTS.get(method.placement.name).moves_keys)
+
+
+def has_barrier(method: MethodRecipe) -> bool:
+    """Whether the recipe's sync policy applies each clock's pushes together (BSP, PCP)."""
+    return bool(SYNC_POLICIES.get(method.sync.name).barrier)
 
 
 BACKENDS: Registry[type[Backend]] = Registry("backend")

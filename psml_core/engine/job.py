@@ -271,7 +271,8 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         compute=compute,
         speed=Heterogeneity(spec.compute.heterogeneity, spec.seed),
     )
-    if isinstance(placement, DynamicPlacement):
+    if placement.moves_keys:
+        assert isinstance(placement, DynamicPlacement)  # the one placement that moves keys
         # A fixed partition decides once, after the warm-up, for the rest of the run.
         remaining = spec.workload.iterations - placement.period
         job.dynamic = placement.tracker(

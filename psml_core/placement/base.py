@@ -54,9 +54,16 @@ class Assignment:
 
 
 class Placement(ABC):
-    """Assigns samples to workers and keys to shards."""
+    """Assigns samples to workers and keys to shards.
+
+    Attributes:
+        moves_keys: Whether keys move between shards during the run (the dynamic partition):
+            the placement then has a ``tracker`` the backend drives, and only backends that
+            can migrate keys run it.
+    """
 
     name: ClassVar[str]
+    moves_keys: ClassVar[bool] = False
 
     @abstractmethod
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:

@@ -336,6 +336,8 @@ class DynamicPlacement(Placement):
         fixed: Decide once, after ``period`` warm-up steps.
     """
 
+    moves_keys = True
+
     dynamic = True
 
     def __init__(

@@ -75,6 +75,7 @@ def test_list_overrides_on_the_command_line_are_typed(workflow_copy: Path):
         ("methods=[nope]", "unknown method 'nope'; known methods (config/methods.yaml): "),
         ("workers=two", "key 'workers': expected integer"),
         ("surprise=1", "unknown key 'surprise'"),
+        ("backend=horovod", "backend 'horovod' cannot run"),  # the smoke tier has ASP recipes
     ],
 )
 def test_bad_config_stops_before_any_job(workflow_copy: Path, override: str, fragment: str):

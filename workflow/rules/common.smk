@@ -12,6 +12,7 @@ import yaml
 from snakemake.utils import validate
 
 from psml_core.config import effective_config
+from psml_core.engine.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
 
@@ -43,6 +44,7 @@ for _key in workflow.config_settings.config or {}:
 # violation into one line naming the key and the allowed values; exit before any job runs.
 try:
     EXP = load_experiment(config, CONFIG_DIR)
+    check_backend(EXP)  # a backend that cannot run one of the tier's recipes stops here
     _EFFECTIVE = effective_config(config, CONFIG_DIR)
 except ConfigError as _err:
     sys.exit(f"error: {_err}")
