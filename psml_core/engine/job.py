@@ -31,7 +31,7 @@ from psml_core.placement import (
 )
 from psml_core.placement.cost import machine_of_shard
 from psml_core.recipes import check_method
-from psml_core.sync import SYNC_POLICIES
+from psml_core.sync import SYNC_POLICIES, SyncPolicy
 
 __all__ = [
     "Job",
@@ -186,32 +186,20 @@ def make_worker_codec(spec: RunSpec, rank: int) -> Codec:
     return codec
 
 
-def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
-    """Build the run's objects from its settings and its (prepared) data set.
+def _workers(
+    spec: RunSpec,
+    model: Model,
+    dataset: Dataset,
+    assignment: Assignment,
+    shard_keys: list[np.ndarray],
+    init: np.ndarray,
+    policy: SyncPolicy,
+) -> list[Worker]:
+    """The P workers: each one's samples, codecs, and optimizer replicas where it needs them.
 
-    Args:
-        spec: The run's settings.
-        dataset: The data (raw: hashed here when the recipe has a ``hashing`` block).
-        assignment: A placement computed beforehand (``psml partition``); computed if None.
+    Every worker holds the same ``shard_keys`` list, as the shards' keys.
     """
-    # jpdc: hash first, so the model, the placement's incidence and training see m features.
-    dataset = _hashed(dataset, spec)
-    model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
-    placement = PLACEMENTS.build(spec.method.placement)
-    if assignment is None:
-        problem = PlacementProblem(
-            n_samples=len(dataset.y_train),
-            n_keys=model.n_params,
-            incidence=model.incidence(dataset.X_train),
-            seed=spec.seed,
-        )
-        assignment = placement.assign(problem, spec.workers, spec.shards)
-    _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
-    init = model.init_params(spec.seed)
-    shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
-    policy = SYNC_POLICIES.build(spec.method.sync)
     aggregate = spec.method.pull == "aggregate"
-    check_method(spec.method)  # also run when the config loads; here for a hand-written --run
     workers = []
     for p in range(spec.workers):
         rows = assignment.samples_of(p)
@@ -237,7 +225,14 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
                 touched=spec.method.pull == "touched",
             )
         )
-    shards = [
+    return workers
+
+
+def _shards(
+    spec: RunSpec, shard_keys: list[np.ndarray], init: np.ndarray, policy: SyncPolicy
+) -> list[ServerShard]:
+    """The S server shards: each one's keys, codecs, optimizer and sync policy."""
+    return [
         ServerShard(
             rank=s,
             keys=keys,
@@ -253,6 +248,35 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
         )
         for s, keys in enumerate(shard_keys)
     ]
+
+
+def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
+    """Build the run's objects from its settings and its (prepared) data set.
+
+    Args:
+        spec: The run's settings.
+        dataset: The data (raw: hashed here when the recipe has a ``hashing`` block).
+        assignment: A placement computed beforehand (``psml partition``); computed if None.
+    """
+    # jpdc: hash first, so the model, the placement's incidence and training see m features.
+    dataset = _hashed(dataset, spec)
+    model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
+    placement = PLACEMENTS.build(spec.method.placement)
+    if assignment is None:
+        problem = PlacementProblem(
+            n_samples=len(dataset.y_train),
+            n_keys=model.n_params,
+            incidence=model.incidence(dataset.X_train),
+            seed=spec.seed,
+        )
+        assignment = placement.assign(problem, spec.workers, spec.shards)
+    _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
+    init = model.init_params(spec.seed)
+    shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]
+    policy = SYNC_POLICIES.build(spec.method.sync)
+    check_method(spec.method)  # also run when the config loads; here for a hand-written --run
+    workers = _workers(spec, model, dataset, assignment, shard_keys, init, policy)
+    shards = _shards(spec, shard_keys, init, policy)
     compute = make_compute_model(spec.compute)
     # A representative batch from a sampler of its own, so worker 0's batch order is untouched.
     probe = BatchSampler(

@@ -54,6 +54,67 @@ def _lossless_total(records: list[IterationRecord], direction: str) -> int | Non
     return sum(measured) if measured else None
 
 
+def _evaluations(records: list[IterationRecord]) -> list[tuple[int, float, float, float]]:
+    """(iteration, time, test accuracy, test loss) of every evaluation, in iteration order.
+
+    An evaluated model exists once its round's last push has landed: its time is the latest
+    ``time_s`` of that iteration over the workers.
+    """
+    done_at: dict[int, float] = {}
+    for r in records:
+        done_at[r.iteration] = max(done_at.get(r.iteration, r.time_s), r.time_s)
+    evals = sorted(
+        {
+            (r.iteration, done_at[r.iteration], r.test_accuracy, r.test_loss)
+            for r in records
+            if not math.isnan(r.test_accuracy)
+        }
+    )
+    if not evals:
+        raise ValueError("a run must evaluate at least once (at its last iteration)")
+    return evals
+
+
+def _totals(records: list[IterationRecord]) -> dict[str, Any]:
+    """The run's totals over every worker's records: time, bytes and where the time went."""
+    return {
+        "total_time_s": max(r.time_s for r in records),
+        "bytes_up": sum(r.bytes_up for r in records),
+        "bytes_down": sum(r.bytes_down for r in records),
+        "bytes_total": sum(r.bytes_up + r.bytes_down for r in records),
+        "remote_bytes_up": sum(r.remote_bytes_up for r in records),
+        "remote_bytes_down": sum(r.remote_bytes_down for r in records),
+        "compute_s": sum(r.compute_s for r in records),
+        "comm_s": sum(r.comm_s for r in records),
+        "wait_s": sum(r.wait_s for r in records),
+        "codec_s": sum(r.codec_s for r in records),
+        "lossless_bytes_up": _lossless_total(records, "up"),
+        "lossless_bytes_down": _lossless_total(records, "down"),
+    }
+
+
+def _provenance(
+    spec: RunSpec,
+    data_sha256: dict[str, str],
+    wall_clock_s: float,
+    compute_model: dict[str, Any],
+) -> dict[str, Any]:
+    """What produced the run: its settings' hash, the code, the packages, the data files."""
+    commit, dirty = git_state()
+    return {
+        "config_hash": spec.config_hash(),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": versions(),
+        "backend": spec.backend,
+        "seed": spec.seed,
+        "data_sha256": dict(sorted(data_sha256.items())),
+        "run_spec": spec.to_dict(),
+        "wall_clock_s": wall_clock_s,
+        "compute_model": compute_model,
+    }
+
+
 def build_summary(
     records: list[IterationRecord],
     spec: RunSpec,
@@ -77,20 +138,7 @@ def build_summary(
     """
     last_it = max(r.iteration for r in records)
     last = [r for r in records if r.iteration == last_it]
-    # An evaluated model exists once its round's last push has landed: the latest time_s of
-    # that iteration over the workers.
-    done_at: dict[int, float] = {}
-    for r in records:
-        done_at[r.iteration] = max(done_at.get(r.iteration, r.time_s), r.time_s)
-    evals = sorted(
-        {
-            (r.iteration, done_at[r.iteration], r.test_accuracy, r.test_loss)
-            for r in records
-            if not math.isnan(r.test_accuracy)
-        }
-    )
-    if not evals:
-        raise ValueError("a run must evaluate at least once (at its last iteration)")
+    evals = _evaluations(records)
     target = spec.workload.target_accuracy
     reached = target_reached(evals, target, spec.workload.target_window)
     # Samples and bytes up to the evaluated iteration at which the target is reached and held.
@@ -100,7 +148,6 @@ def build_summary(
     samples_upto = sum(r.local_steps for r in records if r.iteration <= upto) * batch
     bytes_upto = sum(r.bytes_up + r.bytes_down for r in records if r.iteration <= upto)
     first = next(((it, t) for (it, t, acc, _) in evals if acc >= target), None)
-    commit, dirty = git_state()
     summary = {
         "run_id": spec.run_id,
         "tier": spec.tier,
@@ -124,30 +171,8 @@ def build_summary(
         "bytes_to_target": bytes_upto if reached is not None else None,
         "samples_to_target": samples_upto if reached is not None else None,
         "samples_processed": samples,
-        "total_time_s": max(r.time_s for r in records),
-        "bytes_up": sum(r.bytes_up for r in records),
-        "bytes_down": sum(r.bytes_down for r in records),
-        "bytes_total": sum(r.bytes_up + r.bytes_down for r in records),
-        "remote_bytes_up": sum(r.remote_bytes_up for r in records),
-        "remote_bytes_down": sum(r.remote_bytes_down for r in records),
-        "compute_s": sum(r.compute_s for r in records),
-        "comm_s": sum(r.comm_s for r in records),
-        "wait_s": sum(r.wait_s for r in records),
-        "codec_s": sum(r.codec_s for r in records),
-        "lossless_bytes_up": _lossless_total(records, "up"),
-        "lossless_bytes_down": _lossless_total(records, "down"),
-        "provenance": {
-            "config_hash": spec.config_hash(),
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "versions": versions(),
-            "backend": spec.backend,
-            "seed": spec.seed,
-            "data_sha256": dict(sorted(data_sha256.items())),
-            "run_spec": spec.to_dict(),
-            "wall_clock_s": wall_clock_s,
-            "compute_model": compute_model,
-        },
+        **_totals(records),
+        "provenance": _provenance(spec, data_sha256, wall_clock_s, compute_model),
     }
     if placement_decisions is not None:
         summary["placement_decisions"] = placement_decisions

@@ -101,19 +101,61 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _inputs(
-    experiment: Mapping[str, Any], papers_dir: Path, runs_csv: Path, claims_csv: Path
-) -> dict[str, str]:
+def _inputs(experiment: Mapping[str, Any], papers_dir: Path, *tables: Path) -> dict[str, str]:
     """SHA-256 of the configuration and tables, named by file name (not by path: portable)."""
     canonical = json.dumps(experiment, sort_keys=True, separators=(",", ":"), default=str)
     out = {
         "effective configuration (canonical JSON)": hashlib.sha256(canonical.encode()).hexdigest(),
-        Path(runs_csv).name: _sha256_file(runs_csv),
-        Path(claims_csv).name: _sha256_file(claims_csv),
+        **{Path(t).name: _sha256_file(t) for t in tables},
     }
     for p in sorted(Path(papers_dir).glob("*.yaml")):
         out[f"{Path(papers_dir).name}/{p.name}"] = _sha256_file(p)
     return out
+
+
+def _setup_section(
+    experiment: Mapping[str, Any], sparsity: Mapping[str, Mapping[str, Any]], workdir: Path
+) -> dict[str, Any]:
+    """The setup section: the tier, its data sets, workloads, scenarios and compute model."""
+
+    def w(table: tb.Table) -> dict[str, Any]:
+        return table.write(workdir)
+
+    dataset_tables = [w(ts.datasets_table(experiment))]
+    if sparsity:
+        dataset_tables.append(w(ts.sparsity_table(sparsity)))
+    return {
+        "intro": fmt_value(experiment.get("description")),
+        "blocks": [
+            {"heading": "Experiment", "tables": [w(ts.general_table(experiment))]},
+            {"heading": "Datasets", "tables": dataset_tables},
+            {"heading": "Workloads", "tables": [w(ts.workloads_table(experiment))]},
+            {"heading": "Network scenarios", "tables": [w(ts.scenarios_table(experiment))]},
+            {"heading": "Compute model", "tables": [w(ts.compute_table(experiment))]},
+        ],
+    }
+
+
+def _attachments(
+    runs: pd.DataFrame,
+    aggregate: pd.DataFrame,
+    claims: pd.DataFrame,
+    experiment: Mapping[str, Any],
+    partition: Mapping[str, Mapping[str, Any]],
+    workdir: Path,
+) -> list[dict[str, Any]]:
+    """The long tables, as CSV files (numbers, not formatted text) attached to the PDF."""
+    return [
+        a.write(workdir)
+        for a in [
+            at.runs_attachment(runs),
+            at.aggregate_attachment(aggregate),
+            at.claims_attachment(claims),
+            at.regimes_attachment(regimes_frame(claims)),
+            at.methods_attachment(experiment),
+            *([at.partition_attachment(partition)] if partition else []),
+        ]
+    ]
 
 
 def _report_data(
@@ -135,9 +177,7 @@ def _report_data(
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
 
-    dataset_tables = [w(ts.datasets_table(experiment))]
-    if sparsity:
-        dataset_tables.append(w(ts.sparsity_table(sparsity)))
+    setup = _setup_section(experiment, sparsity, workdir)
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
     by_pair = {
@@ -167,16 +207,7 @@ def _report_data(
             "intro": vd.summary_intro(claims, papers, tier),
             "tables": [w(vd.verdict_table(claims))],
         },
-        "setup": {
-            "intro": fmt_value(experiment.get("description")),
-            "blocks": [
-                {"heading": "Experiment", "tables": [w(ts.general_table(experiment))]},
-                {"heading": "Datasets", "tables": dataset_tables},
-                {"heading": "Workloads", "tables": [w(ts.workloads_table(experiment))]},
-                {"heading": "Network scenarios", "tables": [w(ts.scenarios_table(experiment))]},
-                {"heading": "Compute model", "tables": [w(ts.compute_table(experiment))]},
-            ],
-        },
+        "setup": setup,
         "papers": papers_data,
         "head_to_head": h2h,
         "results": {
@@ -186,18 +217,7 @@ def _report_data(
                 for f in figures
             ],
         },
-        # Long tables travel as CSV files (numbers, not formatted text) attached to the PDF.
-        "attachments": [
-            a.write(workdir)
-            for a in [
-                at.runs_attachment(runs),
-                at.aggregate_attachment(aggregate),
-                at.claims_attachment(claims),
-                at.regimes_attachment(regimes_frame(claims)),
-                at.methods_attachment(experiment),
-                *([at.partition_attachment(partition)] if partition else []),
-            ]
-        ],
+        "attachments": _attachments(runs, aggregate, claims, experiment, partition, workdir),
         "methods": [w(ts.methods_table(experiment))],
         "versions": tp.versions_text(runs),
         "provenance": [
@@ -246,6 +266,21 @@ def _compile(workdir: Path, out_pdf: Path) -> None:
             )
         except typst.TypstError as exc:  # a template or data bug, not a user error
             raise RuntimeError(f"typst could not compile {workdir / 'report.typ'}: {exc}") from exc
+
+
+def _read_runs(runs_csv: Path) -> pd.DataFrame:
+    """The runs table in (workload, method, scenario, seed) order; refused when empty."""
+    runs = read_runs_csv(runs_csv)
+    if runs.empty:
+        raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
+    return runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
+
+
+def _read_claims(claims_csv: Path, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The claims file, checked against the paper files, in the papers' order."""
+    claims = vd.read_claims(claims_csv)
+    vd.check_claims(claims, papers, claims_csv)
+    return _ordered_claims(claims, papers)
 
 
 def build_report(
@@ -300,19 +335,16 @@ def build_report(
     if not Path(papers_dir).is_dir():
         raise DataError(f"papers directory {str(papers_dir)!r} does not exist")
     # Every input is read (and checked) before anything is written.
-    runs = read_runs_csv(runs_csv)
-    if runs.empty:
-        raise DataError(f"runs table {str(runs_csv)!r} holds no runs; nothing to report")
-    runs = runs.sort_values(list(RUN_KEYS), kind="stable", ignore_index=True)
+    runs = _read_runs(runs_csv)
     aggregate = read_aggregate_csv(aggregate_csv)
     frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
     papers = load_papers(papers_dir)
-    claims = vd.read_claims(claims_csv)
-    vd.check_claims(claims, papers, claims_csv)
-    claims = _ordered_claims(claims, papers)
+    claims = _read_claims(claims_csv, papers)
     sparsity_stats = named_json(sparsity, "sparsity", "dataset")
     placements = partition_files(partition)
-    inputs = _inputs(experiment, Path(papers_dir), Path(runs_csv), Path(claims_csv))
+    inputs = _inputs(
+        experiment, Path(papers_dir), Path(runs_csv), Path(aggregate_csv), Path(claims_csv)
+    )
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
