@@ -78,11 +78,15 @@ class CodecContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
 def check_vector(x: np.ndarray) -> np.ndarray:
-    """Validate a codec input: 1-D, floating, finite. Returns it as a float32 array.
+    """Validate a codec input: 1-D, floating, finite in float32. Returns it as a float32 array.
 
     Raises:
-        ValueError: naming the first offending index, for NaN or infinity.
+        ValueError: naming the first offending index, for NaN, infinity, or a value beyond
+            float32's range (checked before the cast, which would make it infinite).
         TypeError: for a non-floating dtype.
     """
     x = np.asarray(x)
@@ -94,6 +98,15 @@ def check_vector(x: np.ndarray) -> np.ndarray:
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
         raise ValueError(f"cannot encode a non-finite value ({x[bad]!r} at index {bad})")
+    if x.dtype.itemsize > 4:
+        # Checked before the cast: a float64 beyond float32's range would become inf silently.
+        big = np.abs(x) > _F32_MAX
+        if big.any():
+            bad = int(np.flatnonzero(big)[0])
+            raise ValueError(
+                f"cannot encode {float(x[bad])!r} at index {bad}: beyond float32's range "
+                f"(|x| <= {_F32_MAX:.6g}), the wire's value type"
+            )
     return x.astype(np.float32, copy=False)
 
 
