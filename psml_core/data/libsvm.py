@@ -199,7 +199,14 @@ class _Reader:
         self.c_val: list[str] = []
 
     def fail(self, lineno: int, text: str) -> None:
-        """Raise the slow checker's error for a line (or a generic one if it finds none)."""
+        """Raise the error of the first bad line up to this one.
+
+        The pending chunk's numbers are converted only when it is flushed, so a bad number on
+        an earlier line of the chunk is reported before this line's problem.
+        """
+        for earlier, pending in self.c_texts:
+            if earlier < lineno and (problem := _line_problem(pending)):
+                raise _line_error(self.path, earlier, problem, earlier == self.unterminated)
         problem = _line_problem(text) or "cannot be parsed"
         raise _line_error(self.path, lineno, problem, lineno == self.unterminated)
 

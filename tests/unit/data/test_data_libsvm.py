@@ -207,6 +207,8 @@ def _error(tmp_path: Path, text: str | bytes, **kw) -> str:
         ("# header only\n\n", ["no data lines"]),
         ("1 1:1\n-1 1:\xff\n".encode("latin-1"), ["line 2", "UTF-8"]),
         ("5 1:1\n5 2:1\n", ["at least two classes"]),
+        # a bad number pending conversion is named before a later line's structural problem
+        ("1 1:1\n0 2:abc\n1 3\n0 4:x\n", ["line 2", "value 'abc' is not a number"]),
     ],
 )
 def test_errors_name_file_and_line(tmp_path, text, needles: list[str]) -> None:
