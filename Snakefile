@@ -11,6 +11,9 @@ from snakemake.utils import min_version
 min_version("9.19")
 
 
+include: "workflow/rules/config_file.smk"
+
+
 configfile: "config/config.yaml"
 
 

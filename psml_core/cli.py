@@ -64,6 +64,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     from psml_core.recipes import load_experiment
 
     user = load_yaml(args.configfile) or {}
+    if not isinstance(user, dict):
+        raise ConfigError(
+            f"config file {args.configfile!r}: expected keys at the top level (a mapping), "
+            f"got a {type(user).__name__}; write it as `key: value` lines"
+        )
     for item in args.set or []:
         key, sep, value = item.partition("=")
         if not sep:

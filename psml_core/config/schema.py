@@ -50,9 +50,15 @@ def load_yaml(path: str | Path, what: str = "config file") -> Any:
         with open(p, encoding="utf-8") as fh:
             return yaml.safe_load(fh)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{where}: {exc}") from None
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{yaml_where(exc)}") from None
+
+
+def yaml_where(exc: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, on one line: `` at line L, column C: <problem>``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}: {' '.join(str(problem).split())}"
 
 
 def _key(path: typing.Iterable[Any]) -> str:

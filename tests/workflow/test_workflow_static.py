@@ -145,6 +145,23 @@ def test_bad_config_file_stops_the_dry_run(workflow_copy: Path, configfile, edit
     assert files() == before  # nothing written, not even .snakemake/
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("tier: smoke\nseeds: [0\n", "config/config.yaml line 3, column 1: not valid YAML"),
+        ("- tier: smoke\n", "config/config.yaml: expected `key: value` lines at the top level"),
+    ],
+)
+def test_a_malformed_config_yaml_is_named_with_its_line(workflow_copy: Path, text, fragment):
+    """Snakemake's own message for these names no file; ours names the file and the line."""
+    (workflow_copy / "config" / "config.yaml").write_text(text)
+    proc = snakemake_cli(["-n"], workflow_copy)
+    assert proc.returncode != 0
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and fragment in err_lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and "WorkflowError" not in proc.stderr
+
+
 def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_job():
     repo = Path(__file__).resolve().parents[2]
     ci = (repo / ".ci" / "run").read_text().strip().splitlines()[-1]

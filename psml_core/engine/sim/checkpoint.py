@@ -15,7 +15,9 @@ and the step, so they need nothing. The checkpoint names the run's ``config_hash
 of other settings is never resumed.
 
 Fault injection (tests): with ``PSML_FAULT_KILL_AFTER_CHECKPOINT=k`` in the environment the
-process kills itself with SIGKILL right after writing its k-th checkpoint.
+process kills itself with SIGKILL right after writing its k-th checkpoint; with
+``PSML_FAULT_HOLD_AFTER_CHECKPOINT=k`` it stops there for a minute instead, so that a test can
+kill whatever runs it (Snakemake itself) while a checkpoint is on disk.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +36,18 @@ from psml_core.engine.job import Job
 from psml_core.engine.server import ServerShard
 from psml_core.errors import DataError
 
-__all__ = ["CHECKPOINT_NAME", "FAULT_ENV", "SimCheckpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_NAME",
+    "FAULT_ENV",
+    "HOLD_ENV",
+    "SimCheckpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+]
 
 CHECKPOINT_NAME = "checkpoint.pkl"
 FAULT_ENV = "PSML_FAULT_KILL_AFTER_CHECKPOINT"
+HOLD_ENV = "PSML_FAULT_HOLD_AFTER_CHECKPOINT"
 _FORMAT = 1
 _WORKER_DATA = ("model", "X", "y", "incidence")  # rebuilt from the data set, never saved
 
@@ -107,6 +118,11 @@ def save_checkpoint(path: Path, ckpt: SimCheckpoint) -> None:
         print(f"{FAULT_ENV}={kill_after}: killing this process (SIGKILL)", file=sys.stderr)
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    hold_after = os.environ.get(HOLD_ENV)
+    if hold_after and _written == int(hold_after):
+        print(f"{HOLD_ENV}={hold_after}: holding for 60 s", file=sys.stderr)
+        sys.stderr.flush()
+        time.sleep(60)
 
 
 def load_checkpoint(path: Path, config_hash: str) -> SimCheckpoint | None:
