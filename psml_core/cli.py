@@ -20,7 +20,7 @@ import yaml
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
-from psml_core.errors import ConfigError, DataError, PsmlError
+from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
 
 __all__ = ["main"]
@@ -182,11 +182,39 @@ def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
     module = ["-m", "psml_core.engine.torchdist.launch"]
     if args.launcher == "srun":
         cmd = ["srun", "-n", str(n), sys.executable, *module, *rank_args]
-    else:  # torchrun: "--" keeps it from reading --run as its own --run-path
-        cmd = ["torchrun", "--standalone", f"--nproc-per-node={n}", *module, "--", *rank_args]
-    if shutil.which(cmd[0]) is None:
-        raise ConfigError(f"--launcher {args.launcher}: {cmd[0]!r} is not on PATH")
-    return subprocess.run(cmd, check=False).returncode
+        if shutil.which(cmd[0]) is None:
+            raise ConfigError(f"--launcher {args.launcher}: {cmd[0]!r} is not on PATH")
+        return subprocess.run(cmd, check=False).returncode
+    if shutil.which("torchrun") is None:
+        raise ConfigError(f"--launcher {args.launcher}: 'torchrun' is not on PATH")
+    return _torchrun(spec, n, [*module, "--", *rank_args], Path(args.out))
+
+
+def _torchrun(spec: RunSpec, n: int, rank_cmd: list[str], out: Path) -> int:
+    """Torchrun with every rank's output and torchrun's own in ``<out>.ranks/``.
+
+    torch's store traces and torchrun's failure report (tens of lines per rank) stay in those
+    files; psml's own lines (``psml ...``, one per rank when a run fails) are printed here, and
+    a failed run ends in one error line naming the files.
+    """
+    import subprocess
+
+    logs = out.with_name(out.name + ".ranks")
+    logs.mkdir(parents=True, exist_ok=True)
+    # "--" keeps torchrun from reading --run as its own --run-path; -r 3 redirects both streams.
+    cmd = ["torchrun", "--standalone", f"--nproc-per-node={n}", "--log-dir", str(logs), "-r", "3"]
+    with open(logs / "torchrun.log", "w", encoding="utf-8") as agent:
+        code = subprocess.run([*cmd, *rank_cmd], check=False, stdout=agent, stderr=agent).returncode
+    for path in sorted(logs.rglob("std*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("psml "):
+                print(line, file=sys.stderr if "error" in line or "stops" in line else sys.stdout)
+    if code != 0:
+        raise RunError(
+            f"dist run {spec.run_id!r} failed (torchrun exited with code {code}); each rank's "
+            f"output and torchrun's report are in {logs}/"
+        )
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

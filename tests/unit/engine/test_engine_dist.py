@@ -441,6 +441,30 @@ def test_torchrun_launch_writes_results_once(smoke, prepared, tmp_path):
     assert len(df) == 2 * 12 and set(df["clock"]) == {"wall-clock"}
 
 
+def test_a_failed_torchrun_launch_is_quiet(smoke, prepared, tmp_path):
+    """`psml train --launcher torchrun` with a crashing rank: psml's lines, torch's in files."""
+    psml = Path(sys.executable).parent / "psml"
+    if not psml.exists() or not (Path(sys.executable).parent / "torchrun").exists():
+        pytest.skip("the psml and torchrun console scripts are not next to this interpreter")
+    spec = dist_spec(smoke, iterations=12, shards=1)
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PATH"] = os.pathsep.join([str(psml.parent), env.get("PATH", "")])
+    env.update(PSML_DIST_KILL_RANK="2", PSML_DIST_KILL_STEP="2")
+    cmd = [str(psml), "train", "--run", spec.to_json(), "--data", str(prepared["digits"])]
+    cmd += ["--out", str(out), "--launcher", "torchrun"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text and "ChildFailedError" not in text, text
+    assert len(text.strip().splitlines()) <= 3, text  # the crash, psml's error line
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("psml train: error: dist run") and "run.ranks/" in last, last
+    agent = (tmp_path / "run.ranks" / "torchrun.log").read_text()
+    assert "ChildFailedError" in agent  # torchrun's report is kept, in the file
+    assert not out.exists() or not any(out.iterdir())
+
+
 # --------------------------------------------------------------------------- PCP, DSSP, DC2
 
 
