@@ -166,14 +166,17 @@ class ServerCodec:
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """Encode what the server broadcasts to every worker (the aggregate, or a filtered part)."""
         from psml_core.codecs.formats import encode_auto
+        from psml_core.codecs.integrity import seal
 
-        return Payload(f"{self.codec.name}/down", int(agg.size), encode_auto(check_vector(agg)))
+        body = encode_auto(check_vector(agg))
+        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast payload (workers and the server apply the same vector)."""
         from psml_core.codecs.formats import decode_auto
+        from psml_core.codecs.integrity import unseal
 
-        return decode_auto(payload.buffer, payload.n)
+        return decode_auto(unseal(payload.buffer, payload.codec, payload.n), payload.n)
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """State the server publishes for the next step, and its size in bytes per worker.

@@ -27,9 +27,23 @@ class DenseCodec(Codec):
         return Payload(self.name, int(x.size), x.astype("<f4", copy=False).tobytes())
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Decode to a float32 vector; a buffer of the wrong length is a ValueError."""
+        """Decode to a float32 vector.
+
+        Header-free: both ends know the length (``4n``), so a cut, extended or empty buffer is
+        refused by its length; a value that is not finite (NaN, infinity) is refused too, as
+        the encoder never sends one. Any other bit pattern is a value the encoder could send.
+        """
         if len(payload.buffer) != 4 * payload.n:
             raise ValueError(
-                f"dense payload of {len(payload.buffer)} bytes cannot hold {payload.n} float32"
+                f"codec 'none': payload of {len(payload.buffer)} bytes; {payload.n} float32 "
+                f"take {4 * payload.n}"
             )
-        return np.frombuffer(payload.buffer, dtype="<f4").astype(np.float32)
+        out = np.frombuffer(payload.buffer, dtype="<f4").astype(np.float32)
+        finite = np.isfinite(out)
+        if not finite.all():
+            bad = int(np.flatnonzero(~finite)[0])
+            raise ValueError(
+                f"codec 'none': value {out[bad]!r} at index {bad} is not finite; the encoder "
+                "never sends one"
+            )
+        return out

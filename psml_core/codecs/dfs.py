@@ -24,6 +24,7 @@ from psml_core.codecs.blocks import (
 from psml_core.codecs.dfs_cost import KEY_BLOCK, KEY_MASK, KEY_REPORT, LAST_BLOCK_FLAG, CostReport
 from psml_core.codecs.dfs_server import DFSServer
 from psml_core.codecs.formats import block_count, decode_blocks, encode_blocks
+from psml_core.codecs.integrity import seal, unseal
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -77,7 +78,9 @@ class DFSCodec(Codec):
     and ``"dfs_report"`` (True = this push carries a cost report). Encoder and decoder read the
     same three keys, so both agree on ``B`` and on the layout without any header.
 
-    Wire format (up): ``[cost report] + block records``.
+    Wire format (up): ``[cost report] + block records + CRC-32`` (the 4-byte trailer of
+    :mod:`~psml_core.codecs.integrity` over the report and the records; the cost report counts
+    the records' bytes only).
 
     * Block records (:func:`~psml_core.codecs.formats.encode_blocks`): each a little-endian uint32
       block id then the block's float32 values, ascending ids: ``|S| (4B + 4)`` bytes, with
@@ -293,9 +296,9 @@ class DFSCodec(Codec):
         ids = self.select(x, b, prev, self.budget(n, b, ctx))
         records = encode_blocks(x, ids, b)
         if not self.reports_due(ctx):
-            return Payload(self.name, n, records)
+            return Payload(self.name, n, seal(records))
         report = self._report(x, ctx, b, prev, ids)
-        return Payload(self.name, n, report.to_bytes() + records)
+        return Payload(self.name, n, seal(report.to_bytes() + records))
 
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.
@@ -326,7 +329,7 @@ class DFSCodec(Codec):
         """
         n = payload.n
         b = self.resolve_block_size(ctx)
-        buf: bytes | memoryview = payload.buffer
+        buf: bytes | memoryview = unseal(payload.buffer, self.name, n)
         report = None
         if self.reports_due(ctx):
             m = self.cost_report_bytes

@@ -24,6 +24,7 @@ from psml_core.codecs.blocks import (
 )
 from psml_core.codecs.dfs_cost import KEY_BLOCK, KEY_MASK, KEY_REPORT, CostReport
 from psml_core.codecs.formats import bitmap_bytes, block_count, decode_blocks, encode_blocks
+from psml_core.codecs.integrity import seal, unseal
 
 __all__ = ["DFSServer"]
 
@@ -151,7 +152,7 @@ class DFSServer(ServerCodec):
             self.residual = u
             buf = encode_blocks(u32, ids, b)
         self.n, self.mask, self.mask_block = n, sent, b
-        return Payload(f"{self.codec.name}/down", n, buf)
+        return Payload(f"{self.codec.name}/down", n, seal(buf))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast vector (zeros outside the blocks sent down).
@@ -161,7 +162,8 @@ class DFSServer(ServerCodec):
                 ``down_ratio`` allows.
         """
         b = self.codec.resolve_block_size(ctx)
-        ids, dense = decode_blocks(payload.buffer, payload.n, b)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        ids, dense = decode_blocks(body, payload.n, b)
         k = self.down_budget(payload.n, b)
         if k is not None and ids.size > k:
             raise ValueError(f"dfs down payload has {ids.size} blocks, down_ratio allows {k}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
 from psml_core.codecs.formats import encode_sparse
+from psml_core.codecs.integrity import seal
 from psml_core.codecs.sparsify import (
     F32_MAX,
     all_finite_nonzero,
@@ -53,9 +54,9 @@ class DGCCodec(Codec):
     non-zeros when ``t`` is 0) or far fewer (even none). Error feedback keeps what was not sent.
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the ``m`` kept elements:
-    ``wire_bytes = sparse_size(n, m)`` = ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else
-    ``min(ceil(n/8) + 4m, 4n)``. ``m`` is data dependent; the decoder rejects zero or non-finite
-    kept values.
+    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32 trailer and ``sparse_size``
+    ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4m, 4n)``. ``m`` is
+    data dependent; the decoder rejects zero or non-finite kept values.
 
     Server side: the default lossless union of the workers' supports.
 
@@ -138,11 +139,11 @@ class DGCCodec(Codec):
         x = check_vector(x)
         n = int(x.size)
         if n == 0:
-            return Payload(self.name, 0, b"")
+            return Payload(self.name, 0, seal(b""))
         ratio = ratio_in_force(self.ratio, ctx)
         _, mask = self.select(x, keep_count(n, ratio), ratio, ctx)
         idx = np.flatnonzero(mask)
-        return Payload(self.name, n, encode_sparse(n, idx, x[idx]))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""

@@ -1,5 +1,9 @@
 """Wire formats shared by the codecs, with exact sizes and no self-describing header.
 
+These are message bodies: a codec seals a variable-length body with a 4-byte CRC-32 trailer
+(:mod:`psml_core.codecs.integrity`) before it goes on the wire, so that a cut, extended or
+damaged buffer is refused, never parsed as a different valid message.
+
 Sparse vectors (our design's "Byte accounting"):
 
 * **COO**: ``k`` little-endian int32 indices (ascending), then ``k`` float32 values: ``8k`` bytes.

@@ -8,7 +8,8 @@ travel, which is what makes a placement show in the measured bytes.
 Wire format (header-free, little-endian):
 
 * **entries** (pushes, pull answers): ``m`` uint64 keys, strictly ascending, then ``m`` float32
-  values: ``wire_bytes = 12 m`` exactly. Keys are positions in the vector the message encodes
+  values, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity`:
+  ``wire_bytes = 12 m + 4`` exactly. Keys are positions in the vector the message encodes
   (a shard's key list, which both ends know, as for every other codec's push).
 * **key list** (a ``touched`` pull's request, :func:`pack_keys`): ``m`` uint64 keys, strictly
   ascending: ``8 m`` bytes.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.integrity import seal, unseal
 
 __all__ = [
     "ENTRY_BYTES",
@@ -152,21 +154,21 @@ class KVCodec(Codec):
         """The non-zero entries of ``x``, keys ascending."""
         x = check_vector(x)
         keys = np.flatnonzero(x)
-        return Payload(self.name, int(x.size), encode_entries(int(x.size), keys, x[keys]))
+        return Payload(self.name, int(x.size), seal(encode_entries(int(x.size), keys, x[keys])))
 
     def encode_keys(self, x: np.ndarray, keys: np.ndarray, ctx: CodecContext) -> Payload:
         """The entries of ``x`` at ``keys`` (strictly ascending), zeros included."""
         x = check_vector(x)
         keys = _check_keys(keys, int(x.size), "kv entries")
-        return Payload(self.name, int(x.size), encode_entries(int(x.size), keys, x[keys]))
+        return Payload(self.name, int(x.size), seal(encode_entries(int(x.size), keys, x[keys])))
 
     def decode_entries(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
         """The ``(keys, values)`` of a payload (strict; see :func:`decode_entries`)."""
-        return decode_entries(payload.buffer, payload.n)
+        return decode_entries(unseal(payload.buffer, self.name, payload.n), payload.n)
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The dense float32 vector: the entries in place, zeros elsewhere (strict)."""
-        keys, vals = decode_entries(payload.buffer, payload.n)
+        keys, vals = self.decode_entries(payload)
         out = np.zeros(payload.n, dtype=np.float32)
         out[keys] = vals
         return out

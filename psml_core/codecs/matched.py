@@ -8,6 +8,7 @@ import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
 from psml_core.codecs.formats import decode_sparse, encode_sparse
+from psml_core.codecs.integrity import seal, unseal
 from psml_core.codecs.select import topk_indices
 from psml_core.codecs.value_bounded import ValueBoundedCodec
 
@@ -25,9 +26,10 @@ class MatchedTopKCodec(Codec):
     parameters sees the same gradient stream as the worker (with its own residual, as in a PF
     run) and reports how many elements it would send; the codec then sends the ``k`` largest
     elements of ``v = g + e`` (its own error-feedback residual ``e``), in the same sparse
-    format. With the same ``k`` and ``n`` both send exactly ``sparse_size(n, k)`` bytes, so
-    the two differ only in *which* elements they send: magnitude order versus a decaying bound
-    with carry-over. When the filter would send nothing, nothing is sent (0 bytes).
+    format. With the same ``k`` and ``n`` both send exactly ``sparse_size(n, k) + 4`` bytes
+    (with the CRC-32 trailer), so the two differ only in *which* elements they send: magnitude
+    order versus a decaying bound with carry-over. When the filter would send nothing, the
+    payload is the trailer alone (4 bytes).
 
     Algorithm, per step: ``k = shadow.encode(g).count``; ``v = g + e``; send top-k of ``v``;
     ``e = v - sent``.
@@ -65,11 +67,11 @@ class MatchedTopKCodec(Codec):
         self.residual = v
         self.residual[idx] = 0.0
         self.last_k = k
-        return Payload(self.name, n, encode_sparse(n, idx, vals))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, vals)))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The sent elements in place, zeros elsewhere (format from the length alone)."""
-        idx, vals = decode_sparse(payload.buffer, payload.n)
+        idx, vals = decode_sparse(unseal(payload.buffer, self.name, payload.n), payload.n)
         if not np.all(np.isfinite(vals)):
             raise ValueError("topk_matched payload holds non-finite values")
         out = np.zeros(payload.n, dtype=np.float32)

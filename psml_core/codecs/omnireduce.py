@@ -9,6 +9,7 @@ import numpy as np
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
 from psml_core.codecs.blocks import block_maxabs, check_block_size, check_fraction
 from psml_core.codecs.formats import block_count, decode_blocks, encode_blocks
+from psml_core.codecs.integrity import seal, unseal
 from psml_core.codecs.select import topk_indices
 
 __all__ = ["OmniReduceCodec", "OmniReduceServer"]
@@ -36,9 +37,10 @@ class OmniReduceCodec(Codec):
 
     Wire format (up): one record per sent block, ascending block id: the block id as a
     little-endian uint32, then the block's ``B`` float32 values (:func:`~psml_core.codecs.formats.
-    encode_blocks`). ``wire_bytes = nz_blocks (4B + 4)``, with ``4r + 4`` instead of ``4B + 4``
-    when the short last block of ``r = n - (nblk - 1) B`` elements is sent. No header: ``n``,
-    ``B``, ``threshold`` and the ratio are known to both ends.
+    encode_blocks`), then the 4-byte CRC-32 trailer: ``wire_bytes = nz_blocks (4B + 4) + 4``,
+    with ``4r + 4`` instead of ``4B + 4`` when the short last block of ``r = n - (nblk - 1) B``
+    elements is sent. No other header: ``n``, ``B``, ``threshold`` and the ratio are known to
+    both ends.
 
     Server side (:class:`OmniReduceServer`): sums the pushes block by block and returns the
     aggregated blocks of the *union* of the workers' blocks to every worker, in the same record
@@ -92,7 +94,7 @@ class OmniReduceCodec(Codec):
             sparse[idx] = x[idx]
             x = sparse
         keep = np.flatnonzero(block_maxabs(x, self.block_size) > self.threshold)
-        return Payload(self.name, n, encode_blocks(x, keep, self.block_size))
+        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size)))
 
     def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
         """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
@@ -102,7 +104,7 @@ class OmniReduceCodec(Codec):
                 block this codec would have skipped, or more non-zeros than ``topk`` keeps.
         """
         n, b = payload.n, self.block_size
-        ids, dense = decode_blocks(payload.buffer, n, b)
+        ids, dense = decode_blocks(unseal(payload.buffer, self.name, n), n, b)
         if ids.size:
             nfull = n // b
             full = ids[ids < nfull]
@@ -171,8 +173,9 @@ class OmniReduceServer(ServerCodec):
             ids = np.flatnonzero(self.union)
         else:
             ids = np.flatnonzero(block_maxabs(agg, b) > 0)
-        return Payload(f"{self.codec.name}/down", n, encode_blocks(agg, ids, b))
+        return Payload(f"{self.codec.name}/down", n, seal(encode_blocks(agg, ids, b)))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast aggregate (zeros outside the union)."""
-        return decode_blocks(payload.buffer, payload.n, self.codec.block_size)[1]
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        return decode_blocks(body, payload.n, self.codec.block_size)[1]

@@ -35,6 +35,7 @@ import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.formats import decode_sparse
+from psml_core.codecs.integrity import unseal
 
 __all__ = [
     "F32",
@@ -121,7 +122,8 @@ def sparse_dense(
         value_ok: ``f(vals) -> bool`` for the values of a COO or bitmap buffer.
         dense_ok: ``f(dense) -> bool`` for a dense buffer (default: all finite).
     """
-    n, buf = payload.n, payload.buffer
+    n = payload.n
+    buf = unseal(payload.buffer, what.split()[0], n)
     if len(buf) == 4 * n:
         out = np.frombuffer(buf, dtype=F32).astype(np.float32)
         ok = dense_ok(out) if dense_ok is not None else bool(np.isfinite(out).all())

@@ -11,6 +11,7 @@ import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
 from psml_core.codecs.formats import encode_sparse
+from psml_core.codecs.integrity import seal
 from psml_core.codecs.sparsify import F32_MAX, magnitude_mask, sparse_dense
 
 __all__ = ["ThresholdCodec"]
@@ -26,8 +27,9 @@ class ThresholdCodec(Codec):
     on a ratio, so this codec ignores ``ctx.ratio``.
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the ``m`` kept elements:
-    ``wire_bytes = sparse_size(n, m)`` = ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else
-    ``min(ceil(n/8) + 4m, 4n)``. The decoder rejects values with ``|v| <= threshold``.
+    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32 trailer and ``sparse_size``
+    ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4m, 4n)``. The
+    decoder rejects values with ``|v| <= threshold``.
 
     Server side: the default lossless union of the workers' supports.
 
@@ -61,7 +63,7 @@ class ThresholdCodec(Codec):
         x = check_vector(x)
         n = int(x.size)
         idx = np.flatnonzero(magnitude_mask(x, self._t32, strict=True))
-        return Payload(self.name, n, encode_sparse(n, idx, x[idx]))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""

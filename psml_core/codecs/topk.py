@@ -9,6 +9,7 @@ import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
 from psml_core.codecs.formats import encode_sparse, sparse_size
+from psml_core.codecs.integrity import CHECKSUM_BYTES, seal
 from psml_core.codecs.select import topk_indices
 from psml_core.codecs.sparsify import (
     all_finite,
@@ -31,7 +32,8 @@ class TopKCodec(Codec):
     selection among the candidates).
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the kept elements, whose size
-    depends only on ``n`` and ``k``: ``wire_bytes = sparse_size(n, k)`` = ``8k`` (COO) while
+    depends only on ``n`` and ``k``: ``wire_bytes = sparse_size(n, k) + 4`` (the CRC-32 trailer
+    of :mod:`~psml_core.codecs.integrity`), ``sparse_size`` being ``8k`` (COO) while
     ``k <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4k, 4n)`` (bitmap, or dense). The
     decoder recomputes ``k`` from ``n`` and the ratio and rejects any other length.
 
@@ -68,16 +70,16 @@ class TopKCodec(Codec):
         if self._scratch is None or self._scratch.size != n:
             self._scratch = np.empty(n, dtype=np.float32)
         idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
-        return Payload(self.name, n, encode_sparse(n, idx, x[idx]))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""
         n = payload.n
         k = self.keep_count(n, ctx)
-        if len(payload.buffer) != sparse_size(n, k):
+        if len(payload.buffer) != sparse_size(n, k) + CHECKSUM_BYTES:
             raise ValueError(
-                f"topk payload of {len(payload.buffer)} bytes; {k} of {n} elements take "
-                f"{sparse_size(n, k)}"
+                f"codec 'topk': payload of {len(payload.buffer)} bytes; {k} of {n} elements "
+                f"take {sparse_size(n, k) + CHECKSUM_BYTES} (with the checksum)"
             )
         return sparse_dense(
             payload,
@@ -125,16 +127,16 @@ class TopKDownServer(ServerCodec):
         if not np.isfinite(sent).all():
             raise ValueError("topk server: aggregate plus residual overflows float32")
         v[idx] -= sent
-        return Payload(f"{self.codec.name}/down", n, encode_sparse(n, idx, sent))
+        return Payload(f"{self.codec.name}/down", n, seal(encode_sparse(n, idx, sent)))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast; its length must be ``sparse_size(n, k_down)``."""
         n = payload.n
         k = keep_count(n, self.down_ratio)
-        if len(payload.buffer) != sparse_size(n, k):
+        if len(payload.buffer) != sparse_size(n, k) + CHECKSUM_BYTES:
             raise ValueError(
-                f"topk down payload of {len(payload.buffer)} bytes; {k} of {n} elements take "
-                f"{sparse_size(n, k)}"
+                f"codec 'topk' (down): payload of {len(payload.buffer)} bytes; {k} of {n} "
+                f"elements take {sparse_size(n, k) + CHECKSUM_BYTES} (with the checksum)"
             )
         return sparse_dense(
             payload,

@@ -16,6 +16,7 @@ import numpy as np
 
 from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
 from psml_core.codecs.formats import decode_sparse, encode_sparse
+from psml_core.codecs.integrity import seal, unseal
 
 __all__ = ["ValueBoundedCodec", "ValueBoundedServer"]
 
@@ -105,14 +106,16 @@ class ValueBoundedCodec(Codec):
       :func:`~psml_core.codecs.formats.encode_sparse` — COO (int32 indices, then float32
       values) while ``k <= floor(ceil(n/8) / 4)``, else bitmap (``ceil(n/8)`` presence bytes,
       then the values) while shorter than dense, else dense float32. With ``k`` kept elements:
-      ``wire_bytes = 8k`` if ``k <= floor(ceil(n/8)/4)``, else ``min(ceil(n/8) + 4k, 4n)``
+      ``wire_bytes = 8k`` if ``k <= floor(ceil(n/8)/4)``, else ``min(ceil(n/8) + 4k, 4n)``,
+      plus the 4-byte CRC-32 trailer of every sealed payload
       (:func:`~psml_core.codecs.formats.sparse_size`). Our design's "8 B per kept element, or
       bitmap if cheaper".
     * key mode: PS-lite key/value entries, one per element of every sent key: ``m``
       little-endian uint64 keys (the elements' indices in the vector, ascending), then the ``m``
-      float32 values. ``wire_bytes = 12 m`` with ``m`` the total size of the sent keys — the
-      our design's "12 B per element of each sent key". The decoder rejects a length that is not a
-      multiple of 12, unordered or out-of-range indices, and any key sent only in part.
+      float32 values, then the CRC-32 trailer: ``wire_bytes = 12 m + 4`` with ``m`` the total
+      size of the sent keys — our design's "12 B per element of each sent key", plus 4. The
+      decoder rejects a body whose length is not a multiple of 12, unordered or out-of-range
+      indices, and any key sent only in part.
 
     Decoders also reject non-finite values. ``ctx.ratio`` is not used: the amount sent follows
     from the bound, not from a ratio.
@@ -233,7 +236,7 @@ class ValueBoundedCodec(Codec):
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Filter ``x`` plus the residual; send the kept part and keep the rest."""
         x = check_vector(x)
-        return Payload(self.name, int(x.size), self._filter(self._state, x, ctx))
+        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx)))
 
     def reset(self) -> None:
         """Forget the carried-over residual (a new run; benchmarks of one vector)."""
@@ -242,7 +245,8 @@ class ValueBoundedCodec(Codec):
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode to a dense float32 vector (zeros where nothing was sent)."""
-        return self._decode_buffer(payload.buffer, payload.n, ctx)
+        body = unseal(payload.buffer, self.name, payload.n)
+        return self._decode_buffer(body, payload.n, ctx)
 
     def server(self) -> ValueBoundedServer:
         """The broadcast filter, with its own residual."""
@@ -436,11 +440,12 @@ class ValueBoundedServer(ServerCodec):
         """Filter the averaged update ``U`` plus ``R``; broadcast the kept part."""
         u = check_vector(agg)
         buf = self.codec._filter(self._state, u, ctx)
-        return Payload(f"{self.codec.name}/down", int(u.size), buf)
+        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast (same format as the push)."""
-        return self.codec._decode_buffer(payload.buffer, payload.n, ctx)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        return self.codec._decode_buffer(body, payload.n, ctx)
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """Nothing is published besides the broadcast."""

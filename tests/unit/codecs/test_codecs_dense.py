@@ -41,8 +41,15 @@ def test_non_finite_rejected(bad):
 
 def test_truncated_payload_rejected():
     p = DenseCodec().encode(np.ones(4, dtype=np.float32), CodecContext())
-    with pytest.raises(ValueError, match="cannot hold 4 float32"):
+    with pytest.raises(ValueError, match="payload of 15 bytes; 4 float32 take 16"):
         DenseCodec().decode(Payload("none", 4, p.buffer[:-1]), CodecContext())
+
+
+@pytest.mark.parametrize("bad", [b"\xff\xff\xff\xff", b"\x00\x00\x80\x7f"])
+def test_a_non_finite_value_in_a_payload_is_rejected(bad):
+    """Four 0xFF bytes are a NaN: a value the encoder never sends (as is infinity)."""
+    with pytest.raises(ValueError, match="at index 0 is not finite"):
+        DenseCodec().decode(Payload("none", 1, bad), CodecContext())
 
 
 def test_aggregate_is_the_sum():

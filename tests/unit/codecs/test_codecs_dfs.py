@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER, body_of, sealed
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, make_codec
 from psml_core.codecs.blocks import block_budget
@@ -55,6 +56,11 @@ def reference_select(v, b, rho, mask=None, lam=1.0, eta=None) -> list[int]:
 
 
 def reference_records(v: np.ndarray, b: int, ids: list[int]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of the block records."""
+    return sealed(reference_body(v, b, ids))
+
+
+def reference_body(v: np.ndarray, b: int, ids: list[int]) -> bytes:
     out = b""
     for bid, s, e in blocks_of(v.size, b):
         if bid in ids:
@@ -71,8 +77,8 @@ def reference_kept(v: np.ndarray, b: int, ids) -> np.ndarray:
 
 
 def reference_bytes(n: int, b: int, ids) -> int:
-    """|S| (4B + 4), with 4r + 4 for a short last block."""
-    return sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
+    """|S| (4B + 4), with 4r + 4 for a short last block, plus the CRC-32 trailer."""
+    return TRAILER + sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
 
 
 def reference_remap(mask, old_b: int, new_b: int, n: int) -> np.ndarray:
@@ -161,15 +167,15 @@ def test_byte_formula_exact():
     x[300] = 1.0
     codec = DFSCodec()
     p = codec.encode(x, ctx_for(0.5, 256))  # k = 2 blocks: the short block 3 and block 1
-    assert p.wire_bytes == (4 * 256 + 4) + (4 * 232 + 4)
+    assert p.wire_bytes == (4 * 256 + 4) + (4 * 232 + 4) + TRAILER
     p = codec.encode(x, ctx_for(0.001, 256))  # k = 1: the short block
-    assert p.wire_bytes == 4 * 232 + 4
+    assert p.wire_bytes == 4 * 232 + 4 + TRAILER
 
 
 def test_ratio_param_overrides_ctx_and_default_block():
     x = np.arange(1024, dtype=np.float32)
     p = DFSCodec(ratio=0.5).encode(x, CodecContext(ratio=0.01))
-    assert p.wire_bytes == 2 * (4 * 256 + 4)  # default B = 256, k = 2 (blocks 2 and 3)
+    assert p.wire_bytes == 2 * (4 * 256 + 4) + TRAILER  # default B = 256, k = 2 (blocks 2, 3)
     np.testing.assert_array_equal(DFSCodec(ratio=0.5).decode(p, CodecContext())[512:], x[512:])
 
 
@@ -180,15 +186,15 @@ def test_energy_rule_stops_first():
     codec = DFSCodec(energy=0.9)
     ctx = ctx_for(0.5, 8)  # the ratio alone would keep 4 blocks
     p = codec.encode(x, ctx)
-    assert p.wire_bytes == 4 + 4 * 8  # block 5 holds 100 / 101 of the energy
+    assert p.wire_bytes == 4 + 4 * 8 + TRAILER  # block 5 holds 100 / 101 of the energy
     np.testing.assert_array_equal(np.flatnonzero(codec.decode(p, ctx)), [40])
-    assert DFSCodec(energy=1.0).encode(x, ctx).wire_bytes == 2 * 36  # blocks 0 and 5
+    assert DFSCodec(energy=1.0).encode(x, ctx).wire_bytes == 2 * 36 + TRAILER  # blocks 0, 5
 
 
 def test_adversarial_inputs():
     codec = DFSCodec()
     empty = codec.encode(np.zeros(0, dtype=np.float32), ctx_for(0.1, 4))
-    assert empty.wire_bytes == 0
+    assert empty.wire_bytes == TRAILER
     assert codec.decode(empty, ctx_for(0.1, 4)).size == 0
     zeros = codec.encode(np.zeros(10, dtype=np.float32), ctx_for(0.1, 4))
     assert zeros.buffer == reference_records(np.zeros(10, np.float32), 4, [0])  # ties: lowest id
@@ -206,7 +212,7 @@ def test_other_float_dtypes_are_cast(dtype):
     codec = DFSCodec()
     ctx = ctx_for(0.2, 2)
     p = codec.encode(x, ctx)
-    assert p.wire_bytes == 4 + 8
+    assert p.wire_bytes == 4 + 8 + TRAILER
     np.testing.assert_array_equal(codec.decode(p, ctx), x.astype(np.float32))
 
 
@@ -248,15 +254,18 @@ def test_truncated_and_corrupted_rejected():
     codec = DFSCodec()
     ctx = ctx_for(0.5, 4)
     x = np.arange(1, 11, dtype=np.float32)
-    buf = codec.encode(x, ctx).buffer  # blocks 1 and 2 (short): 20 + 12 bytes
+    sent = codec.encode(x, ctx).buffer  # blocks 1 and 2 (short): 20 + 12 bytes, + 4
     for cut in (1, 3, 4, 7, 12):
-        with pytest.raises(ValueError):
-            codec.decode(Payload("dfs", 10, buf[:-cut]), ctx)
+        with pytest.raises(ValueError, match="CRC-32"):
+            codec.decode(Payload("dfs", 10, sent[:-cut]), ctx)
+    buf = body_of(sent)
     with pytest.raises(ValueError):
-        codec.decode(Payload("dfs", 10, struct.pack("<I", 9) + buf[4:]), ctx)
+        codec.decode(Payload("dfs", 10, sealed(struct.pack("<I", 9) + buf[4:])), ctx)
     with pytest.raises(ValueError, match="budget"):
-        codec.decode(Payload("dfs", 10, buf), ctx_for(0.1, 4))  # one block expected
+        codec.decode(Payload("dfs", 10, sent), ctx_for(0.1, 4))  # one block expected
     with pytest.raises(ValueError, match="budget"):
+        codec.decode(Payload("dfs", 10, sealed(b"")), ctx)
+    with pytest.raises(ValueError, match="checksum"):
         codec.decode(Payload("dfs", 10, b""), ctx)
 
 
@@ -304,7 +313,7 @@ def test_predicted_costs_are_exact():
     for b in (32, 100, 128, 512):
         ctx_b = ctx_for(0.05, b, reference_remap(prev, 128, b, n))
         p = codec.encode(v, ctx_b)
-        assert report.costs[b] == p.wire_bytes
+        assert report.costs[b] + TRAILER == p.wire_bytes  # the records, then the checksum
         ids = codec.decode_records(p, ctx_b)[0]
         np.testing.assert_array_equal(np.flatnonzero(report.masks[b]), ids)
 
@@ -470,9 +479,9 @@ def test_end_to_end_with_error_feedback_and_dynamic_block_size():
             sum_out[p] += ef.decode(payloads[-1], ctx)
             if due:  # the report leads the buffer and is counted
                 assert payloads[-1].buffer[:12] == report.to_bytes()
-                assert payloads[-1].wire_bytes == 12 + report.costs[b]
+                assert payloads[-1].wire_bytes == 12 + report.costs[b] + TRAILER
             else:
-                assert payloads[-1].wire_bytes == report.costs[b]
+                assert payloads[-1].wire_bytes == report.costs[b] + TRAILER
         agg = server.aggregate(payloads, ctx)
         down = server.encode_down(agg, ctx)
         assert down.wire_bytes == reference_bytes(n, b, np.flatnonzero(server.union))

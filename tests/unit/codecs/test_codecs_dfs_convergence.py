@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sealing import TRAILER
 
 from psml_core.codecs import CodecContext, ErrorFeedback
 from psml_core.codecs.blocks import block_budget
@@ -84,7 +85,7 @@ def test_b1_lam0_is_element_topk_with_error_feedback(kind: str, n: int, rho: flo
         np.testing.assert_array_equal(got_ids, ids)
         np.testing.assert_array_equal(got, sent)
         np.testing.assert_array_equal(dfs.residual, resid)
-        assert payload.wire_bytes == 8 * k  # k records of one id and one value
+        assert payload.wire_bytes == 8 * k + TRAILER  # k records of one id and one value
         plain = CodecContext(step=t)
         np.testing.assert_array_equal(topk.decode(topk.encode(x, plain), plain), got)
         np.testing.assert_array_equal(topk.residual, dfs.residual)

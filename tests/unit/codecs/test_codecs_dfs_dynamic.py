@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER, body_of, sealed
 
 from psml_core.codecs import CodecContext, ErrorFeedback, Payload, make_codec
 from psml_core.codecs.dfs import DEFAULT_CANDIDATES, DFSCodec
@@ -169,8 +170,8 @@ def test_push_with_report_matches_reference(seed, eta):
     per_b = ref_report_ids(v, b, prev, rho, cands, eta=eta)
     ids = ref_select(v, b, rho, prev, eta=eta)
     words = struct.pack("<4I", *(ref_word(n, c, per_b[c]) for c in cands))
-    assert p.buffer == words + ref_records(v, b, ids)
-    assert p.wire_bytes == 16 + ref_bytes(n, b, ids)
+    assert p.buffer == sealed(words + ref_records(v, b, ids))
+    assert p.wire_bytes == 16 + ref_bytes(n, b, ids) + TRAILER
     report, got_ids, dense = codec.parse(p, ctx)
     assert report.costs == {c: ref_bytes(n, c, per_b[c]) for c in cands}
     assert got_ids.tolist() == ids
@@ -178,7 +179,7 @@ def test_push_with_report_matches_reference(seed, eta):
     np.testing.assert_array_equal(codec.decode(p, ctx), dense)
     # Without the request the same push has no report: the ctx alone decides the layout.
     plain = codec.encode(v, ctx_with(ratio=rho, b=b, mask=prev))
-    assert plain.buffer == p.buffer[16:]
+    assert body_of(plain.buffer) == body_of(p.buffer)[16:]
 
 
 @st.composite
@@ -238,29 +239,29 @@ def test_tampered_reports_rejected():
     n, rho = 1024, 0.05
     codec = DFSCodec(candidates=(16, 64, 256))
     ctx = ctx_with(ratio=rho, b=64, report=True)
-    good = codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer
+    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer)
     words = list(struct.unpack("<3I", good[:12]))
 
     def with_words(ws):
-        return Payload("dfs", n, struct.pack("<3I", *ws) + good[12:])
+        return Payload("dfs", n, sealed(struct.pack("<3I", *ws) + good[12:]))
 
     with pytest.raises(ValueError, match="budget"):
         codec.decode(with_words([words[0] + 1, words[1], words[2]]), ctx)
     with pytest.raises(ValueError, match="short last block"):  # 256 divides 1024
         codec.decode(with_words([words[0], words[1], words[2] | 2**31]), ctx)
     n = 1000  # 1000 = 15 * 64 + 40: the flag is possible, but the records disagree with it
-    good = codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer
+    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer)
     words = list(struct.unpack("<3I", good[:12]))
     assert not words[1] & 2**31
     with pytest.raises(ValueError, match="follow"):
         codec.decode(with_words([words[0], words[1] | 2**31, words[2]]), ctx)
     with pytest.raises(ValueError):  # the report is missing though the ctx asks for one
-        codec.decode(Payload("dfs", n, good[12:]), ctx)
+        codec.decode(Payload("dfs", n, sealed(good[12:])), ctx)
     with pytest.raises(ValueError, match="cost report"):
-        codec.decode(Payload("dfs", n, good[:8]), ctx)
+        codec.decode(Payload("dfs", n, sealed(good[:8])), ctx)
     # a report where none is due is not taken for records
     with pytest.raises(ValueError):
-        codec.decode(Payload("dfs", n, good), ctx_with(ratio=rho, b=64))
+        codec.decode(Payload("dfs", n, sealed(good)), ctx_with(ratio=rho, b=64))
 
 
 # ---------------------------------------------------------------- the server's choice
@@ -368,8 +369,8 @@ def test_block_size_follows_the_gradient_structure():
     # exhausted before the energy target (16 spikes, in 16 different blocks)
     fixed, flog = run_rounds({"ratio": 0.05, "energy": 0.999, "dynamic": False}, grads, 0.05)
     assert len({i // 32 for i in pos}) == len({i // 256 for i in pos}) == 16
-    assert all(p.wire_bytes == 16 * 132 + 24 for p in log[3][1])
-    assert all(p.wire_bytes == 13 * 1028 for p in flog[3][1])
+    assert all(p.wire_bytes == 16 * 132 + 24 + TRAILER for p in log[3][1])
+    assert all(p.wire_bytes == 13 * 1028 + TRAILER for p in flog[3][1])
     dyn_up = sum(p.wire_bytes for _, pls in log for p in pls)
     assert dyn_up < sum(p.wire_bytes for _, pls in flog for p in pls)
 
@@ -439,7 +440,7 @@ def test_invariants_over_random_runs(n, P, K, lam, eta, seed):
         assert (KEY_MASK in ctx.extra) == (t >= 1 and lam > 0)
         for p in pls:
             ids = DFSCodec(**kw).decode_records(p, ctx)[0]
-            assert p.wire_bytes == 12 * due + ref_bytes(n, b, ids.tolist())
+            assert p.wire_bytes == 12 * due + ref_bytes(n, b, ids.tolist()) + TRAILER
     assert [s for s, _ in server.history] == [t for t in range(1, 7) if (t - 1) % K == 0]
     assert all(b in cands for _, b in server.history)
     extra, nbytes = server.shared()
@@ -471,7 +472,7 @@ def test_without_shared_state_nothing_is_reported():
         ctx = CodecContext(step=t, ratio=0.05)
         xs = [rng.standard_normal(2000).astype(np.float32) for _ in range(2)]
         pls = [codec.encode(x, ctx) for x in xs]
-        assert all(p.wire_bytes % (4 * 256 + 4) in (0, 4 * 208 + 4) for p in pls)
+        assert all((p.wire_bytes - TRAILER) % (4 * 256 + 4) in (0, 4 * 208 + 4) for p in pls)
         server.aggregate(pls, ctx)
     assert server.history == [] and server.block_size == 256
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER, resealed, sealed
 
 from psml_core.codecs import CODECS, CodecContext, Payload, ServerCodec, make_codec
 from psml_core.codecs.dgc import DGCCodec
@@ -53,6 +54,11 @@ def ref_dgc(x, ratio, seed, step, sf=0.01, rounds=10, upper=1.3, lower=0.7) -> l
 
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
+    return sealed(ref_sparse_body(n, idx, vals))
+
+
+def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
     """COO (8k) / bitmap (ceil(n/8) + 4k) / dense (4n): the cheapest, COO on a tie with bitmap."""
     k = len(idx)
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
@@ -71,8 +77,9 @@ def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
 
 
 def ref_size(n: int, k: int) -> int:
+    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32 trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
-    return coo if coo <= bitmap else min(bitmap, dense)
+    return (coo if coo <= bitmap else min(bitmap, dense)) + TRAILER
 
 
 @settings(max_examples=80, deadline=None)
@@ -126,7 +133,7 @@ def test_non_convergence_sends_the_last_thresholds_set():
     # max_rounds the last threshold (here above every |x|) decides: nothing is sent.
     x = np.random.default_rng(0).uniform(-1, 1, 10_000).astype(np.float32)
     p = DGCCodec().encode(x, CodecContext(ratio=0.01))
-    assert ref_dgc(x, 0.01, 0, 0) == [] and p.buffer == b""
+    assert ref_dgc(x, 0.01, 0, 0) == [] and p.buffer == sealed(b"")
     # max_rounds=0: the sampled threshold as is
     p0 = DGCCodec(max_rounds=0).encode(x, CodecContext(ratio=0.01))
     assert p0.wire_bytes == ref_size(10_000, len(ref_dgc(x, 0.01, 0, 0, rounds=0))) > 0
@@ -138,12 +145,12 @@ def test_mostly_zero_vector_sends_all_non_zeros():
     x[::100] = np.arange(1, 101, dtype=np.float32)
     p = DGCCodec().encode(x, CodecContext(ratio=0.1))
     np.testing.assert_array_equal(DGCCodec().decode(p, CodecContext()), x)
-    assert p.wire_bytes == 8 * 100
+    assert p.wire_bytes == 8 * 100 + TRAILER
 
 
 def test_all_zeros_send_nothing():
     p = DGCCodec().encode(np.zeros(5000, dtype=np.float32), CodecContext(ratio=0.01))
-    assert p.buffer == b""
+    assert p.buffer == sealed(b"")
     np.testing.assert_array_equal(DGCCodec().decode(p, CodecContext()), np.zeros(5000))
 
 
@@ -157,7 +164,7 @@ def test_one_huge_value():
 
 def test_empty_vector():
     p = DGCCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == b""
+    assert p.buffer == sealed(b"")
     assert DGCCodec().decode(p, CodecContext()).size == 0
 
 
@@ -230,12 +237,12 @@ def _payload():
     return DGCCodec(sample_fraction=1.0).encode(x, CodecContext(ratio=0.003))
 
 
-@pytest.mark.parametrize("cut", [1, 4, 12])
+@pytest.mark.parametrize("cut", [1, 4, 8, 12])
 def test_truncated_payload_rejected(cut):
-    # (DGC's length is data dependent: a cut of exactly one COO entry's 8 bytes can parse as a
-    # valid shorter list, which no header-free format can detect; other cuts are rejected.)
+    # DGC's length is data dependent: without its CRC-32 trailer a cut of exactly one COO
+    # entry (8 bytes) would parse as a valid shorter list.
     p = _payload()
-    assert p.wire_bytes == 24
+    assert p.wire_bytes == 24 + TRAILER
     with pytest.raises(ValueError):
         DGCCodec().decode(Payload("dgc", 1000, p.buffer[:-cut]), CodecContext())
 
@@ -243,7 +250,7 @@ def test_truncated_payload_rejected(cut):
 @pytest.mark.parametrize("value", [0.0, float("nan"), float("-inf")])
 def test_value_the_codec_cannot_send_rejected(value):
     p = _payload()
-    buf = p.buffer[:-4] + struct.pack("<f", value)
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value))
     with pytest.raises(ValueError, match="cannot send"):
         DGCCodec().decode(Payload("dgc", 1000, buf), CodecContext())
 

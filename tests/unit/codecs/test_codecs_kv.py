@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER, sealed
 
 from psml_core.codecs import CODECS, CodecContext, KVCodec, Payload, ServerCodec, make_codec
 from psml_core.codecs.kv import decode_entries, encode_entries, pack_keys, unpack_keys
@@ -25,6 +26,11 @@ CTX = CodecContext()
 
 
 def ref_entries(idx: list[int], vals: list[float]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of :func:`ref_entries_body`."""
+    return sealed(ref_entries_body(idx, vals))
+
+
+def ref_entries_body(idx: list[int], vals: list[float]) -> bytes:
     """PS-lite entries by struct: uint64 keys, then float32 values, little-endian."""
     return b"".join(struct.pack("<Q", i) for i in idx) + b"".join(
         struct.pack("<f", v) for v in vals
@@ -52,7 +58,7 @@ def test_encode_matches_reference_and_round_trips(x):
     idx = ref_nonzeros(x)
     p = codec.encode(x, CTX)
     assert p.buffer == ref_entries(idx, [float(x[i]) for i in idx])
-    assert p.wire_bytes == 12 * len(idx) and p.n == x.size
+    assert p.wire_bytes == 12 * len(idx) + TRAILER and p.n == x.size
     out = codec.decode(p, CTX)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, x)  # lossless (a -0.0 decodes as 0.0, equal)
@@ -66,7 +72,7 @@ def test_encode_keys_sends_exactly_those_keys_zeros_included(xk):
     x, keys = xk
     p = KVCodec().encode_keys(x, np.array(keys, dtype=np.int64), CTX)
     assert p.buffer == ref_entries(keys, [float(x[i]) for i in keys])
-    assert p.wire_bytes == 12 * len(keys)
+    assert p.wire_bytes == 12 * len(keys) + TRAILER
     expect = np.zeros(x.size, dtype=np.float32)
     expect[keys] = x[keys]
     np.testing.assert_array_equal(KVCodec().decode(p, CTX), expect)
@@ -106,18 +112,18 @@ def test_large_sparse_vector_against_numpy():
     idx = np.sort(rng.choice(x.size, 3000, replace=False))
     x[idx] = rng.standard_normal(idx.size).astype(np.float32)
     p = KVCodec().encode(x, CTX)
-    expect = idx.astype("<u8").tobytes() + x[idx].astype("<f4").tobytes()
-    assert p.buffer == expect and p.wire_bytes == 12 * 3000
+    expect = sealed(idx.astype("<u8").tobytes() + x[idx].astype("<f4").tobytes())
+    assert p.buffer == expect and p.wire_bytes == 12 * 3000 + TRAILER
     np.testing.assert_array_equal(KVCodec().decode(p, CTX), x)
 
 
 def test_empty_and_all_zero_vectors():
-    assert KVCodec().encode(np.zeros(0, np.float32), CTX).buffer == b""
+    assert KVCodec().encode(np.zeros(0, np.float32), CTX).buffer == sealed(b"")
     p = KVCodec().encode(np.zeros(7, np.float32), CTX)
-    assert p.wire_bytes == 0
+    assert p.wire_bytes == TRAILER
     np.testing.assert_array_equal(KVCodec().decode(p, CTX), np.zeros(7))
     q = KVCodec().encode_keys(np.zeros(7, np.float32), np.array([1, 5]), CTX)
-    assert q.wire_bytes == 24  # zeros are sent when asked for
+    assert q.wire_bytes == 24 + TRAILER  # zeros are sent when asked for
 
 
 def test_registry_and_memoryview_buffers():
@@ -149,7 +155,7 @@ def test_encode_keys_rejects_bad_keys(keys, match):
 
 
 def _good() -> bytes:
-    return ref_entries([1, 4, 7], [0.5, -1.0, 2.0])
+    return ref_entries_body([1, 4, 7], [0.5, -1.0, 2.0])
 
 
 @pytest.mark.parametrize("cut", [1, 4, 8, 11])
@@ -169,7 +175,7 @@ def test_length_not_a_multiple_of_12_rejected(cut):
 )
 def test_bad_keys_rejected(keys, match):
     with pytest.raises(ValueError, match=match):
-        decode_entries(ref_entries(keys, [0.5, -1.0, 2.0]), 10)
+        decode_entries(ref_entries_body(keys, [0.5, -1.0, 2.0]), 10)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER
 
 from psml_core.codecs import (
     CODECS,
@@ -183,9 +184,9 @@ def test_dfs_cost_report_sees_the_corrected_vector() -> None:
         payload = mc.encode(g, ctx)
         if t % 2:
             assert payload.buffer[:16] == report.to_bytes()
-            assert payload.wire_bytes == 16 + report.costs[8]
+            assert payload.wire_bytes == 16 + report.costs[8] + TRAILER
         else:
-            assert payload.wire_bytes == report.costs[8]
+            assert payload.wire_bytes == report.costs[8] + TRAILER
 
 
 @settings(max_examples=80, deadline=None)

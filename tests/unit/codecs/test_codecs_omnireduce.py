@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER, body_of, sealed
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, make_codec
 from psml_core.codecs.omnireduce import OmniReduceCodec, OmniReduceServer
@@ -36,6 +37,11 @@ def reference_kept_blocks(x: np.ndarray, b: int, threshold: float) -> list[int]:
 
 
 def reference_records(x: np.ndarray, b: int, ids: list[int]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of the block records."""
+    return sealed(reference_body(x, b, ids))
+
+
+def reference_body(x: np.ndarray, b: int, ids: list[int]) -> bytes:
     out = b""
     for bid, start, stop in blocks_of(x.size, b):
         if bid in ids:
@@ -54,8 +60,10 @@ def reference_kept(x: np.ndarray, b: int, ids: list[int]) -> np.ndarray:
 
 
 def reference_bytes(n: int, b: int, ids: list[int]) -> int:
-    """nz_blocks (4B + 4), with 4r + 4 for a short last block."""
-    return sum(4 + 4 * (stop - start) for bid, start, stop in blocks_of(n, b) if bid in ids)
+    """nz_blocks (4B + 4), with 4r + 4 for a short last block, plus the CRC-32 trailer."""
+    return TRAILER + sum(
+        4 + 4 * (stop - start) for bid, start, stop in blocks_of(n, b) if bid in ids
+    )
 
 
 def reference_topk(x: np.ndarray, k: int) -> np.ndarray:
@@ -109,9 +117,9 @@ def test_byte_formula_exact():
     x = np.zeros(1000, dtype=np.float32)
     x[[5, 600, 999]] = 1.0  # blocks 0, 2 and 3 (the short one)
     p = OmniReduceCodec().encode(x, CTX)
-    assert p.wire_bytes == 2 * (4 * 256 + 4) + (4 * 232 + 4)
+    assert p.wire_bytes == 2 * (4 * 256 + 4) + (4 * 232 + 4) + TRAILER
     x[999] = 0.0
-    assert OmniReduceCodec().encode(x, CTX).wire_bytes == 2 * (4 * 256 + 4)
+    assert OmniReduceCodec().encode(x, CTX).wire_bytes == 2 * (4 * 256 + 4) + TRAILER
 
 
 def test_threshold_boundary_is_skipped():
@@ -120,21 +128,23 @@ def test_threshold_boundary_is_skipped():
     p = codec.encode(x, CTX)
     # block 0: |x| <= 0.5 everywhere -> skipped; block 1 too; block 2 has 0.75 -> sent whole.
     np.testing.assert_array_equal(codec.decode(p, CTX), [0, 0, 0, 0, 0.5, 0.75])
-    assert p.wire_bytes == 4 + 8
+    assert p.wire_bytes == 4 + 8 + TRAILER
 
 
 def test_adversarial_inputs():
     codec = OmniReduceCodec(block_size=4)
-    assert codec.encode(np.zeros(10, dtype=np.float32), CTX).wire_bytes == 0
-    assert codec.encode(np.zeros(0, dtype=np.float32), CTX).wire_bytes == 0
-    assert codec.decode(Payload("omnireduce", 0, b""), CTX).size == 0
+    assert codec.encode(np.zeros(10, dtype=np.float32), CTX).wire_bytes == TRAILER
+    assert codec.encode(np.zeros(0, dtype=np.float32), CTX).wire_bytes == TRAILER
+    assert codec.decode(Payload("omnireduce", 0, sealed(b"")), CTX).size == 0
+    with pytest.raises(ValueError, match="cannot hold its 4-byte checksum"):
+        codec.decode(Payload("omnireduce", 0, b""), CTX)  # an empty buffer is no message
     huge = np.zeros(10, dtype=np.float32)
     huge[9] = 3e38  # in the short last block (r = 2)
     p = codec.encode(huge, CTX)
-    assert p.wire_bytes == 4 + 8
+    assert p.wire_bytes == 4 + 8 + TRAILER
     np.testing.assert_array_equal(codec.decode(p, CTX), huge)
     neg_zero = np.full(8, -0.0, dtype=np.float32)
-    assert codec.encode(neg_zero, CTX).wire_bytes == 0
+    assert codec.encode(neg_zero, CTX).wire_bytes == TRAILER
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
@@ -142,7 +152,7 @@ def test_other_float_dtypes_are_cast(dtype):
     x = np.array([0, 0, 1.5, 0, 0, -2.25, 0], dtype=dtype)
     codec = OmniReduceCodec(block_size=2)
     p = codec.encode(x, CTX)
-    assert p.wire_bytes == 2 * (4 + 8)
+    assert p.wire_bytes == 2 * (4 + 8) + TRAILER
     np.testing.assert_array_equal(codec.decode(p, CTX), x.astype(np.float32))
 
 
@@ -180,26 +190,27 @@ def test_topk_ratio_param_overrides_ctx():
 def test_truncated_and_corrupted_rejected():
     codec = OmniReduceCodec(block_size=4)
     x = np.arange(1, 11, dtype=np.float32)  # blocks 0, 1 and the short block 2
-    buf = codec.encode(x, CTX).buffer
-    # (Cutting whole records, e.g. the last 12 bytes, leaves a valid shorter message: the
-    # format has no header, as the specs require.)
-    for cut in (1, 3, 4, 7, 13):
-        with pytest.raises(ValueError):
-            codec.decode(Payload("omnireduce", 10, buf[:-cut]), CTX)
+    sent = codec.encode(x, CTX).buffer
+    # Cutting whole records (the last 12 bytes) would leave a valid shorter message without
+    # the CRC-32 trailer; with it, every cut is refused.
+    for cut in (1, 3, 4, 7, 12, 13):
+        with pytest.raises(ValueError, match="CRC-32|checksum"):
+            codec.decode(Payload("omnireduce", 10, sent[:-cut]), CTX)
+    buf = body_of(sent)  # behind the checksum, the records' own checks
     swapped = buf[20:40] + buf[:20] + buf[40:]  # records out of order
     with pytest.raises(ValueError, match="ascending"):
-        codec.decode(Payload("omnireduce", 10, swapped), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(swapped)), CTX)
     bad_id = struct.pack("<I", 7) + buf[4:]
     with pytest.raises(ValueError):
-        codec.decode(Payload("omnireduce", 10, bad_id), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(bad_id)), CTX)
     zero_block = struct.pack("<I", 0) + bytes(16)
     with pytest.raises(ValueError, match="never sends"):
-        codec.decode(Payload("omnireduce", 10, zero_block), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(zero_block)), CTX)
 
 
 def test_small_block_rejected_under_threshold():
     codec = OmniReduceCodec(block_size=2, threshold=1.0)
-    rec = struct.pack("<I", 0) + np.array([0.5, -1.0], dtype="<f4").tobytes()
+    rec = sealed(struct.pack("<I", 0) + np.array([0.5, -1.0], dtype="<f4").tobytes())
     with pytest.raises(ValueError, match="threshold"):
         codec.decode(Payload("omnireduce", 4, rec), CTX)
 
@@ -257,7 +268,7 @@ def test_server_without_aggregate_sends_non_zero_blocks():
     server = OmniReduceCodec(block_size=2).server()
     agg = np.array([0, 0, 1, 0, 0, 0, 0, 2], dtype=np.float32)
     down = server.encode_down(agg, CTX)
-    assert down.wire_bytes == 2 * 12
+    assert down.wire_bytes == 2 * 12 + TRAILER
     np.testing.assert_array_equal(server.decode_down(down, CTX), agg)
 
 

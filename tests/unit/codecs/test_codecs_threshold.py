@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER, resealed, sealed
 
 from psml_core.codecs import CODECS, CodecContext, Payload, ServerCodec, make_codec
 from psml_core.codecs.threshold import ThresholdCodec
@@ -25,6 +26,11 @@ def ref_kept(x: np.ndarray, t: float) -> list[int]:
 
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
+    return sealed(ref_sparse_body(n, idx, vals))
+
+
+def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
     """COO (8k) / bitmap (ceil(n/8) + 4k) / dense (4n): the cheapest, COO on a tie with bitmap."""
     k = len(idx)
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
@@ -43,8 +49,9 @@ def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
 
 
 def ref_size(n: int, k: int) -> int:
+    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32 trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
-    return coo if coo <= bitmap else min(bitmap, dense)
+    return (coo if coo <= bitmap else min(bitmap, dense)) + TRAILER
 
 
 @settings(max_examples=100, deadline=None)
@@ -92,7 +99,7 @@ def test_default_is_grace_0_01_and_ignores_ratio():
 
 def test_all_zeros_send_nothing():
     p = ThresholdCodec().encode(np.zeros(1000, dtype=np.float32), CodecContext())
-    assert p.buffer == b""
+    assert p.buffer == sealed(b"")
     np.testing.assert_array_equal(ThresholdCodec().decode(p, CodecContext()), np.zeros(1000))
 
 
@@ -107,16 +114,16 @@ def test_one_huge_value_and_dense_output():
     x = np.full(64, 0.5, dtype=np.float32)
     x[5] = 3e38
     p = ThresholdCodec().encode(x, CodecContext())
-    assert p.wire_bytes == 4 * 64  # everything kept: dense
+    assert p.wire_bytes == 4 * 64 + TRAILER  # everything kept: dense
     np.testing.assert_array_equal(ThresholdCodec().decode(p, CodecContext()), x)
     p = ThresholdCodec(threshold=1.0).encode(x, CodecContext())
-    assert p.wire_bytes == 8
+    assert p.wire_bytes == 8 + TRAILER
     assert ThresholdCodec(threshold=1.0).decode(p, CodecContext())[5] == np.float32(3e38)
 
 
 def test_empty_vector():
     p = ThresholdCodec().encode(np.zeros(0, dtype=np.float32), CodecContext())
-    assert p.buffer == b""
+    assert p.buffer == sealed(b"")
     assert ThresholdCodec().decode(p, CodecContext()).size == 0
 
 
@@ -163,13 +170,13 @@ def test_truncated_payload_rejected(cut):
 @pytest.mark.parametrize("value", [0.005, 0.0, -0.01, float("nan"), float("inf")])
 def test_value_the_codec_cannot_send_rejected(value):
     p = _payload()
-    buf = p.buffer[:-4] + struct.pack("<f", value)
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value))
     with pytest.raises(ValueError, match="cannot send"):
         ThresholdCodec().decode(Payload("threshold", 1000, buf), CodecContext())
 
 
 def test_dense_payload_below_threshold_rejected():
-    buf = np.array([0.5, 0.0, 0.001, 1.0], dtype="<f4").tobytes()
+    buf = sealed(np.array([0.5, 0.0, 0.001, 1.0], dtype="<f4").tobytes())
     with pytest.raises(ValueError, match="cannot send"):
         ThresholdCodec().decode(Payload("threshold", 4, buf), CodecContext())
 
@@ -184,5 +191,5 @@ def test_server_sends_the_union():
     assert type(server) is ServerCodec
     agg = server.aggregate([codec.encode(x, ctx) for x in xs], ctx)
     down = server.encode_down(agg, ctx)
-    assert down.wire_bytes == 8 * 3  # 1, 3 and 900; index 2 cancelled to 0
+    assert down.wire_bytes == 8 * 3 + TRAILER  # 1, 3 and 900; index 2 cancelled to 0
     np.testing.assert_array_equal(server.decode_down(down, ctx), xs[0] + xs[1] + xs[2])

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER, resealed, sealed
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, ServerCodec, make_codec
 from psml_core.codecs.topk import TopKCodec, TopKDownServer
@@ -33,6 +34,11 @@ def ref_topk(x: np.ndarray, k: int) -> list[int]:
 
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
+    """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
+    return sealed(ref_sparse_body(n, idx, vals))
+
+
+def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
     """COO (8k) / bitmap (ceil(n/8) + 4k) / dense (4n): the cheapest, COO on a tie with bitmap."""
     k = len(idx)
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
@@ -51,8 +57,9 @@ def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
 
 
 def ref_size(n: int, k: int) -> int:
+    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32 trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
-    return coo if coo <= bitmap else min(bitmap, dense)
+    return (coo if coo <= bitmap else min(bitmap, dense)) + TRAILER
 
 
 def kept(x: np.ndarray, idx: list[int]) -> np.ndarray:
@@ -113,9 +120,9 @@ def test_large_vector_against_argsort():
 def test_constructor_ratio_overrides_ctx():
     x = np.arange(1, 1001, dtype=np.float32)  # COO up to k = 31
     fixed = TopKCodec(ratio=0.01).encode(x, CodecContext(ratio=0.5))
-    assert fixed.wire_bytes == 8 * 10
+    assert fixed.wire_bytes == 8 * 10 + TRAILER
     follows = TopKCodec().encode(x, CodecContext(ratio=0.005))
-    assert follows.wire_bytes == 8 * 5
+    assert follows.wire_bytes == 8 * 5 + TRAILER
 
 
 def test_all_zeros_sends_k_zero_entries():
@@ -137,7 +144,7 @@ def test_one_huge_value():
 
 def test_empty_vector():
     p = TopKCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == b"" and p.n == 0
+    assert p.buffer == sealed(b"") and p.n == 0
     assert TopKCodec().decode(p, CodecContext(ratio=0.1)).size == 0
 
 
@@ -186,43 +193,41 @@ def _payload(n=1000, ratio=0.005):
 @pytest.mark.parametrize("cut", [1, 4, 8])
 def test_truncated_payload_rejected(cut):
     p, ctx = _payload()
-    with pytest.raises(ValueError, match="topk payload of"):
+    with pytest.raises(ValueError, match="codec 'topk': payload of"):
         TopKCodec().decode(Payload("topk", p.n, p.buffer[:-cut]), ctx)
 
 
 def test_payload_for_another_ratio_rejected():
     p, _ = _payload(ratio=0.005)
-    with pytest.raises(ValueError, match="3 of 1000 elements take 24"):
+    with pytest.raises(ValueError, match="3 of 1000 elements take 28"):
         TopKCodec().decode(p, CodecContext(ratio=0.003))
 
 
 def test_corrupted_indices_rejected():
     p, ctx = _payload()
-    buf = bytearray(p.buffer)
-    buf[0:4] = struct.pack("<i", 5000)  # out of range and out of order
+    buf = resealed(p.buffer, lambda b: struct.pack("<i", 5000) + b[4:])  # out of range, order
     with pytest.raises(ValueError, match="ascending"):
-        TopKCodec().decode(Payload("topk", 1000, bytes(buf)), ctx)
+        TopKCodec().decode(Payload("topk", 1000, buf), ctx)
 
 
 def test_non_finite_value_in_payload_rejected():
     p, ctx = _payload()
-    buf = bytearray(p.buffer)
-    buf[-4:] = struct.pack("<f", float("nan"))
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("nan")))
     with pytest.raises(ValueError, match="cannot send"):
-        TopKCodec().decode(Payload("topk", 1000, bytes(buf)), ctx)
+        TopKCodec().decode(Payload("topk", 1000, buf), ctx)
 
 
 def test_dense_payload_with_too_many_nonzeros_rejected():
     ctx = CodecContext(ratio=1.0)
     p = TopKCodec().encode(np.arange(1, 9, dtype=np.float32), ctx)
-    assert p.wire_bytes == 32
+    assert p.wire_bytes == 32 + TRAILER
     np.testing.assert_array_equal(TopKCodec().decode(p, ctx), np.arange(1, 9))
     n = 1000  # k = 990 takes min(125 + 3960, 4000) = 4000: dense, so at most 990 non-zeros
     ctx = CodecContext(ratio=0.99)
     ok = TopKCodec().encode(np.ones(n, dtype=np.float32), ctx)
-    assert ok.wire_bytes == 4 * n
+    assert ok.wire_bytes == 4 * n + TRAILER
     with pytest.raises(ValueError, match="cannot send"):
-        TopKCodec().decode(Payload("topk", n, np.ones(n, dtype="<f4").tobytes()), ctx)
+        TopKCodec().decode(Payload("topk", n, sealed(np.ones(n, dtype="<f4").tobytes())), ctx)
 
 
 # ---------------------------------------------------------------- server side
@@ -240,7 +245,7 @@ def test_default_server_sends_the_union():
         union |= set(ref_topk(x, 20))
     assert set(np.flatnonzero(agg).tolist()) == union
     down = server.encode_down(agg, ctx)
-    assert down.wire_bytes == ref_size(1000, len(union)) <= 8 * 4 * 20
+    assert down.wire_bytes == ref_size(1000, len(union)) <= 8 * 4 * 20 + TRAILER
     np.testing.assert_array_equal(server.decode_down(down, ctx), agg)
 
 
@@ -260,7 +265,7 @@ def test_down_ratio_server_matches_reference_and_keeps_residual():
         v = ref_r + agg.astype(np.float64)
         k = ref_k(n, down_ratio)
         idx = ref_topk(v, k)
-        assert p.wire_bytes == ref_size(n, k) == 8 * k
+        assert p.wire_bytes == ref_size(n, k) == 8 * k + TRAILER
         expect = np.zeros(n)
         expect[idx] = v[idx]
         np.testing.assert_array_equal(out, expect)
@@ -287,7 +292,7 @@ def test_down_ratio_residual_invariant_per_step_on_gaussian_data():
 def test_down_payload_checked():
     server = TopKCodec(down_ratio=0.1).server()
     p = server.encode_down(np.arange(50, dtype=np.float32), CodecContext())
-    with pytest.raises(ValueError, match="topk down payload"):
+    with pytest.raises(ValueError, match=r"codec 'topk' \(down\): payload"):
         server.decode_down(Payload(p.codec, 50, p.buffer[:-8]), CodecContext())
 
 

@@ -4,6 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER
 
 from psml_core.codecs import CodecContext, make_codec
 from psml_core.codecs.formats import sparse_size
@@ -27,7 +28,7 @@ def test_matches_the_filter_step_by_step_and_keeps_an_exact_residual():
         ref_k = filt.last_sent if filt.encode(g, ctx) else 0
         pl = codec.encode(g, ctx)
         assert codec.last_k == ref_k
-        assert pl.wire_bytes == sparse_size(500, ref_k)  # the same bytes as the filter's push
+        assert pl.wire_bytes == sparse_size(500, ref_k) + TRAILER  # the filter's push's bytes
         v = g + e
         keep = np.argsort(-np.abs(v), kind="stable")[:ref_k]
         sent = np.zeros_like(v)
@@ -45,14 +46,14 @@ def test_round_trip_of_whatever_it_sends(x):
     ctx = CodecContext(step=0)
     pl = codec.encode(x, ctx)
     out = codec.decode(pl, ctx)
-    assert len(pl.buffer) == pl.wire_bytes == sparse_size(x.size, codec.last_k)
+    assert len(pl.buffer) == pl.wire_bytes == sparse_size(x.size, codec.last_k) + TRAILER
     kept = np.flatnonzero(out)
     np.testing.assert_array_equal(out[kept], x[kept])
     assert np.count_nonzero(out) <= codec.last_k
 
 
-def test_nothing_to_send_is_zero_bytes():
+def test_nothing_to_send_is_the_checksum_only():
     codec = make_codec(BlockSpec("topk_matched", {**FILTER, "warmup": 0, "theta0": 100.0}))
     pl = codec.encode(np.full(64, 0.01, dtype=np.float32), CodecContext(step=0))
-    assert pl.wire_bytes == 0 and codec.last_k == 0
+    assert pl.wire_bytes == TRAILER and codec.last_k == 0
     assert not codec.decode(pl, CodecContext(step=0)).any()

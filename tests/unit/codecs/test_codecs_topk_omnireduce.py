@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER, sealed
 
 from psml_core.codecs import CodecContext, ErrorFeedback, make_codec
 from psml_core.codecs.omnireduce import OmniReduceCodec
@@ -46,12 +47,13 @@ def ref_records(x: np.ndarray, b: int) -> tuple[bytes, list[int]]:
         if any(float(t) != 0.0 for t in x[s:e]):
             ids.append(bid)
             out += struct.pack("<I", bid) + b"".join(struct.pack("<f", float(t)) for t in x[s:e])
-    return out, ids
+    return sealed(out), ids
 
 
 def ref_bytes(n: int, b: int, ids) -> int:
+    """The records' bytes plus the CRC-32 trailer."""
     ids = set(ids)
-    return sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
+    return TRAILER + sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
 
 
 # ---------------------------------------------------------------- tests
@@ -73,7 +75,11 @@ def test_recipe_codec_matches_reference_with_error_feedback():
         buf, ids = ref_records(sparse, b)
         p = codec.encode(x, ctx)
         assert p.buffer == buf
-        assert p.wire_bytes == ref_bytes(n, b, ids) <= min(k, len(blocks_of(n, b))) * (4 * b + 4)
+        assert (
+            p.wire_bytes
+            == ref_bytes(n, b, ids)
+            <= min(k, len(blocks_of(n, b))) * (4 * b + 4) + TRAILER
+        )
         residual = v64 - sparse.astype(np.float64)
         np.testing.assert_array_equal(codec.residual, residual)
 
@@ -120,4 +126,6 @@ def test_plain_omnireduce_skips_nothing_on_a_dense_gradient():
     n = 10_000
     codec = make_codec(BlockSpec("omnireduce", {"block_size": 256, "threshold": 0.0}))
     x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
-    assert codec.encode(x, CodecContext()).wire_bytes == 4 * n + 4 * len(blocks_of(n, 256))
+    assert (
+        codec.encode(x, CodecContext()).wire_bytes == 4 * n + 4 * len(blocks_of(n, 256)) + TRAILER
+    )

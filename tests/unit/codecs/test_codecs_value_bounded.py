@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import TRAILER, body_of, sealed
 
 from psml_core.codecs import CODECS, CodecContext, ErrorFeedback, Payload, make_codec
 from psml_core.codecs.lossless import snappy_size
@@ -33,11 +34,12 @@ def ref_bounds(n: int, key_size: int) -> list[int]:
 
 
 def ref_size(n: int, k: int) -> int:
-    """Our design's element-sparse rule: COO 8k while not longer than bitmap, else the cheaper."""
+    """Our design's element-sparse rule (COO 8k while not longer than bitmap, else the cheaper)
+    plus the 4-byte CRC-32 trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     if coo <= bitmap:
-        return coo
-    return bitmap if bitmap < dense else dense
+        return coo + TRAILER
+    return (bitmap if bitmap < dense else dense) + TRAILER
 
 
 class RefFilter:
@@ -78,7 +80,7 @@ class RefFilter:
 def ref_key_buffer(keep: list[int], vals: np.ndarray) -> bytes:
     """PS-lite entries: uint64 element keys, then float32 values, written one by one."""
     keys = b"".join(struct.pack("<Q", i) for i in keep)
-    return keys + b"".join(struct.pack("<f", v) for v in vals)
+    return sealed(keys + b"".join(struct.pack("<f", v) for v in vals))
 
 
 def ctx_at(step: int, lr: float = 0.0, **extra) -> CodecContext:
@@ -184,7 +186,7 @@ def test_matches_reference(us, sched, mode, dtype, warmup, key_size):
                 assert p.wire_bytes == ref_size(n, len(keep))
             else:
                 assert p.buffer == ref_key_buffer(keep, vals)
-                assert p.wire_bytes == 12 * len(keep)
+                assert p.wire_bytes == 12 * len(keep) + TRAILER
 
 
 @settings(max_examples=40, deadline=None)
@@ -239,7 +241,7 @@ def test_server_residual_invariant_and_bytes(mode):
         np.testing.assert_array_equal(avg.astype(np.float64) + big_r, bcast + server.residual)
         big_r = server.residual.copy()
         k = server.last_sent
-        assert down.wire_bytes == (ref_size(95, k) if mode == "element" else 12 * k)
+        assert down.wire_bytes == (ref_size(95, k) if mode == "element" else 12 * k + TRAILER)
         assert down.codec == "value_bounded/down"
         assert server.shared() == ({}, 0)
 
@@ -256,7 +258,7 @@ def test_theta0_zero_is_lossless(mode):
         np.testing.assert_array_equal(c.decode(p, ctx_at(step)), u)
         assert not c.residual.any()
         k = int(np.count_nonzero(u))
-        assert p.wire_bytes == (ref_size(200, k) if mode == "element" else 12 * 200)
+        assert p.wire_bytes == (ref_size(200, k) if mode == "element" else 12 * 200 + TRAILER)
 
 
 @pytest.mark.parametrize("mode", ["element", "key"])
@@ -293,7 +295,7 @@ def test_element_byte_formula_all_three_formats():
         x[x == 0] = 0.5
         c = ValueBoundedCodec(schedule="fixed", theta0=1.0, warmup=0)
         p = c.encode(x, ctx_at(0))
-        assert c.last_sent == k and p.wire_bytes == size == ref_size(n, k)
+        assert c.last_sent == k and p.wire_bytes == size + TRAILER == ref_size(n, k)
         np.testing.assert_array_equal(c.decode(p, ctx_at(0)), np.where(x == 5.0, x, 0))
 
 
@@ -304,7 +306,7 @@ def test_key_byte_formula_with_short_last_key():
     x[20:23] = 0.5  # key 2 (3 elements): mean 0.5 -> sent at theta 0.5
     c = ValueBoundedCodec(mode="key", schedule="fixed", theta0=0.5, warmup=0, key_size=10)
     p = c.encode(x, ctx_at(0))
-    assert p.wire_bytes == 12 * 13
+    assert p.wire_bytes == 12 * 13 + TRAILER
     assert p.buffer == ref_key_buffer([*range(10), 20, 21, 22], np.r_[x[:10], x[20:]])
     np.testing.assert_array_equal(c.residual[10:20], x[10:20])
 
@@ -318,7 +320,7 @@ def test_all_zeros_huge_value_and_empty(mode):
     c = ValueBoundedCodec(mode=mode, schedule="fixed", theta0=1.0, warmup=0, key_size=4)
     z = np.zeros(10, dtype=np.float32)
     p = c.encode(z, ctx_at(0))
-    assert p.wire_bytes == 0 and not c.decode(p, ctx_at(0)).any()
+    assert p.wire_bytes == TRAILER and not c.decode(p, ctx_at(0)).any()
     h = z.copy()
     h[9] = 1e30
     got = c.decode(c.encode(h, ctx_at(1)), ctx_at(1))
@@ -326,7 +328,7 @@ def test_all_zeros_huge_value_and_empty(mode):
     np.testing.assert_array_equal(got, want)
     e = ValueBoundedCodec(mode=mode, theta0=1.0)
     p = e.encode(np.zeros(0, dtype=np.float32), ctx_at(0))
-    assert p.wire_bytes == 0 and e.decode(p, ctx_at(0)).size == 0
+    assert p.wire_bytes == TRAILER and e.decode(p, ctx_at(0)).size == 0
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
@@ -377,25 +379,27 @@ def _key_payload() -> tuple[ValueBoundedCodec, Payload]:
     x = np.arange(1, 25, dtype=np.float32)
     c = ValueBoundedCodec(mode="key", schedule="fixed", theta0=5.0, warmup=0, key_size=6)
     p = c.encode(x, ctx_at(0))  # keys 0 (mean 3.5) kept back; keys 1, 2, 3 sent
-    assert p.wire_bytes == 12 * 18
+    assert p.wire_bytes == 12 * 18 + TRAILER
     return c, p
 
 
-def _with(p: Payload, buf: bytes) -> Payload:
-    return Payload(p.codec, p.n, buf)
+def _with(p: Payload, body: bytes) -> Payload:
+    """``p`` with another body, sealed: the decoder's own checks behind the checksum."""
+    return Payload(p.codec, p.n, sealed(body))
 
 
 def test_key_mode_rejects_truncated_and_corrupted_buffers():
     c, p = _key_payload()
     ctx = ctx_at(0)
-    keys = np.frombuffer(p.buffer, dtype="<u8", count=18).copy()
-    vals = np.frombuffer(p.buffer, dtype="<f4", offset=8 * 18).copy()
+    body = body_of(p.buffer)
+    keys = np.frombuffer(body, dtype="<u8", count=18).copy()
+    vals = np.frombuffer(body, dtype="<f4", offset=8 * 18).copy()
 
     def rebuilt(k: np.ndarray, v: np.ndarray) -> Payload:
         return _with(p, k.astype("<u8").tobytes() + v.astype("<f4").tobytes())
 
     with pytest.raises(ValueError, match="12-byte"):
-        c.decode(_with(p, p.buffer[:-1]), ctx)
+        c.decode(_with(p, body[:-1]), ctx)
     with pytest.raises(ValueError, match="only in part"):
         c.decode(rebuilt(keys[:-1], vals[:-1]), ctx)  # one whole entry short
     swapped = keys.copy()
@@ -425,15 +429,16 @@ def test_element_mode_rejects_truncated_and_corrupted_buffers():
     x[[3, 500, 999]] = 7.0
     c = ValueBoundedCodec(schedule="fixed", theta0=1.0, warmup=0)
     p = c.encode(x, ctx_at(0))
-    assert p.wire_bytes == 24
+    assert p.wire_bytes == 24 + TRAILER
+    body = body_of(p.buffer)
     with pytest.raises(ValueError):
-        c.decode(_with(p, p.buffer[:-1]), ctx_at(0))
-    idx = np.frombuffer(p.buffer, dtype="<i4", count=3).copy()
+        c.decode(_with(p, body[:-1]), ctx_at(0))
+    idx = np.frombuffer(body, dtype="<i4", count=3).copy()
     idx[1] = 1000
     with pytest.raises(ValueError, match="ascending"):
-        c.decode(_with(p, idx.tobytes() + p.buffer[12:]), ctx_at(0))
+        c.decode(_with(p, idx.tobytes() + body[12:]), ctx_at(0))
     with pytest.raises(ValueError, match="non-finite"):
-        c.decode(_with(p, p.buffer[:12] + np.full(3, np.inf, "<f4").tobytes()), ctx_at(0))
+        c.decode(_with(p, body[:12] + np.full(3, np.inf, "<f4").tobytes()), ctx_at(0))
     with pytest.raises(ValueError, match="non-finite"):
         c.decode(_with(p, np.full(1000, np.nan, "<f4").tobytes()), ctx_at(0))
 
@@ -492,7 +497,7 @@ def test_snappy_size_with_snappy():
     p = c.encode(np.zeros(4096, dtype=np.float32) + 1.0, ctx_at(0))
     size = snappy_size(p)
     assert size == len(snappy.compress(p.buffer)) == snappy_size(p.buffer)
-    assert size < p.wire_bytes == 4 * 4096  # never mixed into wire_bytes
+    assert size < p.wire_bytes == 4 * 4096 + TRAILER  # never mixed into wire_bytes
 
 
 # ---------------------------------------------------------------------------------------------

@@ -59,11 +59,12 @@ def test_dc2_lowers_ratio_and_bytes_after_bandwidth_drop(smoke, prepared, tmp_pa
     assert len(after) >= 15
     assert after.min() < 0.1 and after.iloc[-5:].max() < 0.5
 
-    # bytes_up follow the ratio exactly: per shard, top-k's wire size for its keep count.
+    # bytes_up follow the ratio exactly: per shard, top-k's wire size for its keep count, plus
+    # the payload's 4-byte CRC-32 trailer.
     sizes = [len(s.keys) for s in build_job(spec, load_prepared(prepared["digits"])).shards]
 
     def expected_up(r: float) -> int:
-        return sum(sparse_size(n, keep_count(n, r)) for n in sizes)
+        return sum(sparse_size(n, keep_count(n, r)) + 4 for n in sizes)
 
     assert (df["bytes_up"] == df["ratio"].map(expected_up)).all()
     up = per_it["bytes_up"].mean()

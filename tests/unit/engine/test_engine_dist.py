@@ -572,9 +572,12 @@ def test_bsp_touched_jpdc_same_parameters_and_bytes_as_sim(smoke, prepared, one_
         assert all(r.remote_bytes_down == r.shard_bytes_down[other] > 0 for r in mine)
         wire = backend.result.wire[spec.shards + p]
         assert sum(r.bytes_up for r in mine) == wire.bytes_sent() - wire.protocol_sent()
-    # Every up byte is a key list (8 B) or a kv push (12 B) of the same keys: 20 B per key.
+    # Every up byte is a key list (8 B) or a kv push (12 B) of the same keys: 20 B per key, and
+    # the push and the answer each end in their payload's 4-byte CRC-32 trailer.
     pairs = [
-        (u, d) for r in recs for u, d in zip(r.shard_bytes_up, r.shard_bytes_down, strict=True)
+        (u - 4, d - 4)
+        for r in recs
+        for u, d in zip(r.shard_bytes_up, r.shard_bytes_down, strict=True)
     ]
     assert all(u % 20 == 0 and d % 12 == 0 and u // 20 == d // 12 for u, d in pairs)
 

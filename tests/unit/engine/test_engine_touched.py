@@ -125,13 +125,14 @@ def test_replayed_prediction_equals_measured_bytes(smoke, prepared, placement, h
 
 def test_record_bytes_follow_the_wire_format(smoke, prepared):
     job, recs = simulate(touched(smoke, iterations=3), prepared)
-    # Replay worker 0's batches: request 8 B + push 12 B per key up, answer 12 B down.
+    # Replay worker 0's batches: request 8 B + push 12 B per key up, answer 12 B down, and the
+    # 4-byte CRC-32 trailer on the push and on the answer (the sealed kv payloads).
     w = build_job(job.spec, job.dataset).workers[0]
     for r in sorted((r for r in recs if r.worker == 0), key=lambda r: r.iteration):
         counts = [k.size for k in w.touched_keys()]
         w.compute()
-        assert r.shard_bytes_up == tuple(20 * m for m in counts)
-        assert r.shard_bytes_down == tuple(12 * m for m in counts)
+        assert r.shard_bytes_up == tuple(20 * m + 4 for m in counts)
+        assert r.shard_bytes_down == tuple(12 * m + 4 for m in counts)
         # Colocated: shard 0 is on worker 0's machine, its traffic is local.
         assert r.remote_bytes_up == r.bytes_up - r.shard_bytes_up[0]
         assert r.remote_bytes_down == r.bytes_down - r.shard_bytes_down[0]
@@ -172,8 +173,8 @@ def test_dense_model_touches_every_key_like_params(smoke, prepared):
 
     assert order(recs) == order(drecs)
     sizes = [len(s.keys) for s in job.shards]
-    assert all(r.shard_bytes_down == tuple(12 * n for n in sizes) for r in recs)
-    assert all(r.shard_bytes_up == tuple(20 * n for n in sizes) for r in recs)
+    assert all(r.shard_bytes_down == tuple(12 * n + 4 for n in sizes) for r in recs)
+    assert all(r.shard_bytes_up == tuple(20 * n + 4 for n in sizes) for r in recs)
     rep = replayed_traffic(problem_of(job), job.assignment, 4, 4, True, 32, 4, spec.seed)
     assert rep["bytes_down"] == totals(recs)["bytes_down"]
 
@@ -236,7 +237,7 @@ def test_shard_checks_touched_requests_and_answers(smoke, prepared):
         shard.pull(0, 0, ctx)
     keys = np.array([0, 3, 5])
     answer = shard.pull(0, 0, ctx, keys=keys)
-    assert answer.wire_bytes == 36 and len(pack_keys(keys, len(shard.keys))) == 24
+    assert answer.wire_bytes == 36 + 4 and len(pack_keys(keys, len(shard.keys))) == 24
     np.testing.assert_array_equal(shard.decode_touched(answer, keys), shard.values[keys])
     with pytest.raises(ValueError, match="answered 3 keys, not the 2 requested"):
         shard.decode_touched(answer, keys[:2])
