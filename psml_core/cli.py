@@ -94,6 +94,19 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hash(args: argparse.Namespace) -> int:
+    """Hash a prepared data set's features as a recipe's ``hashing`` block says (jpdc)."""
+    from psml_core.config import HashingSpec, build
+    from psml_core.data.hashing import hashed_dataset
+    from psml_core.data.store import load_prepared, save_prepared
+
+    spec = build(HashingSpec, _json_arg(args.hashing, "--hashing"), "hashing")
+    ds = hashed_dataset(load_prepared(args.data), spec, args.seed)
+    manifest = save_prepared(ds, args.out)
+    print(f"hashed {ds.name} to m = {ds.n_features} features (seed {args.seed}) -> {manifest}")
+    return 0
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Sparsity statistics of a prepared data set (and of its hashed versions, jpdc)."""
     from psml_core.config import HashingSpec, build
@@ -112,14 +125,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     """Compute a run's placement once, with its predicted traffic."""
     from psml_core.atomic import write_bytes, write_json
-    from psml_core.data.hashing import hashed_dataset
+    from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.models import make_model
     from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
 
     spec = read_run_spec(args.run)
-    # Same data as build_job: hashed first for a recipe with a hashing block (jpdc).
-    ds = hashed_dataset(load_prepared(args.data), spec.method.hashing, spec.seed)
+    # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
+    ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
     problem = PlacementProblem(
         n_samples=len(ds.y_train),
@@ -305,6 +318,16 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory")
 
 
+def _hash_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml hash``."""
+    p.add_argument("--data", required=True, help="prepared data directory")
+    p.add_argument(
+        "--hashing", required=True, metavar="JSON", help="the recipe's hashing block as JSON"
+    )
+    p.add_argument("--seed", type=int, required=True, help="the run seed (seeds the hashes)")
+    p.add_argument("--out", required=True, help="output directory (a prepared data set)")
+
+
 def _analyze_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml analyze``."""
     p.add_argument("--data", required=True, help="prepared data directory")
@@ -393,6 +416,7 @@ _COMMANDS: tuple[
     ("config", cmd_config, _config_args, "validate a config and print the effective configuration"),
     ("prepare", cmd_prepare, _prepare_args, "build a data set and its SHA-256 manifest"),
     ("analyze", cmd_analyze, _analyze_args, "sparsity statistics of a prepared data set"),
+    ("hash", cmd_hash, _hash_args, "hash a prepared data set's features (a recipe's hashing)"),
     (
         "partition",
         cmd_partition,

@@ -36,6 +36,7 @@ __all__ = [
     "feature_signs",
     "hash_features",
     "hashed_dataset",
+    "hashed_once",
     "hashing_matrix",
     "murmurhash3_32",
 ]
@@ -178,3 +179,37 @@ def hashed_dataset(ds: Dataset, spec: HashingSpec | None, seed: int) -> Dataset:
         X_test=hash_features(ds.X_test, m, seed, spec.signed),
         meta={**ds.meta, "hashing": info},
     )
+
+
+def hashed_once(ds: Dataset, spec: HashingSpec | None, seed: int, who: str) -> Dataset:
+    """A recipe's data: hashed here if ``ds`` is raw, passed through if already hashed alike.
+
+    The workflow hands partition and training the data set the ``hash`` stage wrote (``psml
+    hash``), and the dist spawner ships a job's hashed data set to every rank, which builds its
+    job from it again: hashing twice would shrink ``m`` to ``m / 16``. An already hashed data
+    set passes if it is this recipe's hashing with this seed.
+
+    Args:
+        ds: The data set, raw or hashed.
+        spec: The recipe's ``hashing`` block (None: no hashing).
+        seed: The run seed.
+        who: What asks, for the error (``run 'w/m/s/seed0'``).
+
+    Raises:
+        ConfigError: ``ds`` is hashed otherwise (another ratio, signs or seed), or hashed for a
+            recipe without hashing.
+    """
+    done = ds.meta.get("hashing")
+    if done is None:
+        return hashed_dataset(ds, spec, seed)
+    raw = int(done["raw_features"])
+    if spec is None or (done["buckets"], done["signed"], done["seed"]) != (
+        spec.buckets_for(raw),
+        bool(spec.signed),
+        seed,
+    ):
+        raise ConfigError(
+            f"{who}: data set {ds.name!r} is already hashed ({done}), not as the recipe hashes "
+            "it with this seed; pass the raw data set or the one `psml hash` wrote for it"
+        )
+    return ds

@@ -15,7 +15,7 @@ from psml_core.codecs import Codec, CodecContext, make_codec
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import CONTROLLERS, Controller
 from psml_core.data.base import Dataset
-from psml_core.data.hashing import hashed_dataset
+from psml_core.data.hashing import hashed_once
 from psml_core.devices.compute import ComputeModel, Heterogeneity, make_compute_model
 from psml_core.engine.optim import make_optimizer, optimizer_class
 from psml_core.engine.server import ServerShard
@@ -132,27 +132,8 @@ def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec)
 
 
 def _hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
-    """The recipe's training data: hashed once, whether ``dataset`` is raw or already hashed.
-
-    A job's data set is already hashed, and the dist spawner ships it to every rank, which
-    builds its job from it again: hashing it twice would shrink m to m/16 (a placement no
-    longer fits). An already hashed data set passes if it is this recipe's hashing.
-    """
-    done = dataset.meta.get("hashing")
-    hashing = spec.method.hashing
-    if done is None:
-        return hashed_dataset(dataset, hashing, spec.seed)
-    raw = int(done["raw_features"])
-    if hashing is None or (done["buckets"], done["signed"], done["seed"]) != (
-        hashing.buckets_for(raw),
-        bool(hashing.signed),
-        spec.seed,
-    ):
-        raise ConfigError(
-            f"run {spec.run_id!r}: data set {dataset.name!r} is already hashed ({done}), not "
-            f"as method {spec.method.name!r} hashes it; pass the raw data set"
-        )
-    return dataset
+    """The recipe's training data, hashed once (:func:`~psml_core.data.hashing.hashed_once`)."""
+    return hashed_once(dataset, spec.method.hashing, spec.seed, f"run {spec.run_id!r}")
 
 
 def corrects_momentum(spec: RunSpec) -> bool:

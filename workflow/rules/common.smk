@@ -61,8 +61,19 @@ WORKLOADS = sorted(EXP.workloads)
 DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 
 
+def _hash_key(h):
+    """A hashing block's directory name: its size rule, and 'u' when unsigned (r0p0625, b4096u)."""
+    size = f"b{h.buckets}" if h.buckets else f"r{float(h.ratio)!r}".replace(".", "p")
+    return f"{size}{'' if h.signed else 'u'}"
+
+
+# The recipes' hashing blocks (jpdc), each hashed once per (dataset, seed) by the hash rule.
+HASHINGS = {_hash_key(r.hashing): r.hashing for r in EXP.recipes.values() if r.hashing}
+
+
 wildcard_constraints:
     dataset="|".join(DATASETS),
+    hashing="|".join(HASHINGS) or "(?!)",
     workload="|".join(WORKLOADS),
     method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
@@ -81,6 +92,25 @@ def prepared(wildcards):
         "data": f"data/{TIER}/{name}/data.npz",
         "manifest": f"data/{TIER}/{name}/manifest.json",
     }
+
+
+def run_data(wildcards):
+    """The data set a partition or training job reads: prepared, or hashed for its recipe.
+
+    A recipe with a hashing block (jpdc) reads what the hash rule wrote for its seed (the
+    partition spec's seed is the tier's first), so the hashing runs once per seed.
+    """
+    h = EXP.recipes[wildcards.method].hashing
+    if h is None:
+        return prepared(wildcards)
+    seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
+    base = f"data/{TIER}/hashed/{dataset_of(wildcards)}/{_hash_key(h)}/seed{seed}"
+    return {"data": f"{base}/data.npz", "manifest": f"{base}/manifest.json"}
+
+
+def hashing_json(wildcards):
+    """A hashing block as JSON, for `psml hash`."""
+    return json.dumps(asdict(HASHINGS[wildcards.hashing]), sort_keys=True)
 
 
 def dataset_json(wildcards):

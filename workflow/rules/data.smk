@@ -22,3 +22,28 @@ rule prepare:
         out_dir=manifest_dir,
     shell:
         "psml prepare --spec {params.spec:q} --out {params.out_dir} > {log} 2>&1"
+
+
+rule hash:
+    input:
+        unpack(prepared),
+    output:
+        data=f"data/{TIER}/hashed/{{dataset}}/{{hashing}}/seed{{seed}}/data.npz",
+        manifest=f"data/{TIER}/hashed/{{dataset}}/{{hashing}}/seed{{seed}}/manifest.json",
+    log:
+        f"logs/{TIER}/hash/{{dataset}}/{{hashing}}/seed{{seed}}.log",
+    benchmark:
+        f"logs/{TIER}/bench/hash/{{dataset}}/{{hashing}}/seed{{seed}}.tsv"
+    conda:
+        "../envs/psml.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        data_dir=parent_dir,
+        hashing=hashing_json,
+        out_dir=manifest_dir,
+    shell:
+        "psml hash --data {params.data_dir} --hashing {params.hashing:q} --seed {wildcards.seed} "
+        "--out {params.out_dir} > {log} 2>&1"

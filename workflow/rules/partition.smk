@@ -3,7 +3,7 @@
 
 rule partition:
     input:
-        unpack(prepared),
+        unpack(run_data),
         spec=f"results/{TIER}/specs/partition/{{workload}}/{{method}}.json",
     output:
         assignment=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",

@@ -3,7 +3,7 @@
 
 rule train:
     input:
-        unpack(prepared),
+        unpack(run_data),
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
         spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
         traces=delay_traces,
