@@ -4,7 +4,7 @@
 #   snakemake --cores 2 --config tier=small      # -> reports/small/report.pdf, regime maps
 #   snakemake --profile profiles/slurm --config tier=paper
 #
-# Data flow: prepare -> analyze -> partition -> train -> compare -> report (see README).
+# Data flow: prepare -> (hash) -> analyze, partition -> train -> compare -> report (see README).
 
 from snakemake.utils import min_version
 

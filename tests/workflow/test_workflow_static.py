@@ -58,6 +58,11 @@ def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
     for name in load_methods(workflow_copy / "config" / "methods.yaml"):
         assert f"/{name}/" in proc.stdout, name
     assert "results/small/claims.csv" in proc.stdout
+    # Hashing recipes (jpdc) read the hash rule's output: one data set per (hashing, seed).
+    assert "psml hash --data data/small/" in proc.stdout
+    lines = [ln.removeprefix("Shell command: ") for ln in proc.stdout.splitlines()]
+    jpdc = [ln for ln in lines if ln.startswith("psml train") and "/jpdc/" in ln]
+    assert jpdc and all("--data data/small/hashed/" in ln for ln in jpdc), jpdc[:2]
 
 
 def test_list_overrides_on_the_command_line_are_typed(workflow_copy: Path):
