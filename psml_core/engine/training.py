@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from psml_core.config import RunSpec
+from psml_core.data.base import Dataset
 from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
@@ -68,6 +69,16 @@ def load_assignment(path: str | Path) -> Assignment:
         ) from None
 
 
+def _data_files(data_dir: str | Path, dataset: Dataset) -> dict[str, str]:
+    """SHA-256 of the files the run read; a hashed data set's names say so (``psml hash``)."""
+    files = manifest_sha256(data_dir)
+    done = dataset.meta.get("hashing")
+    if not done:
+        return files
+    tag = f"hashed m={done['buckets']} seed {done['seed']}"
+    return {f"{tag}/{name}": sha for name, sha in files.items()}
+
+
 def train(
     spec: RunSpec,
     data_dir: str | Path,
@@ -118,7 +129,7 @@ def train(
         records,
         spec,
         clock=backend.clock,
-        data_sha256=manifest_sha256(data_dir),
+        data_sha256=_data_files(data_dir, dataset),
         wall_clock_s=wall,
         compute_model=_time_model(job, backend, device),
         placement_decisions=None

@@ -283,6 +283,11 @@ def test_hash_writes_the_data_set_partition_and_train_then_read(smoke, prepared,
                      "--out", str(run)]) == 0  # fmt: skip
         outs[name] = (part.read_bytes(), (run / "metrics.parquet").read_bytes())
     assert outs["raw"] == outs["hashed"]  # the same assignment and byte-identical metrics
+    files = json.loads((tmp_path / "run_hashed" / "summary.json").read_text())["provenance"]
+    assert sorted(files["data_sha256"]) == [
+        f"hashed m={meta['buckets']} seed {spec.seed}/{name}"
+        for name in ("data.npz", "manifest.json")
+    ]  # the report's data table tells the hashed files from the raw ones
     # A data set hashed with another seed is refused, naming the fix.
     other = tmp_path / "other"
     assert main([*argv[:-1], str(spec.seed + 1), "--out", str(other)]) == 0
