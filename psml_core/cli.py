@@ -101,7 +101,13 @@ def cmd_hash(args: argparse.Namespace) -> int:
     from psml_core.data.store import load_prepared, save_prepared
 
     spec = build(HashingSpec, _json_arg(args.hashing, "--hashing"), "hashing")
-    ds = hashed_dataset(load_prepared(args.data), spec, args.seed)
+    raw = load_prepared(args.data)
+    if "hashing" in raw.meta:
+        raise ConfigError(
+            f"--data {args.data}: the data set is hashed already ({raw.meta['hashing']}); "
+            "give the prepared, raw data set"
+        )
+    ds = hashed_dataset(raw, spec, args.seed)
     manifest = save_prepared(ds, args.out)
     print(f"hashed {ds.name} to m = {ds.n_features} features (seed {args.seed}) -> {manifest}")
     return 0
@@ -210,10 +216,12 @@ def _torchrun(spec: RunSpec, n: int, rank_cmd: list[str], out: Path) -> int:
     files; psml's own lines (``psml ...``, one per rank when a run fails) are printed here, and
     a failed run ends in one error line naming the files.
     """
+    import shutil
     import subprocess
 
     logs = out.with_name(out.name + ".ranks")
-    logs.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(logs, ignore_errors=True)  # torchrun adds a folder per launch: keep this one's
+    logs.mkdir(parents=True)
     # "--" keeps torchrun from reading --run as its own --run-path; -r 3 redirects both streams.
     cmd = ["torchrun", "--standalone", f"--nproc-per-node={n}", "--log-dir", str(logs), "-r", "3"]
     with open(logs / "torchrun.log", "w", encoding="utf-8") as agent:

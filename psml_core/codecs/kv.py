@@ -144,7 +144,7 @@ def unpack_keys(buf: bytes | memoryview, n: int) -> np.ndarray:
 
 @CODECS.register("kv")
 class KVCodec(Codec):
-    """PS-lite key/value entries (see the module docstring): ``12 m`` bytes for ``m`` entries.
+    """PS-lite key/value entries (see the module docstring): ``12 m + 4`` bytes for ``m`` entries.
 
     No parameters. ``encode`` sends the non-zero entries; ``encode_keys`` the entries at given
     keys (a mini-batch's keys, zeros included). The server sums the decoded pushes (default).

@@ -44,8 +44,9 @@ class OmniReduceCodec(Codec):
 
     Server side (:class:`OmniReduceServer`): sums the pushes block by block and returns the
     aggregated blocks of the *union* of the workers' blocks to every worker, in the same record
-    format: ``|union| (4B + 4)`` bytes per worker (our design's ``P |U blocks| (4B + 4)`` summed
-    over P workers), a block summing to zero included, as the aggregator of the paper does.
+    format: ``|union| (4B + 4) + 4`` bytes per worker (our design's ``P |U blocks| (4B + 4)``
+    summed over P workers, plus the CRC-32 trailer), a block summing to zero included, as the
+    aggregator of the paper does.
 
     Tuning: ``B = 256`` is the authors' default (``block_size`` and ``message_size``); smaller
     blocks skip more on sparse data but pay the 4-byte id more often (overhead ``1/B``). On dense
@@ -136,8 +137,9 @@ class OmniReduceServer(ServerCodec):
     """OmniReduce's aggregator: sum per block, return the union's aggregated blocks to all.
 
     Down wire format: block records of the union of the blocks the workers sent in the last
-    :meth:`aggregate`, ascending (the same format as the up direction); ``|union| (4B + 4)`` bytes
-    per worker (``4r + 4`` for a short last block). If :meth:`encode_down` is called on a vector
+    :meth:`aggregate`, ascending (the same format as the up direction); ``|union| (4B + 4) + 4``
+    bytes per worker (``4r + 4`` for a short last block; + 4 for the CRC-32 trailer). If
+    :meth:`encode_down` is called on a vector
     that did not come from :meth:`aggregate`, the blocks with a non-zero value are sent.
 
     Args:

@@ -169,7 +169,8 @@ class QSGDCodec(Codec):
     zero norm.
 
     Server side: the default — the sum of the decoded pushes, broadcast losslessly in the
-    cheapest sparse format (dense for dense gradients: ``4n`` bytes down).
+    cheapest sparse format (dense for dense gradients: ``4n + 4`` bytes down, with the
+    CRC-32 trailer).
 
     ``ctx.ratio`` is ignored: QSGD is a fixed-rate quantiser, its rate set by ``levels``.
 

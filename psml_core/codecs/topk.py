@@ -130,7 +130,7 @@ class TopKDownServer(ServerCodec):
         return Payload(f"{self.codec.name}/down", n, seal(encode_sparse(n, idx, sent)))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Decode a broadcast; its length must be ``sparse_size(n, k_down)``."""
+        """Decode a broadcast; its length must be ``sparse_size(n, k_down) + 4`` (the trailer)."""
         n = payload.n
         k = keep_count(n, self.down_ratio)
         if len(payload.buffer) != sparse_size(n, k) + CHECKSUM_BYTES:

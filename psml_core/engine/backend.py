@@ -35,7 +35,8 @@ class Backend(ABC):
 
         Asked for every recipe of a tier when its config is loaded
         (:func:`psml_core.engine.capabilities.check_backend`), so that no job of a tier the
-        backend cannot run starts, and again when a job is built.
+        backend cannot run starts, and again when the backend runs a job (a run spec written
+        by hand).
         """
         return None
 

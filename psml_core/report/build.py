@@ -26,6 +26,7 @@ import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
+from psml_core.analysis.experiments import ALL_RUNS
 from psml_core.analysis.regime_map import map_summaries
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
@@ -46,7 +47,7 @@ from psml_core.report.inputs import (
     require_files,
 )
 from psml_core.report.regime_maps import regime_map_section
-from psml_core.report.sections import head_to_head_section, paper_sections
+from psml_core.report.sections import experiment_aggregate, head_to_head_section, paper_sections
 
 __all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
 
@@ -337,6 +338,7 @@ def build_report(
     # Every input is read (and checked) before anything is written.
     runs = _read_runs(runs_csv)
     aggregate = read_aggregate_csv(aggregate_csv)
+    experiment_aggregate(aggregate, ALL_RUNS, runs)  # refuses an aggregate older than the runs
     frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
     papers = load_papers(papers_dir)
     claims = _read_claims(claims_csv, papers)

@@ -288,6 +288,9 @@ def test_hash_writes_the_data_set_partition_and_train_then_read(smoke, prepared,
         f"hashed m={meta['buckets']} seed {spec.seed}/{name}"
         for name in ("data.npz", "manifest.json")
     ]  # the report's data table tells the hashed files from the raw ones
+    # Hashing a hashed data set again is refused (it would shrink m once more).
+    assert main(["hash", "--data", str(hashed), *argv[3:], "--out", str(tmp_path / "twice")]) == 2
+    assert "hashed already" in capsys.readouterr().err
     # A data set hashed with another seed is refused, naming the fix.
     other = tmp_path / "other"
     assert main([*argv[:-1], str(spec.seed + 1), "--out", str(other)]) == 0

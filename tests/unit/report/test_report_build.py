@@ -239,11 +239,12 @@ def test_the_report_prints_the_comparison_stages_means(built: dict[str, Any]) ->
     assert len(attached) == len(aggregate)
 
 
-def test_a_stale_aggregate_is_refused(built: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("experiment", ["head_to_head", "*"])
+def test_a_stale_aggregate_is_refused(built: dict[str, Any], tmp_path: Path, experiment) -> None:
     """An aggregate.csv older than the runs (a seed fewer) stops the report with the fix."""
     inputs = dict(built["inputs"])
     agg = pd.read_csv(inputs["aggregate_csv"])
-    agg.loc[agg["experiment"] == "head_to_head", "n"] += 1
+    agg.loc[agg["experiment"] == experiment, "n"] += 1
     stale = tmp_path / "aggregate.csv"
     agg.to_csv(stale, index=False)
     inputs["aggregate_csv"] = stale
