@@ -74,7 +74,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         if not sep:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         user[key] = yaml.safe_load(value)
-    from psml_core.engine.capabilities import check_backend
+    from psml_core.capabilities import check_backend
 
     check_backend(load_experiment(user, args.config_dir))  # cross-references, the backend
     print(yaml.safe_dump(effective_config(user, args.config_dir), sort_keys=True), end="")

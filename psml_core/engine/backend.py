@@ -8,11 +8,9 @@ from typing import ClassVar
 from psml_core.config import MethodRecipe
 from psml_core.engine.job import Job
 from psml_core.metrics.records import IterationRecord
-from psml_core.placement.base import PLACEMENTS
 from psml_core.registry import Registry
-from psml_core.sync.base import SYNC_POLICIES
 
-__all__ = ["BACKENDS", "Backend", "moves_keys", "has_barrier"]
+__all__ = ["BACKENDS", "Backend"]
 
 
 class Backend(ABC):
@@ -34,21 +32,11 @@ class Backend(ABC):
         """Why this backend cannot run ``method`` faithfully, with the fix; None if it can.
 
         Asked for every recipe of a tier when its config is loaded
-        (:func:`psml_core.engine.capabilities.check_backend`), so that no job of a tier the
+        (:func:`psml_core.capabilities.check_backend`), so that no job of a tier the
         backend cannot run starts, and again when the backend runs a job (a run spec written
         by hand).
         """
         return None
-
-
-def moves_keys(method: MethodRecipe) -> bool:
-    """Whether the recipe's placement moves keys between shards during the run."""
-    return bool(PLACEMENTS.get(method.placement.name).moves_keys)
-
-
-def has_barrier(method: MethodRecipe) -> bool:
-    """Whether the recipe's sync policy applies each clock's pushes together (BSP, PCP)."""
-    return bool(SYNC_POLICIES.get(method.sync.name).barrier)
 
 
 BACKENDS: Registry[type[Backend]] = Registry("backend")

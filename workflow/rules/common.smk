@@ -12,7 +12,7 @@ import yaml
 from snakemake.utils import validate
 
 from psml_core.config import effective_config
-from psml_core.engine.capabilities import check_backend
+from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
 

@@ -62,10 +62,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from psml_core.capabilities import horovod_refusal
 from psml_core.codecs.base import Codec, Payload, ServerCodec
 from psml_core.config import BlockSpec, MethodRecipe
 from psml_core.control.base import Observation
-from psml_core.engine.backend import BACKENDS, Backend, has_barrier, moves_keys
+from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
@@ -100,42 +101,13 @@ def collective_for(job: Job, options: HorovodOptions) -> str:
     return options.collective
 
 
-def refusal(method: MethodRecipe) -> str | None:
-    """Why an allreduce cannot run ``method`` (:meth:`Backend.refusal`), or None.
-
-    An asynchronous sync policy, touched pulls, a down-direction codec on pulls, or a
-    placement that moves keys.
-    """
-    if not has_barrier(method):
-        return (
-            f"backend 'horovod' runs bulk-synchronous allreduce; method {method.name!r} uses "
-            f"sync {method.sync.name!r} — use sync: bsp, or the sim or dist backend"
-        )
-    if method.pull == "touched":
-        return (
-            f"backend 'horovod' allreduces whole gradients and has no per-key pulls; method "
-            f"{method.name!r} sets pull: touched — use the sim or dist backend"
-        )
-    if method.codec_down is not None and method.codec_down.name != "none":
-        return (
-            f"backend 'horovod' has no parameter pulls to encode; method {method.name!r} sets "
-            f"codec_down {method.codec_down.name!r} — use the sim or dist backend"
-        )
-    if moves_keys(method):
-        return (
-            f"backend 'horovod' has no server shards to move keys between; method "
-            f"{method.name!r} uses placement {method.placement.name!r} — use the sim backend"
-        )
-    return None
-
-
 def check_job(job: Job) -> None:
-    """Reject recipes that an allreduce cannot run (:func:`refusal`).
+    """Reject recipes an allreduce cannot run (:func:`~psml_core.capabilities.horovod_refusal`).
 
     Raises:
         ConfigError: naming why and the backend to use.
     """
-    if (why := refusal(job.spec.method)) is not None:
+    if (why := horovod_refusal(job.spec.method)) is not None:
         raise ConfigError(why)
 
 
@@ -161,8 +133,8 @@ class HorovodBackend(Backend):
 
     @classmethod
     def refusal(cls, method: MethodRecipe) -> str | None:
-        """What an allreduce cannot run (see :func:`refusal`)."""
-        return refusal(method)
+        """What an allreduce cannot run (:func:`psml_core.capabilities.horovod_refusal`)."""
+        return horovod_refusal(method)
 
     def __init__(self, options: HorovodOptions | None = None) -> None:
         self.options = options or HorovodOptions.from_env()

@@ -28,10 +28,11 @@ values of every shard, so ``job.global_params()`` is the trained model as in sim
 
 from __future__ import annotations
 
+from psml_core.capabilities import dist_refusal
 from psml_core.config import MethodRecipe
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
-from psml_core.engine.torchdist.rank import check_supported, refusal, run_rank
+from psml_core.engine.torchdist.rank import check_supported, run_rank
 from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import current_session
 from psml_core.engine.torchdist.settings import DistOptions
@@ -54,8 +55,8 @@ class DistBackend(Backend):
 
     @classmethod
     def refusal(cls, method: MethodRecipe) -> str | None:
-        """Placements that move keys (see :func:`.rank.refusal`)."""
-        return refusal(method)
+        """Placements that move keys (:func:`psml_core.capabilities.dist_refusal`)."""
+        return dist_refusal(method)
 
     def __init__(self, options: DistOptions | None = None) -> None:
         self.options = options or DistOptions.from_env()

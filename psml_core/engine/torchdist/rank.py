@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from psml_core.config import MethodRecipe
-from psml_core.engine.backend import moves_keys
+from psml_core.capabilities import dist_refusal
 from psml_core.engine.job import Job
 from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
@@ -25,17 +24,7 @@ from psml_core.engine.torchdist.wire import Channel, Header, Kind, PeerLost, Wir
 from psml_core.engine.torchdist.worker_loop import run_worker
 from psml_core.errors import ConfigError, RunError
 
-__all__ = ["check_supported", "refusal", "run_rank"]
-
-
-def refusal(method: MethodRecipe) -> str | None:
-    """Why the dist backend cannot run ``method`` (:meth:`Backend.refusal`), or None."""
-    if moves_keys(method):
-        return (
-            f"method {method.name!r}: placement {method.placement.name!r} moves keys between "
-            "shards mid-run, which the dist backend cannot do yet; run it on the sim backend"
-        )
-    return None
+__all__ = ["check_supported", "run_rank"]
 
 
 def check_supported(job: Job) -> None:
@@ -47,7 +36,7 @@ def check_supported(job: Job) -> None:
     """
     if job.spec.workers < 1 or job.spec.shards < 1:
         raise ConfigError("the dist backend needs at least one worker and one shard")
-    if (why := refusal(job.spec.method)) is not None:
+    if (why := dist_refusal(job.spec.method)) is not None:
         raise ConfigError(why)
 
 

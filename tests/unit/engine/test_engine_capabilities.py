@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from psml_core.engine.backend import BACKENDS, has_barrier, moves_keys
-from psml_core.engine.capabilities import check_backend
+from psml_core.capabilities import REFUSALS, check_backend, has_barrier, moves_keys
+from psml_core.engine.backend import BACKENDS
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS
 from psml_core.recipes import load_experiment
@@ -63,3 +63,19 @@ def test_the_cli_refuses_before_printing_anything(capsys):
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.startswith("psml config: error: backend 'horovod' cannot run")
+
+
+def test_every_backend_has_its_refusal_and_loading_a_config_imports_no_torch():
+    import subprocess
+    import sys
+
+    assert set(REFUSALS) == set(BACKENDS.names())
+    for name in REFUSALS:
+        assert BACKENDS.get(name).refusal is not None
+    code = (
+        "import sys; from psml_core.capabilities import check_backend; "
+        "from psml_core.recipes import load_experiment; "
+        f"check_backend(load_experiment({{'tier': 'smoke'}}, {str(CONFIG)!r})); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

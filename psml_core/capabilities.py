@@ -1,0 +1,110 @@
+"""Which recipes each backend can run faithfully, checked when a config loads.
+
+The dist backend cannot move keys between shard processes; an allreduce (horovod) has no
+asynchronous policies, per-key pulls, down codecs or shards. The workflow and ``psml config``
+call :func:`check_backend` right after loading the config, so that a tier its backend cannot
+run stops with one line before any job starts, not hours later at its first training job; the
+backends ask the same functions again when they run a job (a run spec written by hand).
+
+This module reads only the settings and the blocks' class flags (``Placement.moves_keys``,
+``SyncPolicy.barrier``), not the backends themselves, so that loading a config stays cheap:
+the backends import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psml_core.config import Experiment, MethodRecipe
+from psml_core.errors import ConfigError
+from psml_core.placement.base import PLACEMENTS
+from psml_core.sync.base import SYNC_POLICIES
+
+__all__ = [
+    "REFUSALS",
+    "check_backend",
+    "dist_refusal",
+    "has_barrier",
+    "horovod_refusal",
+    "moves_keys",
+]
+
+
+def moves_keys(method: MethodRecipe) -> bool:
+    """Whether the recipe's placement moves keys between shards during the run."""
+    return bool(PLACEMENTS.get(method.placement.name).moves_keys)
+
+
+def has_barrier(method: MethodRecipe) -> bool:
+    """Whether the recipe's sync policy applies each clock's pushes together (BSP, PCP)."""
+    return bool(SYNC_POLICIES.get(method.sync.name).barrier)
+
+
+def dist_refusal(method: MethodRecipe) -> str | None:
+    """Why the dist backend cannot run ``method``, or None."""
+    if moves_keys(method):
+        return (
+            f"method {method.name!r}: placement {method.placement.name!r} moves keys between "
+            "shards mid-run, which the dist backend cannot do yet; run it on the sim backend"
+        )
+    return None
+
+
+def horovod_refusal(method: MethodRecipe) -> str | None:
+    """Why an allreduce cannot run ``method``, or None.
+
+    An asynchronous sync policy, touched pulls, a down-direction codec on pulls, or a
+    placement that moves keys.
+    """
+    if not has_barrier(method):
+        return (
+            f"backend 'horovod' runs bulk-synchronous allreduce; method {method.name!r} uses "
+            f"sync {method.sync.name!r} — use sync: bsp, or the sim or dist backend"
+        )
+    if method.pull == "touched":
+        return (
+            f"backend 'horovod' allreduces whole gradients and has no per-key pulls; method "
+            f"{method.name!r} sets pull: touched — use the sim or dist backend"
+        )
+    if method.codec_down is not None and method.codec_down.name != "none":
+        return (
+            f"backend 'horovod' has no parameter pulls to encode; method {method.name!r} sets "
+            f"codec_down {method.codec_down.name!r} — use the sim or dist backend"
+        )
+    if moves_keys(method):
+        return (
+            f"backend 'horovod' has no server shards to move keys between; method "
+            f"{method.name!r} uses placement {method.placement.name!r} — use the sim backend"
+        )
+    return None
+
+
+REFUSALS: dict[str, Callable[[MethodRecipe], str | None]] = {
+    "sim": lambda method: None,
+    "dist": dist_refusal,
+    "horovod": horovod_refusal,
+}
+"""Each backend's refusal; a test keeps it in step with the backend registry."""
+
+
+def check_backend(exp: Experiment) -> None:
+    """Refuse a tier whose backend cannot run one of its recipes.
+
+    Raises:
+        ConfigError: naming the backend, each recipe it cannot run and why, and the fix.
+    """
+    if exp.backend not in REFUSALS:
+        raise ConfigError(
+            f"key 'backend': {exp.backend!r} is not allowed; allowed values: "
+            + ", ".join(sorted(REFUSALS))
+        )
+    refusal = REFUSALS[exp.backend]
+    refused = {m: why for m, r in sorted(exp.recipes.items()) if (why := refusal(r))}
+    if refused:
+        first, why = next(iter(refused.items()))
+        others = ", ".join(list(refused)[1:])
+        more = f" (also: {others})" if others else ""
+        raise ConfigError(
+            f"backend {exp.backend!r} cannot run {len(refused)} of the tier's methods{more}: "
+            f"{why}; set backend: sim, or leave these methods out of the tier"
+        )
