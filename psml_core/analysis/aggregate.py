@@ -163,6 +163,16 @@ def write_runs_csv(df: pd.DataFrame, path: str | Path) -> None:
         df.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n", encoding="utf-8")
 
 
+def _read_table(p: Path, what: str) -> pd.DataFrame:
+    """A CSV that ``psml compare`` wrote; only empty cells are missing values."""
+    if not p.is_file():
+        raise DataError(f"{what} {str(p)!r} does not exist; run `psml compare` first")
+    try:
+        return pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"{what} {str(p)!r} is not readable CSV ({exc})") from None
+
+
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_runs_csv`.
 
@@ -173,12 +183,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         DataError: The file is missing, unreadable or lacks columns (the message names it).
     """
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"runs table {str(p)!r} does not exist; run `psml compare` first")
-    try:
-        df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataError(f"runs table {str(p)!r} is not readable CSV ({exc})") from None
+    df = _read_table(p, "runs table")
     for col in OPTIONAL_COLUMNS:
         if col not in df.columns:
             df[col] = math.nan
@@ -255,12 +260,7 @@ def read_aggregate_csv(path: str | Path) -> pd.DataFrame:
         DataError: The file is missing, unreadable or not an aggregate table (names it).
     """
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"aggregate table {str(p)!r} does not exist; run `psml compare` first")
-    try:
-        df = pd.read_csv(p, keep_default_na=False, na_values=[""], encoding="utf-8")
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataError(f"aggregate table {str(p)!r} is not readable CSV ({exc})") from None
+    df = _read_table(p, "aggregate table")
     wanted = ["experiment", *AGGREGATE_KEYS, "clock", "n"]
     missing = [c for c in wanted if c not in df.columns]
     if missing:

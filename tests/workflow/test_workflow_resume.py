@@ -37,12 +37,17 @@ def targets(*runs: str) -> list[str]:
     return [f"results/smoke/runs/{r}/summary.json" for r in runs]
 
 
-def test_interrupted_workflow_resumes_without_recomputing(tmp_path: Path) -> None:
+def finished_first_run(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A workflow copy whose FIRST run has finished: (workflow, runs dir, its summary's mtime)."""
     wf = copy_workflow(tmp_path / "wf")
     runs = wf / "results" / "smoke" / "runs"
     first = snakemake_cli(["--cores", "1", *targets(FIRST), *CONFIG], wf)
     assert first.returncode == 0, first.stderr[-3000:]
-    stamp = (runs / FIRST / "summary.json").stat().st_mtime_ns
+    return wf, runs, (runs / FIRST / "summary.json").stat().st_mtime_ns
+
+
+def test_interrupted_workflow_resumes_without_recomputing(tmp_path: Path) -> None:
+    wf, runs, stamp = finished_first_run(tmp_path)
 
     # The next run to start is killed after its 2nd checkpoint; Snakemake stops with an error.
     cut = subprocess.run(
@@ -69,11 +74,7 @@ def test_interrupted_workflow_resumes_without_recomputing(tmp_path: Path) -> Non
 
 
 def test_a_killed_snakemake_resumes_after_unlock(tmp_path: Path) -> None:
-    wf = copy_workflow(tmp_path / "wf")
-    runs = wf / "results" / "smoke" / "runs"
-    first = snakemake_cli(["--cores", "1", *targets(FIRST), *CONFIG], wf)
-    assert first.returncode == 0, first.stderr[-3000:]
-    stamp = (runs / FIRST / "summary.json").stat().st_mtime_ns
+    wf, runs, stamp = finished_first_run(tmp_path)
 
     # Snakemake and its job are killed (SIGKILL, whole process group) at the 2nd checkpoint.
     proc = subprocess.Popen(
