@@ -4,7 +4,8 @@ Two processes on loopback: rank 0 plays a worker, rank 1 a server shard.
 
 * **push**: the worker sends a 64-byte header plus a ``bytes`` payload through
   :class:`~psml_core.engine.torchdist.wire.Wire`; the shard receives the header from *any* rank
-  (as the shard loop does) and the payload into a pooled buffer.
+  into a receive posted before the header was sent, and the payload into the receive it
+  pre-posted after the previous push, as the shard loop does.
 * **pull**: the worker posts the answer's header and payload receives, sends a PULL request,
   the shard answers with header plus payload, the worker receives it: a full request/answer
   round trip, so one more one-way latency than a raw send.
@@ -16,7 +17,7 @@ trials of the two methods alternate. Goodput = payload bytes / median trial time
 the median over adjacent (raw, wire) trial pairs of raw time / wire time (target >= 0.8), which
 cancels most of the drift of a shared machine's load.
 
-Usage: python benchmarks/bench_dist.py [--sizes-mb 4,16,64,100] [--trials 7] [--json out.json]
+Usage: python benchmarks/bench_dist.py [--sizes-mb 4,16,64,100] [--trials 41] [--json out.json]
 """
 
 from __future__ import annotations
@@ -55,13 +56,31 @@ def _raw(rank: int, buf: torch.Tensor, src: int, k: int) -> None:
 
 
 def _push(rank: int, wire: Wire, payload: bytes, k: int) -> None:
+    # As the worker and shard loops do: the shard keeps a header receive from any rank posted,
+    # re-posting it as soon as a push's header is in, and posts the receive of the worker's
+    # next push payload as soon as it has the current one, sized like the largest so far (both
+    # ends know it). ``_drain_push`` completes both before the size changes, as DONE does.
+    n = len(payload)
     for _ in range(k):
         if rank == 0:
-            wire.send(1, Header(Kind.PUSH, 0, 0, payload_len=len(payload)), [payload])
+            cap = _PUSH.pop("capacity", 0)
+            wire.send(1, Header(Kind.PUSH, 0, 0, payload_len=n), [payload], prepost=cap)
+            _PUSH["capacity"] = n
         else:
-            hdr, src = wire.recv_header()
-            part, _ = wire.recv_parts(src, hdr)
+            incoming = _PUSH.pop("incoming", None) or wire.irecv_header(None)
+            hdr, src = incoming.wait_from()
+            _PUSH["incoming"] = wire.irecv_header(None)
+            part, _ = wire.recv_parts(src, hdr, pre=_PUSH.pop("pre", None))
+            _PUSH["pre"] = wire.prepost(src, hdr.payload_len)
             del part
+
+
+def _drain_push(rank: int, wire: Wire) -> None:
+    if rank == 0:
+        wire.send(1, Header(Kind.DONE, 0), prepost=_PUSH.pop("capacity", 0))
+    else:
+        hdr, src = _PUSH.pop("incoming").wait_from()
+        wire.recv_parts(src, hdr, pre=_PUSH.pop("pre", None))
 
 
 def _pull(rank: int, wire: Wire, payload: bytes, k: int) -> None:
@@ -83,6 +102,7 @@ def _pull(rank: int, wire: Wire, payload: bytes, k: int) -> None:
 
 
 _CAPACITY: dict[int, int] = {}
+_PUSH: dict[str, Any] = {}  # the push path's posted receives and capacity, across calls
 
 
 def _timed(fn: Any, *args: Any) -> float:
@@ -114,6 +134,8 @@ def _rank(rank: int, port: int, sizes: list[int], trials: int, out: Any) -> None
                 t_wire.append(_timed(fn, rank, wire, payload, k))
             raw, wir = statistics.median(t_raw) / k, statistics.median(t_wire) / k
             # Adjacent trials share the machine's load of the moment: their ratio is robust.
+            if direction == "push":
+                _drain_push(rank, wire)
             pairs = [r / w for r, w in zip(t_raw, t_wire, strict=True)]
             rows.append(
                 {
@@ -134,7 +156,7 @@ def main() -> None:
     """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes-mb", default="4,16,64,100")
-    ap.add_argument("--trials", type=int, default=15)
+    ap.add_argument("--trials", type=int, default=41)
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
     sizes = [int(float(s) * 10**6) for s in args.sizes_mb.split(",")]

@@ -55,6 +55,7 @@ from psml_core.engine.torchdist.wire import (
     Header,
     Kind,
     Outgoing,
+    Prepost,
     ProtocolError,
     Wire,
 )
@@ -131,6 +132,10 @@ class ShardLoop:
         rounds = self.shard.policy.rounds
         self.evaluate: set[int] = set() if rounds else set(eval_points(job))
         self.outgoing: list[Outgoing] = []
+        # Pre-posted receives of each worker's next push payload (see the wire module), and
+        # their capacity: the largest payload that worker pushed here so far.
+        self.push_pre: dict[int, Prepost] = {}
+        self.push_capacity = [0] * self.workers
         # The pushes a barrier (or round) policy holds until its round is complete, decoded
         # only then: kept here too, so that a payload that does not decode names its sender.
         self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
@@ -147,9 +152,16 @@ class ShardLoop:
         """The serving loop."""
         done = 0
         self.snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
-        while done < self.workers or self.snapshots:
-            hdr, src = self.wire.recv_header()
+        incoming = self.wire.irecv_header(None)
+        while True:
+            hdr, src = incoming.wait_from()
             self._check_origin(hdr, src)
+            # The next header's receive is posted before this message is served, so a sender
+            # never waits for it; a pull or push is never a worker's last message (its DONE
+            # follows), and after the others the loop may end, so those re-post at the end.
+            busy = hdr.kind in (Kind.PULL, Kind.PUSH)
+            if busy:
+                incoming = self.wire.irecv_header(None)
             if hdr.kind == Kind.PULL:
                 keys = None
                 if hdr.state_len or hdr.payload_len >= 0:
@@ -177,6 +189,8 @@ class ShardLoop:
                 self.faults.maybe_kill(self.s, hdr.clock)
                 self._push(hdr, src)
             elif hdr.kind == Kind.DONE:
+                # The worker's DONE completes our pre-posted receive of its next push, if any.
+                self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(hdr.worker, None))
                 done += 1
             elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
                 part, _ = self.wire.recv_parts(src, hdr)
@@ -186,6 +200,10 @@ class ShardLoop:
             else:
                 raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
             self.outgoing = [o for o in self.outgoing if not o.reap()]
+            if not (done < self.workers or self.snapshots):
+                break
+            if not busy:
+                incoming = self.wire.irecv_header(None)
         for o in self.outgoing:
             o.wait()
         if self.parked:
@@ -238,10 +256,16 @@ class ShardLoop:
             raise ProtocolError(f"pull {hdr.clock} of worker {hdr.worker}: {exc}") from None
 
     def _push(self, hdr: Header, src: int) -> None:
-        payload, state = self.wire.recv_parts(src, hdr)
+        w = hdr.worker
+        payload, state = self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(w, None))
+        # Post the receive of w's next push now, sized like its largest so far (the worker
+        # tracks the same number): its payload then flows as soon as it is sent.
+        self.push_capacity[w] = max(self.push_capacity[w], hdr.payload_len)
+        if self.push_capacity[w] > 0:
+            self.push_pre[w] = self.wire.prepost(src, self.push_capacity[w])
         if payload is None:
             raise ProtocolError(f"shard {self.s}: a push without a payload from rank {src}")
-        w, t = hdr.worker, hdr.clock
+        t = hdr.clock
         report = None
         if self.shard.policy.rounds:
             try:

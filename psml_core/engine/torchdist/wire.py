@@ -25,13 +25,20 @@ a PULL has no payload (``payload_len`` -1) except in ``touched`` pull mode, wher
 is the key list of the shard's keys the worker's batch touches (``8 m`` bytes of uint64,
 :func:`psml_core.codecs.kv.pack_keys`), and its state part the controller figures, if any.
 
-Pre-posted answers. A part can only be received once its header has arrived (its size is
+Pre-posted payloads. A part can only be received once its header has arrived (its size is
 unknown before), and gloo starts a transfer only once the receive is posted: one more
-one-way latency per message. A worker avoids it on its hot path, the pull answer: it posts a
-receive for the answer's payload *before* sending the request, sized like the largest payload
-that shard sent it so far, and names that capacity in the request (``prepost``). The shard
-then sends exactly one message on the pre-post tag (``c + 2``): the payload if it fits, else
-an empty message followed by the payload on the body tag as usual.
+round trip per message, a quarter of a 4 MB transfer's time on loopback. Both hot paths avoid
+it by posting the payload's receive before its header arrives, on the pre-post tag
+(``c + 2``), sized like the largest payload of that kind seen so far on that pair:
+
+* the pull answer: the worker posts it before sending the request and names its capacity in
+  the request (``prepost``);
+* the push: the shard posts the receive of a worker's next push as soon as it has its current
+  one; both ends track the capacity (the largest payload that worker pushed to that shard so
+  far), so no message names it. The worker's DONE completes the last one.
+
+The sender then sends exactly one message on the pre-post tag: the payload if it fits, else an
+empty message followed by the payload on the body tag as usual.
 
 Byte accounting. Every tensor handed to gloo goes through :meth:`Wire._isend`, which counts
 its ``nbytes`` in :class:`WireStats`: that is the ground truth. Of a message's bytes,
@@ -304,23 +311,29 @@ class Prepost:
 
 @dataclass
 class Incoming:
-    """A header receive posted in advance."""
+    """A header receive posted in advance, from one rank or (``peer`` None) from any."""
 
     work: Any
     buf: torch.Tensor
-    peer: int
+    peer: int | None
     wire: Wire
     channel: Channel
 
     def wait(self) -> Header:
         """Block until the header is in; count it."""
+        return self.wait_from()[0]
+
+    def wait_from(self) -> tuple[Header, int]:
+        """Block until the header is in; count it; return it and its sender."""
         try:
             self.work.wait()
         except RuntimeError as exc:
             raise _transport(exc, self.peer) from None
-        hdr = self.wire._parse_header(self.buf, self.peer)
+        # The default group spans every rank, so its rank numbers are the global ones.
+        src = self.peer if self.peer is not None else int(self.work._source_rank())
+        hdr = self.wire._parse_header(self.buf, src)
         self.wire._count_header_in(hdr)
-        return hdr
+        return hdr, src
 
 
 class Wire:
@@ -438,8 +451,12 @@ class Wire:
         self._count_header_in(hdr)
         return hdr, int(sender)
 
-    def irecv_header(self, src: int, channel: Channel = Channel.DATA) -> Incoming:
-        """Post the receive of ``src``'s next header on ``channel``."""
+    def irecv_header(self, src: int | None, channel: Channel = Channel.DATA) -> Incoming:
+        """Post the receive of ``src``'s next header on ``channel`` (None: from any rank).
+
+        Posting it before the sender sends saves the receive's rendezvous (one round trip);
+        a receive from any rank is subject to the same limit as :meth:`recv_header`.
+        """
         buf = torch.empty(HEADER_WORDS, dtype=torch.int64)
         try:
             work = dist.irecv(buf, src=src, tag=int(channel))
@@ -460,12 +477,14 @@ class Wire:
         the payload when that fits its capacity, else an empty message.
         """
         fits = pre is not None and 0 <= header.payload_len <= pre.capacity
-        bufs: list[np.ndarray] = []
+        bufs: list[Any] = []
         works = []
         for i, n in enumerate(header.part_lengths):
             if i == 0 and fits:
                 assert pre is not None
-                bufs.append(pre.buf[:n])
+                # A memoryview slice keeps ``pre.buf`` alive, so the pool gets the buffer back
+                # only once the payload is dropped (a NumPy slice would reference the base only).
+                bufs.append(memoryview(pre.buf)[:n])
                 continue
             arr = self.pool.take(n)
             bufs.append(arr)

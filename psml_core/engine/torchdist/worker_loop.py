@@ -71,6 +71,9 @@ class _WorkerLoop:
         self.round_ctx: list[CodecContext | None] = [None] * n
         # Capacity of the pre-posted answer receive per shard: the largest payload seen so far.
         self.capacity = [0] * n
+        # The shard's pre-posted receive of our next push payload: the largest we pushed so far
+        # (both ends know it, so it needs no message).
+        self.push_capacity = [0] * n
         self.proto = options.count_header
         self.rounds = self.shards[0].policy.rounds
         self.touched = self.shards[0].pull_mode == "touched"
@@ -146,8 +149,9 @@ class _WorkerLoop:
                 )
             )
             start = end
-        for s in range(len(self.shards)):
-            self.wire.send(s, Header(Kind.DONE, self.p))
+        for s, c in enumerate(self.push_capacity):
+            # With a push receive pre-posted, DONE also completes it (an empty message).
+            self.wire.send(s, Header(Kind.DONE, self.p), prepost=c)
         return rows
 
     def pull(self, t: int) -> tuple[list[int], list[int], int, int, float, int]:
@@ -285,7 +289,9 @@ class _WorkerLoop:
             up[s] += self.counted(hdr)
             if self.lossless:
                 lossless_up += up[s] - pl.wire_bytes + snappy_bytes(pl)
-            pushes.append(self.wire.isend(s, hdr, [pl.buffer, part] if part else [pl.buffer]))
+            parts = [pl.buffer, part] if part else [pl.buffer]
+            pushes.append(self.wire.isend(s, hdr, parts, prepost=self.push_capacity[s]))
+            self.push_capacity[s] = max(self.push_capacity[s], pl.wire_bytes)
         for o in pushes:
             o.wait()
         return lossless_up

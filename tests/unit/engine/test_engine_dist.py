@@ -36,7 +36,9 @@ from psml_core.engine.torchdist.wire import (
     BufferPool,
     Header,
     Kind,
+    Prepost,
     ProtocolError,
+    Wire,
 )
 from psml_core.errors import ConfigError, RunError
 
@@ -214,6 +216,33 @@ def test_buffer_pool_reuses_a_buffer_once_its_views_are_gone():
     del view
     assert pool.take(4000).base is base  # same 1 MiB size class, returned
     assert b.base is not base
+
+
+def test_a_pre_posted_payload_keeps_its_buffer_until_it_is_dropped():
+    """A shard holds a barrier round's pushes; their pre-posted buffers must not be reused.
+
+    The payload is a slice of the pre-posted buffer: a NumPy slice references only the base
+    array, so the pool would take the buffer back while the payload still points into it.
+    """
+
+    class Done:
+        def wait(self) -> None:
+            pass
+
+    pool = BufferPool(min_bytes=1024)
+    wire = Wire(0, pool)
+    pre = Prepost(Done(), pool.take(8000), 8000)
+    base = pre.buf.base
+    pre.buf[:100] = 7
+    payload, _ = wire.recv_parts(1, Header(Kind.PUSH, payload_len=100), pre=pre)
+    assert payload is not None and len(payload) == 100
+    del pre
+    fresh = pool.take(8000)
+    assert fresh.base is not base  # the held payload still owns it
+    fresh[:] = 0
+    assert bytes(payload) == b"\x07" * 100
+    del payload
+    assert pool.take(8000).base is base  # returned once the payload is gone
 
 
 @pytest.mark.parametrize("name", CODECS.names())

@@ -168,7 +168,9 @@ class ScriptedWire:
         # What the real wire does with a received header: parse and check its eight words.
         return Header.from_tensor(hdr.tensor()), src
 
-    def irecv_header(self, src: int) -> Any:
+    def irecv_header(self, src: int | None) -> Any:
+        if src is None:  # the shard's posted receive from any rank: the next message, when waited
+            return type("Incoming", (), {"wait_from": lambda _self: self.recv_header()})()
         hdr, got, parts = self._next()
         assert got == src
         self.parts.setdefault(src, deque()).append(parts)
@@ -186,7 +188,7 @@ class ScriptedWire:
         self.sent.append((dst, header))
         return type("Outgoing", (), {"reap": lambda _s: True, "wait": lambda _s: None})()
 
-    def send(self, dst: int, header: Header, parts: Any = ()) -> None:
+    def send(self, dst: int, header: Header, parts: Any = (), prepost: int = 0) -> None:
         self.sent.append((dst, header))
 
     def prepost(self, src: int, capacity: int) -> None:
