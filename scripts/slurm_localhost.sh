@@ -6,7 +6,7 @@
 #   scripts/slurm_localhost.sh [--keep] [REPO]
 #
 #   REPO    the checkout whose workflow is run (default: the one holding this script). Its
-#           workflow parts (Snakefile, workflow/, config/, profiles/), uncommitted changes
+#           workflow parts (workflow/Snakefile, workflow/, config/, profiles/), uncommitted changes
 #           included, are copied into a throwaway directory; nothing is written into REPO.
 #   --keep  keep the throwaway directory after a PASS (it is always kept after a FAIL).
 #
@@ -74,7 +74,7 @@ log() { printf '[slurm_localhost %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { echo "error: $*" >&2; exit 2; }
 
 [[ "$(id -u)" == 0 ]] || die "run as root: it installs packages and runs slurmctld/slurmd as root"
-for part in Snakefile workflow config profiles/slurm/config.yaml; do
+for part in workflow/Snakefile config profiles/slurm/config.yaml; do
     [[ -e "$REPO/$part" ]] || die "$REPO is not a psml checkout ($part missing)"
 done
 if ! command -v psml >/dev/null && [[ -f "$REPO/.venv/bin/activate" ]]; then
@@ -249,7 +249,7 @@ log "SLURM is up: $(sinfo -h -o '%P %a %D %T %N')"
 copy_workflow() { # copy_workflow DEST: what a user checks out, with the site's profile edits
     local dest="$1"
     mkdir -p "$dest"
-    cp -a "$REPO/Snakefile" "$REPO/workflow" "$REPO/config" "$REPO/profiles" "$dest/"
+    cp -a "$REPO/workflow" "$REPO/config" "$REPO/profiles" "$dest/"
     python - "$dest/profiles/slurm/config.yaml" "$PARTITION" "$JOB_MEM_MB" <<'EOF'
 import re
 import sys

@@ -33,7 +33,7 @@ def run_workflow(workdir: Path) -> None:
             wf = api.workflow(
                 resource_settings=ResourceSettings(cores=2),
                 config_settings=ConfigSettings(configfiles=[workdir / "config" / "config.yaml"]),
-                snakefile=workdir / "Snakefile",
+                snakefile=workdir / "workflow" / "Snakefile",
                 workdir=workdir,
             )
             wf.dag(DAGSettings()).execute_workflow(executor="local")
@@ -116,4 +116,17 @@ def test_report_marked_for_snakemake_report(two_runs, tmp_path: Path):
     import zipfile
 
     with zipfile.ZipFile(tmp_path / "report.zip") as z:
-        assert any(name.endswith("report.pdf") for name in z.namelist())
+        names = z.namelist()
+        assert any(name.endswith("report.pdf") for name in names)
+        html = z.read(next(n for n in names if n.endswith("report.html"))).decode()
+    # Figures and tables are report() outputs too, one category per paper.
+    match = re.search(r"var categories = (\{.*?\});\n", html)
+    assert match, "no category table in the HTML report"
+    categories = json.loads(match.group(1))
+    for paper in ("jpdc", "dfs", "ratatouille", "dc2", "pcp", "general"):
+        assert categories[paper]["figures"], paper
+        assert all(f.endswith(".png") for f in categories[paper].get("figures", []))
+        assert categories[paper]["tables"], paper
+    pngs = sorted((two_runs[0] / "reports" / "smoke" / "figures").rglob("*.png"))
+    assert pngs and all(p.with_suffix(".svg").is_file() for p in pngs)
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "profiles")
+WORKFLOW_PARTS = ("workflow", "config", "profiles")
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -16,7 +16,11 @@ from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
 
-CONFIG_DIR = Path(workflow.basedir) / "config"
+# The workflow's own config/ (methods, papers, tiers, devices) sits beside workflow/. A deployed
+# copy (snakedeploy, or `module` with a working directory of its own) reads the working
+# directory's config/ instead when that holds methods.yaml, so its edits take effect.
+_WORKFLOW_CONFIG = Path(workflow.current_basedir).parents[1] / "config"
+CONFIG_DIR = Path("config").resolve() if Path("config/methods.yaml").is_file() else _WORKFLOW_CONFIG
 
 # Every rule calls `psml`; without --sdm conda it must come from the environment Snakemake runs in.
 _SDM = {m.name for m in workflow.deployment_settings.deployment_method}

@@ -20,10 +20,28 @@ rule report:
         listed_partitions=f"results/{TIER}/specs/partitions.txt",
         config=f"results/{TIER}/config.json",
     output:
-        report(
+        pdf=report(
             f"reports/{TIER}/report.pdf",
             caption="../report/report.rst",
             category="Reproduction report",
+        ),
+        # The PDF's figures (SVG, with PNG copies) and tables (CSV), by paper: Snakemake's
+        # HTML report (snakemake --report) shows them under one category per paper.
+        figures=report(
+            directory(f"reports/{TIER}/figures"),
+            patterns=["{group}/{name}.png"],
+            caption="../report/figures.rst",
+            category="{group}",
+            subcategory="figures",
+            labels={"figure": "{name}"},
+        ),
+        tables=report(
+            directory(f"reports/{TIER}/tables"),
+            patterns=["{group}/{name}.csv"],
+            caption="../report/tables.rst",
+            category="{group}",
+            subcategory="tables",
+            labels={"table": "{name}"},
         ),
     log:
         f"logs/{TIER}/report.log",
@@ -44,5 +62,6 @@ rule report:
         "--regime-map {input.regime_map} "
         "--metrics @{input.listed_metrics} --sparsity {input.sparsity} "
         "--partition @{input.listed_partitions} "
-        "--experiment {input.config} --workdir {params.workdir} --out {output} "
+        "--experiment {input.config} --workdir {params.workdir} --out {output.pdf} "
+        "--figures {output.figures} --tables {output.tables} "
         "> {log} 2>&1"
