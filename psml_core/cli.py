@@ -22,6 +22,7 @@ from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
+from psml_core.run_cells import cmd_runs, cmd_show, train_spec
 
 __all__ = ["main"]
 
@@ -60,23 +61,16 @@ def _paths_arg(paths: Sequence[str]) -> list[Path]:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """Validate a config and print the effective configuration (or one error line)."""
-    from psml_core.config import effective_config, load_yaml
-    from psml_core.recipes import load_experiment
+    from psml_core.config import effective_config
+    from psml_core.run_cells import load_tier, user_config
 
-    user = load_yaml(args.configfile) or {}
-    if not isinstance(user, dict):
-        raise ConfigError(
-            f"config file {args.configfile!r}: expected keys at the top level (a mapping), "
-            f"got a {type(user).__name__}; write it as `key: value` lines"
-        )
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        user[key] = yaml.safe_load(value)
-    from psml_core.capabilities import check_backend
+    if args.readme:
+        from psml_core.config.readme import config_readme
 
-    check_backend(load_experiment(user, args.config_dir))  # cross-references, the backend
+        print(config_readme(), end="")
+        return 0
+    user = user_config(args.configfile, args.set, args.tier)
+    load_tier(user, args.config_dir)  # cross-references, the backend
     print(yaml.safe_dump(effective_config(user, args.config_dir), sort_keys=True), end="")
     return 0
 
@@ -177,7 +171,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
     from psml_core.engine.training import train
 
-    spec = read_run_spec(args.run)
+    spec = train_spec(args)
     if spec.backend == "dist" and args.launcher != "local":
         return _launch_dist(spec, args)
     summary = train(spec, args.data, args.out, assignment_path=args.partition)
@@ -301,6 +295,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         workdir=Path(args.workdir),
         regime_map=Path(args.regime_map) if args.regime_map else None,
     )
+    if args.figures or args.tables:
+        from psml_core.report.export import export_outputs
+
+        if not (args.figures and args.tables):
+            raise ConfigError("psml report: give --figures and --tables together, or neither")
+        n = export_outputs(args.workdir, args.figures, args.tables)
+        print(
+            f"report: {n} figure and table files in {args.figures}/, {args.tables}/",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -318,6 +322,23 @@ def _config_args(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a key, value as YAML; repeatable (e.g. --set tier=small --set 'seeds=[0]')",
     )
+    p.add_argument("--tier", help="the tier (smoke, small, paper): same as --set tier=TIER")
+
+
+def _config_command_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml config``."""
+    _config_args(p)
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="print config/README.md (every key, from the schema) instead",
+    )
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``psml show``."""
+    p.add_argument("run", metavar="RUN", help="a run id (see `psml runs`), summary.json or run dir")
+    _config_args(p)
 
 
 def _prepare_args(p: argparse.ArgumentParser) -> None:
@@ -362,12 +383,17 @@ def _partition_args(p: argparse.ArgumentParser) -> None:
 
 def _train_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml train``."""
+    p.add_argument("--run", help="the run's settings: JSON text or a JSON file's path")
+    cell = p.add_argument_group("or the run by name, from the config (`psml runs` lists them)")
+    for name in ("workload", "method", "scenario"):
+        cell.add_argument(f"--{name}", help=f"the run's {name}")
+    cell.add_argument("--seed", type=int, help="the run's seed")
+    _config_args(cell)
+    p.add_argument("--data", help="prepared data directory (by name: the workflow's)")
     p.add_argument(
-        "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
+        "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
     )
-    p.add_argument("--data", required=True, help="prepared data directory")
-    p.add_argument("--partition", help="assignment from `psml partition` (else computed)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", help="output directory (by name: the workflow's)")
     p.add_argument(
         "--launcher",
         choices=["local", "srun", "torchrun"],
@@ -416,12 +442,19 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
+    p.add_argument("--figures", help="also copy the figures (SVG + PNG) here, by paper")
+    p.add_argument("--tables", help="also copy the tables (CSV) here, by paper")
 
 
 _COMMANDS: tuple[
     tuple[str, Callable[[argparse.Namespace], int], Callable[[Any], None], str], ...
 ] = (
-    ("config", cmd_config, _config_args, "validate a config and print the effective configuration"),
+    (
+        "config",
+        cmd_config,
+        _config_command_args,
+        "validate a config and print the effective configuration",
+    ),
     ("prepare", cmd_prepare, _prepare_args, "build a data set and its SHA-256 manifest"),
     ("analyze", cmd_analyze, _analyze_args, "sparsity statistics of a prepared data set"),
     ("hash", cmd_hash, _hash_args, "hash a prepared data set's features (a recipe's hashing)"),
@@ -432,6 +465,8 @@ _COMMANDS: tuple[
         "compute a run's placement and predicted traffic",
     ),
     ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
+    ("runs", cmd_runs, _config_args, "list the tier's runs and whether each has results"),
+    ("show", cmd_show, _show_args, "print one run's summary (accuracy, time, bytes, paths)"),
     ("compare", cmd_compare, _compare_args, "collect run summaries into tables"),
     ("report", cmd_report, _report_args, "build the PDF report"),
     (

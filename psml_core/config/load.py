@@ -54,9 +54,16 @@ def _shown(path: Path) -> str:
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base``, mappings merged key by key; a null removes a base key.
+
+    No config key takes null, so ``experiments: {pcp: null}`` can only mean "drop the tier's
+    pcp experiment".
+    """
     out = copy.deepcopy(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
+        if v is None and k in out:
+            del out[k]
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k] = _deep_merge(out[k], v)
         else:
             out[k] = copy.deepcopy(v)

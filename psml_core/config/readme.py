@@ -32,6 +32,10 @@ snakemake --cores 2 --config 'seeds=[0,1,2]' backend=dist
 psml config --set tier=paper            # print the effective config and the grid it expands to
 ```
 
+Mappings merge key by key with the tier's; a key set to `null` removes the tier's entry, for
+example `experiments: {pcp: null}` drops the tier's PCP experiment (`.test/config/config.yaml`
+keeps one experiment this way).
+
 The method recipes (`config/methods.yaml`), the papers' reported numbers and how each claim is
 judged (`config/papers/<id>.yaml`) and the device profiles (`config/devices/<name>.yaml`) have
 schemas of their own under `workflow/schemas/`. A deployed copy of the workflow (snakedeploy,

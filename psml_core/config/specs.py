@@ -239,6 +239,17 @@ class HashingSpec:
         if not isinstance(self.signed, bool):
             raise ConfigError(f"key 'hashing.signed': must be true or false, got {self.signed!r}")
 
+    @property
+    def key(self) -> str:
+        """The block's directory name under ``data/<tier>/hashed/<dataset>/`` (r0p0625, b4096u).
+
+        Its size rule, and ``u`` when unsigned; the workflow's hash rule and ``psml train``
+        by name both use it.
+        """
+        ratio = f"r{float(self.ratio or 0)!r}".replace(".", "p")
+        size = f"b{self.buckets}" if self.buckets else ratio
+        return f"{size}{'' if self.signed else 'u'}"
+
     def buckets_for(self, features: int) -> int:
         """The bucket count m for a data set of ``features`` raw features."""
         if self.buckets is not None:

@@ -98,6 +98,17 @@ def test_effective_config_overrides_nested_keys(repo):
     assert cfg["workloads"]["digits_mlp"]["iterations"] == 80  # from the tier file
 
 
+def test_a_null_override_removes_a_tier_entry(repo):
+    """.test/config/config.yaml keeps one experiment of the smoke tier this way."""
+    full = effective_config({"tier": "smoke"}, repo / "config")
+    cfg = effective_config({"tier": "smoke", "experiments": {"pcp": None}}, repo / "config")
+    assert set(cfg["experiments"]) == set(full["experiments"]) - {"pcp"}
+    test = yaml.safe_load((repo / ".test" / "config" / "config.yaml").read_text())
+    assert set(effective_config(test, repo / "config")["experiments"]) == {"dfs"}
+    with pytest.raises(ConfigError, match="seeds"):  # a key the schema requires stays required
+        effective_config({"tier": "smoke", "seeds": None}, repo / "config")
+
+
 def test_user_config_is_not_mutated(repo):
     user = {"tier": "smoke", "seeds": [1]}
     before = copy.deepcopy(user)

@@ -38,6 +38,13 @@ def test_every_schema_key_has_a_described_row() -> None:
     assert rows == _keys(read_schema("config"))
 
 
+def test_psml_config_readme_prints_it(capsys) -> None:
+    from psml_core.cli import main
+
+    assert main(["config", "--readme"]) == 0
+    assert capsys.readouterr().out == README.read_text(encoding="utf-8")
+
+
 def test_the_generator_sees_a_new_key() -> None:
     schema = dict(read_schema("config"))
     schema["properties"] = {

@@ -65,14 +65,8 @@ WORKLOADS = sorted(EXP.workloads)
 DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 
 
-def _hash_key(h):
-    """A hashing block's directory name: its size rule, and 'u' when unsigned (r0p0625, b4096u)."""
-    size = f"b{h.buckets}" if h.buckets else f"r{float(h.ratio)!r}".replace(".", "p")
-    return f"{size}{'' if h.signed else 'u'}"
-
-
 # The recipes' hashing blocks (jpdc), each hashed once per (dataset, seed) by the hash rule.
-HASHINGS = {_hash_key(r.hashing): r.hashing for r in EXP.recipes.values() if r.hashing}
+HASHINGS = {r.hashing.key: r.hashing for r in EXP.recipes.values() if r.hashing}
 
 
 wildcard_constraints:
@@ -108,7 +102,7 @@ def run_data(wildcards):
     if h is None:
         return prepared(wildcards)
     seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
-    base = f"data/{TIER}/hashed/{dataset_of(wildcards)}/{_hash_key(h)}/seed{seed}"
+    base = f"data/{TIER}/hashed/{dataset_of(wildcards)}/{h.key}/seed{seed}"
     return {"data": f"{base}/data.npz", "manifest": f"{base}/manifest.json"}
 
 

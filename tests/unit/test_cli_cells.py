@@ -1,0 +1,205 @@
+"""`psml train` by name, `psml runs`, `psml show`: one cell of a tier, as the workflow runs it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from psml_core.cli import main
+from psml_core.config import Experiment
+from psml_core.run_cells import cell_paths
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "workflow" / "rules"
+CONFIG = ["--configfile", str(REPO / "config/config.yaml"), "--config-dir", str(REPO / "config")]
+SMOKE = [*CONFIG, "--tier", "smoke"]
+
+
+def _workflow_helpers(exp: Experiment) -> dict:
+    """The workflow's own helpers of common.smk (run_json, run_data, ...), bound to ``exp``."""
+    text = (RULES / "common.smk").read_text(encoding="utf-8")
+    ns: dict = {"EXP": exp, "TIER": exp.tier, "SCENARIOS": sorted(exp.scenarios)}
+    ns.update(json=json, Path=Path, asdict=asdict)
+    for name in ("dataset_of", "prepared", "run_data", "run_json", "run_dir"):
+        found = re.search(rf"^def {name}\(.*?(?=^\S)", text, flags=re.M | re.S)
+        assert found, f"common.smk has no {name}()"
+        exec(found.group(0), ns)  # noqa: S102 - the workflow's own source
+    return ns
+
+
+def _by_name(workload: str, method: str, scenario: str, seed: int) -> list[str]:
+    return ["--workload", workload, "--method", method, "--scenario", scenario, "--seed", str(seed)]
+
+
+def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, capsys):
+    """Every smoke cell by name: the spec file's line and the train rule's paths."""
+    import psml_core.engine.training as training
+
+    wf = _workflow_helpers(smoke)
+    train_smk = (RULES / "train.smk").read_text(encoding="utf-8")
+    assert 'partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz"' in train_smk
+    assert 'f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}' in train_smk
+    calls: list[tuple] = []
+
+    def fake_train(spec, data, out, assignment_path=None):
+        calls.append((spec, data, out, assignment_path))
+        return {"final_test_accuracy": 0.5, "total_time_s": 1.0, "clock": "simulated",
+                "bytes_up": 1, "bytes_down": 2}  # fmt: skip
+
+    monkeypatch.setattr(training, "train", fake_train)
+    monkeypatch.chdir(tmp_path)
+    grid = smoke.grid()
+    assert len(grid) > 10
+    cells = [
+        SimpleNamespace(workload=w, method=m, scenario=s, seed=str(seed)) for w, m, s, seed in grid
+    ]
+    for wc in cells:  # the prepared (or hashed) data sets the workflow would have written
+        manifest = Path(wf["run_data"](wc)["manifest"])
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text("{}")
+    for (w, m, s, seed), wc in zip(grid, cells, strict=True):
+        assert main(["train", *_by_name(w, m, s, seed), *SMOKE]) == 0
+        spec, data, out, partition = calls.pop()
+        # Byte for byte the spec file the run_spec rule writes (write_spec adds a newline).
+        assert f"{spec.to_json()}\n" == f"{wf['run_json'](wc)}\n"
+        assert spec.run_id == smoke.run_id(w, m, s, seed)
+        assert Path(data) == Path(wf["run_data"](wc)["manifest"]).parent
+        assert Path(out) == Path(wf["run_dir"](spec))
+        assert partition is None  # no placement written yet: training computes it
+    assert capsys.readouterr().out.count("\n") == len(grid)
+    # The workflow's placement where it exists; explicit flags win.
+    w, m, s, seed = grid[0]
+    part = cell_paths(smoke, smoke.run(w, m, s, seed)).partition
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"")
+    assert main(["train", *_by_name(w, m, s, seed), *SMOKE]) == 0
+    assert calls.pop()[1:] == (f"data/smoke/{smoke.run(w, m, s, seed).dataset.name}",
+                               f"results/smoke/runs/{w}/{m}/{s}/seed{seed}", str(part))  # fmt: skip
+    argv = ["--data", "d", "--out", "o", "--partition", "p"]
+    assert main(["train", *_by_name(w, m, s, seed), *SMOKE, *argv]) == 0
+    assert calls.pop()[1:] == ("d", "o", "p")
+
+
+@pytest.mark.parametrize(
+    ("cell", "fragments"),
+    [
+        (("nope", "dense_bsp", "dc_10g", 0), ["--workload 'nope'", "digits_mlp", "rcv1_logreg"]),
+        (("digits_mlp", "nope", "dc_10g", 0), ["--method 'nope'", "dense_bsp", "jpdc", "topk_ef"]),
+        (("digits_mlp", "dense_bsp", "nope", 0), ["--scenario 'nope'", "dc_10g", "slow_100m"]),
+        (("digits_mlp", "dense_bsp", "dc_10g", 7), ["--seed 7", "seeds: 0"]),
+        # Known names, but the tier runs jpdc on rcv1_logreg only.
+        (
+            ("digits_mlp", "jpdc", "dc_10g", 0),
+            ["no run digits_mlp/jpdc/dc_10g/seed0", "rcv1_logreg/jpdc/dc_10g/seed0"],
+        ),  # fmt: skip
+    ],
+)
+def test_unknown_cell_is_one_line_naming_the_field(cell, fragments, tmp_path, capsys):
+    out = tmp_path / "never"
+    assert main(["train", *_by_name(*cell), *SMOKE, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and err.startswith("psml train: error: ")
+    for fragment in fragments:
+        assert fragment in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        ([], "give the run as --workload, --method, --scenario and --seed"),
+        (["--workload", "digits_mlp"], "missing --method, --scenario, --seed"),
+        (["--run", "{}", "--seed", "0", "--data", "d", "--out", "o"], "not both"),
+        (["--run", "{}"], "--run needs --data and --out"),
+    ],
+)
+def test_run_and_names_are_exclusive_and_one_is_needed(argv, fragment, capsys):
+    assert main(["train", *argv, *SMOKE]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and fragment in err
+
+
+def test_missing_data_names_how_to_prepare_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *_by_name("digits_mlp", "dense_bsp", "dc_10g", 0), *SMOKE]) == 3
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0
+    assert "data/smoke/digits: " in err and "snakemake" in err and "--data" in err
+
+
+def test_runs_lists_every_cell_of_the_smoke_tier(smoke, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", *SMOKE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "RUN",
+        "WORKLOAD",
+        "METHOD",
+        "SCENARIO",
+        "SEED",
+        "BACKEND",
+        "RESULTS",
+    ]
+    rows = [line.split() for line in lines[1:]]
+    want = [[smoke.run_id(*c), *map(str, c), smoke.backend, "no"] for c in smoke.grid()]
+    assert rows == want
+    starts = {tuple(m.start() for m in re.finditer(r"(?<=  )\S", line)) for line in lines}
+    assert len(starts) == 1  # aligned columns
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, prepared, smoke) -> tuple[Path, tuple[str, str, str, int]]:
+    """One smoke cell trained by name (sim backend, seconds), in a workflow-like directory."""
+    root = tmp_path_factory.mktemp("wf")
+    cell = ("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
+    spec = smoke.run(*cell)
+    shutil.copytree(prepared[spec.dataset.name], root / "data/smoke" / spec.dataset.name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        assert main(["train", *_by_name(*cell), *SMOKE]) == 0
+    return root, cell
+
+
+def test_show_prints_a_trained_runs_summary(trained, smoke, monkeypatch, capsys):
+    root, cell = trained
+    monkeypatch.chdir(root)
+    run_id = smoke.run_id(*cell)
+    run_dir = Path("results/smoke/runs", run_id)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run_id"] == run_id and summary["clock"] == "simulated"
+    capsys.readouterr()
+    assert main(["runs", *SMOKE]) == 0
+    done = [
+        line.split()[0] for line in capsys.readouterr().out.splitlines() if line.endswith("yes")
+    ]
+    assert done == [run_id]
+    for target in (run_id, str(run_dir), str(run_dir / "summary.json")):
+        assert main(["show", target, *SMOKE]) == 0
+        out = capsys.readouterr().out
+        assert f"run               {run_id}" in out
+        assert f"final accuracy    {summary['final_test_accuracy']:.4f}" in out
+        assert f"simulated time    {summary['total_time_s']:.4g} s" in out
+        assert f"{summary['bytes_up']} B / {summary['bytes_down']} B" in out
+        assert f"iterations        {summary['iterations']}" in out
+        assert str(run_dir / "metrics.parquet") in out and "wall-clock time" in out
+
+
+@pytest.mark.parametrize(
+    ("target", "code", "fragment"),
+    [
+        ("digits_mlp/nope/dc_10g/seed0", 2, "`psml runs` lists the runs"),
+        ("missing/summary.json", 2, "no such summary.json"),
+        ("digits_mlp/dense_bsp/slow_100m/seed0", 3, "has no results yet; train it with `psml"),
+    ],
+)
+def test_show_refuses_an_unknown_run(target, code, fragment, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", target, *SMOKE]) == code
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and fragment in err
