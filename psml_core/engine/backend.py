@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from psml_core.config import MethodRecipe
 from psml_core.engine.job import Job
+from psml_core.engine.progress import Progress
 from psml_core.metrics.records import IterationRecord
 from psml_core.registry import Registry
 
@@ -24,8 +25,12 @@ class Backend(ABC):
     clock: ClassVar[str]
 
     @abstractmethod
-    def run(self, job: Job) -> list[IterationRecord]:
-        """Train to the end and return every worker's per-iteration records."""
+    def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
+        """Train to the end and return every worker's per-iteration records.
+
+        ``progress`` (default: none) hears of each evaluation, and each iteration where the
+        backend knows it (:mod:`psml_core.engine.progress`); it never changes the results.
+        """
 
     @classmethod
     def refusal(cls, method: MethodRecipe) -> str | None:

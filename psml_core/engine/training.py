@@ -17,6 +17,7 @@ from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job, build_job
+from psml_core.engine.progress import Progress
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.torch_device import device_provenance, resolve_device
@@ -84,6 +85,7 @@ def train(
     data_dir: str | Path,
     out_dir: str | Path,
     assignment_path: str | Path | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Train one run and write ``metrics.parquet`` then ``summary.json`` into ``out_dir``.
 
@@ -95,11 +97,27 @@ def train(
         data_dir: Directory of the prepared data set (with its manifest).
         out_dir: Output directory.
         assignment_path: The placement computed once by ``psml partition``; computed here if None.
+        progress: Where the run reports its progress (a first line, then one per evaluation and
+            checkpoint, :mod:`psml_core.engine.progress`); None: stderr, as ``PSML_PROGRESS``
+            says. It never changes the results.
 
     Returns:
         The summary.
     """
     out = Path(out_dir)
+    wl = spec.workload
+    if progress is None:
+        clock = "simulated" if spec.backend == "sim" else "wall-clock"
+        progress = Progress.from_env(spec.run_id, wl.iterations, clock)
+    # First, so that a log shows the run within seconds (before data, placement, calibration).
+    progress.start(
+        iterations=wl.iterations,
+        workers=spec.workers,
+        shards=spec.shards,
+        backend=spec.backend,
+        eval_every=wl.eval_every,
+        checkpoint_every=spec.checkpoint_every or None,
+    )
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
@@ -120,7 +138,10 @@ def train(
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
     job.model.to(device)
-    records = backend.run(job)
+    try:
+        records = backend.run(job, progress)
+    finally:
+        progress.close()
     if isinstance(backend, SimBackend) and backend.resumed_at is not None:
         print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
     wall = time.perf_counter() - t0

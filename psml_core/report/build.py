@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,11 @@ _CLOCK_NOTE = {
     "the runs took to compute",
     "wall-clock": "real elapsed time of the worker processes",
 }
+
+
+def _stage(text: str) -> None:
+    """One plain line on stderr: the stage the build is in (a report takes minutes)."""
+    print(f"report: {text}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -178,6 +185,7 @@ def _report_data(
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
 
+    _stage("tables: setup")
     setup = _setup_section(experiment, sparsity, workdir)
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
@@ -186,21 +194,30 @@ def _report_data(
         for name, obj in partition.items()
         if len(name.split(" · ")) == 2
     }
-    papers_data = paper_sections(
-        papers=papers,
-        claims=claims,
-        runs=runs,
-        frames=frames,
-        experiment=experiment,
-        sparsity=sparsity,
-        partitions=by_pair,
-        papers_dir=papers_dir,
-        workdir=workdir,
-    )
+    # One paper at a time (each section is its own), so that the log shows where it is.
+    ids = sorted(papers)
+    total = len(ids) + 2
+    papers_data: list[dict[str, Any]] = []
+    for i, pid in enumerate(ids, 1):
+        _stage(f"figures ({i}/{total}): paper {pid}")
+        papers_data += paper_sections(
+            papers={pid: papers[pid]},
+            claims=claims,
+            runs=runs,
+            frames=frames,
+            experiment=experiment,
+            sparsity=sparsity,
+            partitions=by_pair,
+            papers_dir=papers_dir,
+            workdir=workdir,
+        )
+    _stage(f"figures ({total - 1}/{total}): head-to-head")
     h2h = head_to_head_section(
         runs=runs, aggregate=aggregate, frames=frames, experiment=experiment, workdir=workdir
     )
+    _stage(f"figures ({total}/{total}): where the time went")
     figures = _figures(runs, workdir)
+    _stage("tables: summary, attachments, methods, provenance")
     return {
         "title": str(title),
         "subtitle": _subtitle(experiment, runs),
@@ -323,6 +340,8 @@ def build_report(
             files do not match the runs, or the claims file does not match the paper files.
         ConfigError: A paper file fails its schema.
     """
+    t0 = time.perf_counter()
+    _stage(f"loading runs, metrics and claims ({len(metrics)} runs)")
     require_files(
         [
             Path(runs_csv),
@@ -371,4 +390,6 @@ def build_report(
         data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
+    _stage("typst compile")
     _compile(workdir, Path(out_pdf))
+    _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")

@@ -71,6 +71,7 @@ from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.optim import make_optimizer
+from psml_core.engine.progress import Progress
 from psml_core.engine.step import step_row, to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.errors import ConfigError, RunError
@@ -140,8 +141,11 @@ class HorovodBackend(Backend):
         self.options = options or HorovodOptions.from_env()
         self.result: HorovodResult | None = None
 
-    def run(self, job: Job) -> list[IterationRecord]:
-        """Train the job with P Horovod ranks; records on rank 0 (or in the spawning process)."""
+    def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
+        """Train the job with P Horovod ranks; records on rank 0 (or in the spawning process).
+
+        ``progress`` is not fed: this backend reports nothing before the run ends.
+        """
         check_job(job)
         collective_for(job, self.options)  # fail before starting any process
         if in_horovod_rank():

@@ -46,6 +46,7 @@ import simpy
 
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import SERVER_DEVICE
 from psml_core.engine.sim.checkpoint import (
     load_checkpoint,
@@ -103,15 +104,20 @@ class SimBackend(Backend):
         self.checkpoint = checkpoint
         self.resumed_at: int | None = None  # the iteration a resumed run started from
 
-    def run(self, job: Job) -> list[IterationRecord]:
-        """Simulate the whole run (from its checkpoint, if there is one) and return its records."""
+    def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
+        """Simulate the whole run (from its checkpoint, if there is one) and return its records.
+
+        ``progress`` hears of every iteration, evaluation and checkpoint; it only reads.
+        """
         spec = job.spec
+        progress = progress or NO_PROGRESS
         ckpt = None
         if self.checkpoint is not None and spec.checkpoint_every > 0:
             ckpt = load_checkpoint(self.checkpoint, spec.config_hash())
         if ckpt is not None:
             restore_job(job, ckpt)
             self.resumed_at = ckpt.iteration
+            progress.resumed(ckpt.iteration, sim_time=ckpt.now)
         env = simpy.Environment(initial_time=ckpt.now if ckpt is not None else 0.0)
         sc = spec.scenario
         net = FairShareNetwork(
@@ -126,7 +132,7 @@ class SimBackend(Backend):
             rate_window_s=sc.rate_window * sc.latency_us * 1e-6,
             **nic_overrides(job),
         )
-        state = RunState(job, env, net, self.checkpoint)
+        state = RunState(job, env, net, self.checkpoint, progress)
         if ckpt is None:
             for p in range(spec.workers):
                 env.process(state.worker(p))

@@ -22,6 +22,7 @@ from psml_core.codecs.lossless import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic
+from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.checkpoint import (
     SimCheckpoint,
@@ -93,8 +94,12 @@ class RunState(KeyMoves):
         env: simpy.Environment,
         net: FairShareNetwork,
         checkpoint: Path | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.job, self.env, self.net = job, env, net
+        # Progress only reads the run (never saved in a checkpoint): rows summed so far, bytes.
+        self.progress = progress or NO_PROGRESS
+        self._summed = (0, 0, 0)
         self.checkpoint = checkpoint if job.spec.checkpoint_every > 0 else None
         self._drain: dict[int, tuple[simpy.Event, list[int], list[float], list[float]]] = {}
         self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
@@ -258,6 +263,7 @@ class RunState(KeyMoves):
         self.rows.append(row)
         if self.dynamic is not None:
             self.observe_traffic(p)
+        self.progress.tick(t, env.now)
         return pull_comm + (pushed.landed - pushed.start)
 
     def push_all(
@@ -350,6 +356,17 @@ class RunState(KeyMoves):
                 job=parts,
             ),
         )
+        up, down = self.bytes_so_far()
+        self.progress.checkpoint(t, sim_time=self.env.now, bytes_up=up, bytes_down=down)
+
+    def bytes_so_far(self) -> tuple[int, int]:
+        """Bytes up and down of the records so far (summed incrementally, for progress)."""
+        n, up, down = self._summed
+        for row in self.rows[n:]:
+            up += row["bytes_up"]
+            down += row["bytes_down"]
+        self._summed = (len(self.rows), up, down)
+        return up, down
 
     def ratio(self, t: int) -> float:
         """The ratio of step ``t``: the controller sees every step whose workers all reported.
@@ -476,6 +493,12 @@ class RunState(KeyMoves):
         if self.applied[t] == complete and self.job.should_evaluate(t):
             ds = self.job.dataset
             self.evals[t] = self.job.model.evaluate(self.job.global_params(), ds.X_test, ds.y_test)
+            if self.progress.enabled:
+                loss, acc = self.evals[t]
+                up, down = self.bytes_so_far()
+                self.progress.evaluation(
+                    t, sim_time=self.env.now, loss=loss, accuracy=acc, bytes_up=up, bytes_down=down
+                )
 
     def records(self) -> list[IterationRecord]:
         """The records in (iteration, worker) order, with the evaluations of their iterations."""

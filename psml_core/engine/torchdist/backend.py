@@ -32,6 +32,7 @@ from psml_core.capabilities import dist_refusal
 from psml_core.config import MethodRecipe
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.torchdist.rank import check_supported, run_rank
 from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import current_session
@@ -62,14 +63,20 @@ class DistBackend(Backend):
         self.options = options or DistOptions.from_env()
         self.result: DistResult | None = None
 
-    def run(self, job: Job) -> list[IterationRecord]:
-        """Run the job's ranks (spawned here, or this launched rank); records on rank 0."""
+    def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
+        """Run the job's ranks (spawned here, or this launched rank); records on rank 0.
+
+        ``progress``: rank 0 (shard 0) reports each evaluation and each iteration it completed,
+        on the wall clock, with shard 0's traffic (a spawned rank 0 reports to the same stream,
+        as :meth:`Progress.settings` describes).
+        """
         check_supported(job)
+        progress = progress or NO_PROGRESS
         session = current_session()
         if session is None:
-            result: DistResult | None = spawn_local(job, self.options)
+            result: DistResult | None = spawn_local(job, self.options, progress)
         else:
-            result = run_rank(job, session)
+            result = run_rank(job, session, progress)
         if result is None:
             return []
         for s, values in result.values.items():

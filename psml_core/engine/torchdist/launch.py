@@ -35,6 +35,7 @@ from pathlib import Path
 from psml_core.atomic import write_bytes
 from psml_core.config import RunSpec
 from psml_core.engine.job import Job
+from psml_core.engine.progress import Progress
 from psml_core.engine.rank_entry import launched_rank, launched_spec, run_launcher
 from psml_core.engine.torchdist.env import rank_env
 from psml_core.engine.torchdist.session import Session
@@ -84,7 +85,10 @@ def _spawned(directory: Path) -> None:
         configure_torch(spec)
         job = build_job(spec, inputs["dataset"], inputs["assignment"])
         check_supported(job)
-        result = run_rank(job, session)
+        progress = Progress.from_settings(
+            spec.run_id, spec.workload.iterations, "wall-clock", inputs.get("progress")
+        )
+        result = run_rank(job, session, progress if env.rank == 0 else None)
         if env.rank == 0:
             write_bytes(directory / RESULT, pickle.dumps(result))
     except BaseException as exc:  # noqa: BLE001

@@ -14,6 +14,7 @@ import numpy as np
 
 from psml_core.capabilities import dist_refusal
 from psml_core.engine.job import Job
+from psml_core.engine.progress import Progress
 from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.engine.torchdist.result import DistResult
@@ -40,8 +41,11 @@ def check_supported(job: Job) -> None:
         raise ConfigError(why)
 
 
-def run_rank(job: Job, session: Session) -> DistResult | None:
-    """This launched rank's part of the run; the assembled result on rank 0, else None."""
+def run_rank(job: Job, session: Session, progress: Progress | None = None) -> DistResult | None:
+    """This launched rank's part of the run; the assembled result on rank 0, else None.
+
+    ``progress``: what rank 0 (shard 0) reports to (:class:`.shard_loop.ShardLoop`).
+    """
     layout, rank = session.layout, session.rank
     spec = job.spec
     if (spec.shards, spec.workers) != (layout.shards, layout.workers):
@@ -57,7 +61,7 @@ def run_rank(job: Job, session: Session) -> DistResult | None:
         mine: dict[str, Any] = {"rows": [], "values": {}}
         evals: dict[int, tuple[float, float]] = {}
         if layout.is_shard(rank):
-            loop = ShardLoop(job, rank, wire, layout, faults)
+            loop = ShardLoop(job, rank, wire, layout, faults, progress if rank == 0 else None)
             loop.run()
             mine["values"] = {rank: job.shards[rank].values.copy()}
             if loop.evaluator is not None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import unpack_keys
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.job import Job
+from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.server import RATIO_KEY, Pull, codec_state
 from psml_core.engine.torchdist.protocol import FIGURES, RATIO_BYTES, adaptive, codec_name
 from psml_core.engine.torchdist.settings import Faults, Layout
@@ -58,6 +60,7 @@ from psml_core.engine.torchdist.wire import (
     Prepost,
     ProtocolError,
     Wire,
+    WireStats,
 )
 from psml_core.sync.pcp import RoundReport
 
@@ -70,10 +73,18 @@ def eval_points(job: Job) -> list[int]:
 
 
 class Evaluator:
-    """Rank 0: assemble shard snapshots per iteration and evaluate them off the serving thread."""
+    """Rank 0: assemble shard snapshots per iteration and evaluate them off the serving thread.
 
-    def __init__(self, job: Job) -> None:
+    Each finished evaluation is reported to ``progress`` (from the evaluating thread) with the
+    wall-clock time and shard 0's traffic so far, read from ``stats`` when it was submitted.
+    """
+
+    def __init__(
+        self, job: Job, progress: Progress | None = None, stats: WireStats | None = None
+    ) -> None:
         self.job = job
+        self.progress = progress or NO_PROGRESS
+        self.stats = stats
         self.parts: dict[int, dict[int, np.ndarray]] = {}
         self.pending: dict[int, Future[tuple[float, float]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psml-eval")
@@ -88,9 +99,27 @@ class Evaluator:
             for s, vals in parts.items():
                 params[self.job.shards[s].keys] = vals
             ds = self.job.dataset
-            self.pending[clock] = self._pool.submit(
-                self.job.model.evaluate, params, ds.X_test, ds.y_test
-            )
+            future = self._pool.submit(self.job.model.evaluate, params, ds.X_test, ds.y_test)
+            self.pending[clock] = future
+            if self.progress.enabled:
+                future.add_done_callback(self._reporter(clock))
+
+    def _reporter(self, clock: int) -> Callable[[Future[tuple[float, float]]], None]:
+        """Report the evaluation of ``clock`` with shard 0's bytes so far (read now)."""
+        up = down = None
+        if self.stats is not None:
+            received = self.stats.received
+            up = sum(received.get(k.name, [0, 0, 0])[1] for k in (Kind.PULL, Kind.PUSH))
+            down = self.stats.bytes_sent([Kind.ANSWER])
+
+        def report(future: Future[tuple[float, float]]) -> None:
+            if future.exception() is None:  # a failure is raised by results()
+                loss, acc = future.result()
+                self.progress.evaluation(
+                    clock, loss=loss, accuracy=acc, bytes_up=up, bytes_down=down, scope="shard0"
+                )
+
+        return report
 
     def results(self) -> dict[int, tuple[float, float]]:
         """Wait for every evaluation: iteration -> (test loss, test accuracy)."""
@@ -120,8 +149,17 @@ class ShardLoop:
         faults: Fault injection.
     """
 
-    def __init__(self, job: Job, s: int, wire: Wire, layout: Layout, faults: Faults) -> None:
+    def __init__(
+        self,
+        job: Job,
+        s: int,
+        wire: Wire,
+        layout: Layout,
+        faults: Faults,
+        progress: Progress | None = None,
+    ) -> None:
         self.job, self.s, self.wire, self.layout, self.faults = job, s, wire, layout, faults
+        self.progress = progress or NO_PROGRESS  # rank 0's reporter
         self.shard = job.shards[s]
         self.workers = job.spec.workers
         self.parked: list[_Request] = []
@@ -140,7 +178,11 @@ class ShardLoop:
         # only then: kept here too, so that a payload that does not decode names its sender.
         self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
         self.holds = self.shard.policy.barrier or self.shard.policy.rounds
-        self.evaluator = Evaluator(job) if s == 0 else None
+        self.evaluator = (
+            Evaluator(job, self.progress, wire.stats if self.progress.enabled else None)
+            if s == 0
+            else None
+        )
         self.snapshots = 0  # shard 0: snapshots of the other shards still to come
         self.feed = (
             ControllerFeed(job.controller, self.workers)
@@ -287,6 +329,7 @@ class ShardLoop:
         self.applied[t] += self.workers if self.shard.policy.barrier else 1
         if self.applied[t] == self.workers:
             del self.applied[t]
+            self.progress.tick(t)
             if self.shard.policy.rounds and self.job.should_evaluate(t):
                 # Every shard applies the same rounds and knows the last (same reports, same
                 # budgets); shard 0 does so before any worker can finish, so it expects the

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from psml_core.engine.job import Job
+from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.torchdist.result import INPUTS, RESULT, DistResult
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.errors import RunError
@@ -99,8 +100,10 @@ def _stop(procs: list[BaseProcess], grace_s: float) -> None:
             time.sleep(0.05)
 
 
-def spawn_local(job: Job, options: DistOptions) -> DistResult:
+def spawn_local(job: Job, options: DistOptions, progress: Progress = NO_PROGRESS) -> DistResult:
     """Run ``job`` on P + S local processes; return rank 0's result.
+
+    ``progress``: rank 0 reports as it describes (:meth:`Progress.settings`).
 
     Raises:
         RunError: naming the first rank that failed.
@@ -123,6 +126,7 @@ def spawn_local(job: Job, options: DistOptions) -> DistResult:
             "dataset": job.dataset,
             "assignment": job.assignment,
             "options": options,
+            "progress": progress.settings(),
         }
         Path(tmp, INPUTS).write_bytes(pickle.dumps(inputs, protocol=pickle.HIGHEST_PROTOCOL))
         procs: list[BaseProcess] = []
