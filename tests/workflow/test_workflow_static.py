@@ -172,9 +172,9 @@ def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_
     ci = (repo / ".ci" / "run").read_text().strip().splitlines()[-1]
     readme = (repo / "README.md").read_text()
     venv = "python3 -m venv .venv && . .venv/bin/activate && "
-    assert ci == venv + 'pip install -e ".[test]" && pytest'
+    assert ci == venv + "bash scripts/install.sh test && pytest"
     assert f"\n{ci}\n" in readme
-    assert f"\n{venv}pip install -e . && snakemake --cores 2\n" in readme
+    assert f"\n{venv}bash scripts/install.sh && snakemake --cores 2\n" in readme
 
 
 def test_user_files_are_inputs_so_replacing_one_reruns_its_jobs(workflow_copy: Path):
