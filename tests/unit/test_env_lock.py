@@ -1,0 +1,50 @@
+"""The rules' environment: workflow/envs/psml.yaml installs psml-core under an exact lock."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+ENVS = REPO / "workflow" / "envs"
+
+
+def _lock() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (ENVS / "psml.lock.txt").read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.!+_-]+)", line)
+        assert m, f"psml.lock.txt: not a name==version line: {line!r}"
+        name = canonicalize_name(m.group(1))
+        assert name not in pins, f"psml.lock.txt pins {name} twice"
+        pins[name] = m.group(2)
+    assert list(pins) == sorted(pins)
+    return pins
+
+
+def test_every_runtime_dependency_is_pinned_within_its_range() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = _lock()
+    for text in project["dependencies"]:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} (pyproject.toml) is not in psml.lock.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"psml.lock.txt pins {name}=={pins[name]}, outside pyproject.toml's {req}; "
+            "regenerate it: python scripts/lock_env.py > workflow/envs/psml.lock.txt"
+        )
+    assert "+" not in pins["torch"]  # no local build label: the CPU or the CUDA build
+
+
+def test_the_environment_installs_the_checkout_under_the_lock() -> None:
+    env = yaml.safe_load((ENVS / "psml.yaml").read_text(encoding="utf-8"))
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip == ["-c psml.lock.txt", "-e ../.."]
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    assert python == "python=3.11"
