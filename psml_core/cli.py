@@ -61,7 +61,7 @@ def _paths_arg(paths: Sequence[str]) -> list[Path]:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """Validate a config and print the effective configuration (or one error line)."""
-    from psml_core.config import effective_config
+    from psml_core.config import deployment_config_dir, effective_config
     from psml_core.run_cells import load_tier, user_config
 
     if args.readme:
@@ -70,8 +70,9 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(config_readme(), end="")
         return 0
     user = user_config(args.configfile, args.set, args.tier)
-    load_tier(user, args.config_dir)  # cross-references, the backend
-    print(yaml.safe_dump(effective_config(user, args.config_dir), sort_keys=True), end="")
+    config_dir = args.config_dir or deployment_config_dir()
+    load_tier(user, config_dir)  # cross-references, the backend
+    print(yaml.safe_dump(effective_config(user, config_dir), sort_keys=True), end="")
     return 0
 
 
@@ -315,7 +316,12 @@ def _config_args(p: argparse.ArgumentParser) -> None:
         default="config/config.yaml",
         help="your config (its tier plus overrides; default: config/config.yaml)",
     )
-    p.add_argument("--config-dir", default="config", help="directory with tiers/ and methods.yaml")
+    p.add_argument(
+        "--config-dir",
+        type=Path,
+        help="directory with tiers/ and methods.yaml (default: ./config when it holds "
+        "methods.yaml, else psml's own, as the workflow does)",
+    )
     p.add_argument(
         "--set",
         action="append",

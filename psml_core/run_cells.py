@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,12 +155,19 @@ def cell_inputs(
     if data is None and not (default.data / "manifest.json").is_file():
         raise DataError(
             f"{default.data}: the data set of run {spec.run_id!r} is not prepared; prepare it "
-            f"with `snakemake --cores 1 --config tier={exp.tier} {default.data}/manifest.json`, "
+            f"with `snakemake --cores 1 {default.data}/manifest.json --config tier={exp.tier}`, "
             "or give --data"
         )
     if partition is None:
         found = default.partition is not None and default.partition.is_file()
         part = default.partition if found else None
+        if not found:
+            print(
+                f"psml train: {default.partition} (the workflow's partition job) does not exist; "
+                "this run computes its placement from its own data, which for a hashing recipe "
+                "on a seed other than the tier's first differs from the workflow's",
+                file=sys.stderr,
+            )
     else:
         part = Path(partition)
     return CellPaths(
@@ -297,7 +305,10 @@ def user_config(
 
 def _tier(args: argparse.Namespace) -> Experiment:
     """The experiment of ``--configfile``, ``--set``, ``--tier`` and ``--config-dir``."""
-    return load_tier(user_config(args.configfile, args.set, args.tier), args.config_dir)
+    from psml_core.config import deployment_config_dir
+
+    config_dir = args.config_dir or deployment_config_dir()
+    return load_tier(user_config(args.configfile, args.set, args.tier), config_dir)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -327,6 +338,12 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
     cell = ("workload", "method", "scenario", "seed")
     given = [f"--{f}" for f in cell if getattr(args, f) is not None]
     if args.run is not None:
+        # The config flags select a cell too; with --run they would be silently ignored.
+        given += [
+            f"--{f.replace('_', '-')}" for f in ("set", "tier", "config_dir") if getattr(args, f)
+        ]
+        if args.configfile != "config/config.yaml":
+            given.append("--configfile")
         if given:
             raise ConfigError(f"give --run or {', '.join(given)} (a run by name), not both")
         if args.data is None or args.out is None:

@@ -38,13 +38,13 @@ if [[ -z "$build" ]]; then
     fi
 fi
 case "$build" in
-    cpu) torch_cmd=(python -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX") ;;
+    cpu) torch_cmd=(python3 -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX") ;;
     cuda | default) torch_cmd=() ;;
     *) echo "error: PSML_TORCH='$build': expected cpu or cuda" >&2; exit 2 ;;
 esac
 target="."
 [[ -n "$extras" ]] && target=".[$extras]"
-psml_cmd=(python -m pip install -e "$target")
+psml_cmd=(python3 -m pip install -e "$target")
 
 echo "psml install: torch build '$build' ($why)"
 run() {

@@ -1,12 +1,13 @@
-"""Write workflow/envs/psml.lock.txt: exact versions of psml-core's runtime dependencies.
+"""Write workflow/envs/psml.yaml: the rules' conda environment, every dependency pinned.
 
-The lock is the closure of ``psml-core``'s runtime requirements (no extras) as installed in the
-running environment, one ``name==version`` line each; torch is pinned without its local build
-label (``2.13.0``, not ``2.13.0+cpu``) so that the rules' environment can take either build.
-workflow/envs/psml.yaml installs psml-core with it as pip constraints (``-c``).
+The pins are the closure of ``psml-core``'s runtime requirements (no extras) as installed in the
+running environment, one ``name==version`` each; torch is pinned without its local build label
+(``2.13.0``, not ``2.13.0+cpu``) so that the environment can take either build. They sit in the
+environment file itself, because Snakemake builds an environment from a copy of that one file
+(a file beside it would not be found) and rebuilds it when that file's hash changes.
 
 Usage (in the environment to lock, after ``bash scripts/install.sh``):
-    python scripts/lock_env.py > workflow/envs/psml.lock.txt
+    python scripts/lock_env.py > workflow/envs/psml.yaml
 """
 
 from __future__ import annotations
@@ -40,13 +41,31 @@ def closure(root: str = ROOT) -> dict[str, str]:
     return seen
 
 
+HEADER = """\
+# The conda environment of every rule (snakemake --sdm conda), written by
+# `python scripts/lock_env.py > workflow/envs/psml.yaml` on Python {py}, {platform}: the exact
+# versions of psml-core's runtime dependencies, then psml_core itself from the checkout Snakemake
+# runs in (`-e ../..` is resolved from .snakemake/conda/, where Snakemake copies this file).
+# torch is pinned as {torch}: pip's default build (CUDA on Linux); the CUDA libraries it brings
+# (nvidia-*, triton) are not pinned, as this lock was written where torch is the CPU build.
+channels:
+  - conda-forge
+  - nodefaults
+dependencies:
+  - python={py}
+  - pip
+  - pip:
+"""
+
+
 def main() -> None:
-    """Print the lock file."""
+    """Print the environment file."""
+    pins = {name: version.split("+")[0] for name, version in closure().items()}
     py = ".".join(map(str, sys.version_info[:2]))
-    print("# Exact versions of psml-core's runtime dependencies (pip constraints), written by")
-    print(f"# `python scripts/lock_env.py` on Python {py}, {sys.platform}. Used by psml.yaml.")
-    for name, version in sorted(closure().items()):
-        print(f"{name}=={version.split('+')[0]}")
+    print(HEADER.format(py=py, platform=sys.platform, torch=pins.get("torch", "?")), end="")
+    for name, version in sorted(pins.items()):
+        print(f"      - {name}=={version}")
+    print("      - -e ../..")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from psml_core.config.load import (
 )
 from psml_core.config.schema import (
     config_root,
+    deployment_config_dir,
     format_error,
     load_yaml,
     schema_dir,
@@ -66,6 +67,7 @@ __all__ = [
     "build_experiment",
     "check_part",
     "config_root",
+    "deployment_config_dir",
     "effective_config",
     "format_error",
     "load_yaml",

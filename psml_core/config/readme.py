@@ -29,7 +29,8 @@ checks that this file matches the schema. Edit the schema's descriptions, not th
 ```bash
 snakemake --cores 2 --config tier=small
 snakemake --cores 2 --config 'seeds=[0,1,2]' backend=dist
-psml config --set tier=paper            # print the effective config and the grid it expands to
+psml config --set tier=paper            # check it; print the effective config
+psml runs --tier paper                  # the runs it expands to
 ```
 
 Mappings merge key by key with the tier's; a key set to `null` removes the tier's entry, for

@@ -34,6 +34,20 @@ def config_root() -> Path:
     raise ConfigError("cannot find the psml config directory; pass --config-dir")
 
 
+def deployment_config_dir(fallback: Path | None = None) -> Path:
+    """The config directory a workflow run or a ``psml`` command in the current directory reads.
+
+    The working directory's ``config/`` when it holds ``methods.yaml`` (a checkout, or a
+    deployment that copied the workflow's ``config/``, as snakedeploy does); else ``fallback``
+    (the workflow's own ``config/``), or :func:`config_root`. The Snakefile and the CLI share
+    this rule, so ``psml runs`` in a deployment sees the tier the workflow runs.
+    """
+    here = Path("config")
+    if (here / "methods.yaml").is_file():
+        return here.resolve()
+    return fallback if fallback is not None else config_root()
+
+
 @cache
 def read_schema(name: str) -> dict[str, Any]:
     """The parsed ``workflow/schemas/<name>.schema.yaml`` (read once per process)."""

@@ -1,4 +1,4 @@
-"""Progress of a long training run: a first line, then a heartbeat line at every evaluation.
+"""Progress of a long training run: a first line, then one line per evaluation and checkpoint.
 
 :func:`psml_core.engine.training.train` makes a :class:`Progress` and hands it to the backend,
 which reports what it already computes; a reporter only reads those numbers, never touches a
@@ -77,7 +77,9 @@ class Progress:
         self.run_id, self.iterations, self.clock = run_id, iterations, clock
         self._stream = stream
         self._bar_wanted = bar
-        self.interval_s = interval_s or 0.0
+        # 0, a negative or a non-finite interval: no wall-clock heartbeat.
+        interval = float(interval_s or 0.0)
+        self.interval_s = interval if 0.0 < interval < float("inf") else 0.0
         self.epoch = time.time() if epoch is None else epoch
         self._t0 = time.monotonic() - max(0.0, time.time() - self.epoch)
         self._last_line = time.monotonic()
@@ -144,9 +146,12 @@ class Progress:
     def tick(self, iteration: int, sim_time: float | None = None) -> None:
         """Iteration ``iteration`` (0-based) is done; cheap, call it once per iteration."""
         done = iteration + 1
-        if done > self._done:
+        if done > self._done and not self._closed:
             with self._lock:
-                self._advance(done)
+                try:
+                    self._advance(done)
+                except (OSError, ValueError):  # a broken stderr: see _line
+                    self._closed = True
         if self.interval_s and time.monotonic() - self._last_line >= self.interval_s:
             self._line("heartbeat", self._done, {"simulated": sim_time})
 
@@ -265,16 +270,23 @@ class Progress:
         if tail:
             line = f"{line}; {tail}"
         with self._lock:
-            if done is not None and event in ("eval", "heartbeat", "checkpoint", "resumed"):
-                self._advance(done)
+            if self._closed:
+                return
             self._last_line = time.monotonic()
             stream = self.stream
-            if self._bar is not None:
-                from tqdm import tqdm
+            try:
+                if done is not None and event in ("eval", "heartbeat", "checkpoint", "resumed"):
+                    self._advance(done)
+                if self._bar is not None:
+                    from tqdm import tqdm
 
-                tqdm.write(line, file=stream)
-            else:
-                print(line, file=stream, flush=True)
+                    tqdm.write(line, file=stream)
+                else:
+                    print(line, file=stream, flush=True)
+            except (OSError, ValueError):
+                # A closed or broken stderr (`psml train ... 2>&1 | head`) must not stop the
+                # run: progress is only a view of it. Report nothing more.
+                self._closed = True
 
 
 class NullProgress(Progress):

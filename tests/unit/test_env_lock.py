@@ -1,4 +1,4 @@
-"""The rules' environment: workflow/envs/psml.yaml installs psml-core under an exact lock."""
+"""The rules' environment: workflow/envs/psml.yaml pins each dependency, then installs psml."""
 
 from __future__ import annotations
 
@@ -14,15 +14,18 @@ REPO = Path(__file__).resolve().parents[2]
 ENVS = REPO / "workflow" / "envs"
 
 
+def _pip() -> list[str]:
+    env = yaml.safe_load((ENVS / "psml.yaml").read_text(encoding="utf-8"))
+    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+
+
 def _lock() -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in (ENVS / "psml.lock.txt").read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith("#"):
-            continue
+    for line in _pip()[:-1]:
         m = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.!+_-]+)", line)
-        assert m, f"psml.lock.txt: not a name==version line: {line!r}"
+        assert m, f"psml.yaml: not a name==version pin: {line!r}"
         name = canonicalize_name(m.group(1))
-        assert name not in pins, f"psml.lock.txt pins {name} twice"
+        assert name not in pins, f"psml.yaml pins {name} twice"
         pins[name] = m.group(2)
     assert list(pins) == sorted(pins)
     return pins
@@ -34,17 +37,17 @@ def test_every_runtime_dependency_is_pinned_within_its_range() -> None:
     for text in project["dependencies"]:
         req = Requirement(text)
         name = canonicalize_name(req.name)
-        assert name in pins, f"{req.name} (pyproject.toml) is not in psml.lock.txt"
+        assert name in pins, f"{req.name} (pyproject.toml) is not pinned in psml.yaml"
         assert req.specifier.contains(pins[name], prereleases=True), (
-            f"psml.lock.txt pins {name}=={pins[name]}, outside pyproject.toml's {req}; "
-            "regenerate it: python scripts/lock_env.py > workflow/envs/psml.lock.txt"
+            f"psml.yaml pins {name}=={pins[name]}, outside pyproject.toml's {req}; "
+            "regenerate it: python scripts/lock_env.py > workflow/envs/psml.yaml"
         )
     assert "+" not in pins["torch"]  # no local build label: the CPU or the CUDA build
 
 
-def test_the_environment_installs_the_checkout_under_the_lock() -> None:
+def test_the_environment_installs_the_checkout_after_its_pins() -> None:
     env = yaml.safe_load((ENVS / "psml.yaml").read_text(encoding="utf-8"))
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert pip == ["-c psml.lock.txt", "-e ../.."]
+    assert _pip()[-1] == "-e ../.."
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     assert python == "python=3.11"
+    assert not list(ENVS.glob("*.txt"))  # Snakemake copies only the env file: no side files

@@ -38,8 +38,8 @@ def test_no_gpu_installs_the_cpu_build_first(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "torch build 'cpu'" in lines[0]
-    assert lines[1] == f"+ python -m pip install torch==2.13.* {CPU}"
-    assert lines[2] == "+ python -m pip install -e .[test]"
+    assert lines[1] == f"+ python3 -m pip install torch==2.13.* {CPU}"
+    assert lines[2] == "+ python3 -m pip install -e .[test]"
 
 
 def test_a_gpu_keeps_pips_default_cuda_build(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_a_gpu_keeps_pips_default_cuda_build(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "torch build 'cuda'" in proc.stdout
     assert CPU not in proc.stdout
-    assert proc.stdout.splitlines()[-1] == "+ python -m pip install -e ."
+    assert proc.stdout.splitlines()[-1] == "+ python3 -m pip install -e ."
 
 
 @pytest.mark.parametrize(("value", "cpu"), [("cpu", True), ("cuda", False)])

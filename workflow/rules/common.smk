@@ -11,16 +11,29 @@ import yaml
 
 from snakemake.utils import validate
 
-from psml_core.config import effective_config
+from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
 
-# The workflow's own config/ (methods, papers, tiers, devices) sits beside workflow/. A deployed
-# copy (snakedeploy, or `module` with a working directory of its own) reads the working
-# directory's config/ instead when that holds methods.yaml, so its edits take effect.
-_WORKFLOW_CONFIG = Path(workflow.current_basedir).parents[1] / "config"
-CONFIG_DIR = Path("config").resolve() if Path("config/methods.yaml").is_file() else _WORKFLOW_CONFIG
+
+# The working directory's config/ when it holds methods.yaml (a checkout, or a deployment that
+# copied the workflow's config/, as snakedeploy does), else the workflow's own config/ beside
+# workflow/; the CLI (psml runs, psml train by name) applies the same rule.
+def _own_config_dir():
+    try:
+        return Path(workflow.current_basedir).parents[1] / "config"
+    except TypeError:  # a remote module (github(...)): its files are not on this disk
+        sys.exit(
+            "error: this deployment has no config/methods.yaml; copy the workflow's config/ "
+            "folder (methods.yaml, tiers/, papers/, devices/) into ./config, as snakedeploy "
+            "deploy-workflow does"
+        )
+
+
+CONFIG_DIR = deployment_config_dir(
+    None if Path("config/methods.yaml").is_file() else _own_config_dir()
+)
 
 # Every rule calls `psml`; without --sdm conda it must come from the environment Snakemake runs in.
 _SDM = {m.name for m in workflow.deployment_settings.deployment_method}

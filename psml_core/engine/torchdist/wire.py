@@ -27,9 +27,9 @@ is the key list of the shard's keys the worker's batch touches (``8 m`` bytes of
 
 Pre-posted payloads. A part can only be received once its header has arrived (its size is
 unknown before), and gloo starts a transfer only once the receive is posted: one more
-round trip per message, a quarter of a 4 MB transfer's time on loopback. Both hot paths avoid
-it by posting the payload's receive before its header arrives, on the pre-post tag
-(``c + 2``), sized like the largest payload of that kind seen so far on that pair:
+round trip per message (0.1-0.2 ms on loopback, against ~1.3 ms for a 4 MB transfer). Both
+hot paths avoid it by posting the payload's receive before its header arrives, on the
+pre-post tag (``c + 2``), sized like the largest payload of that kind seen so far on that pair:
 
 * the pull answer: the worker posts it before sending the request and names its capacity in
   the request (``prepost``);
@@ -377,8 +377,9 @@ class Wire:
             header: The header; its lengths must match ``parts``.
             parts: Up to two bytes-like parts: payload, state.
             channel: The tag family.
-            prepost: The capacity of the receiver's pre-posted payload receive (answers to a
-                PULL that named one): exactly one message goes to it (see the module docstring).
+            prepost: The capacity of the receiver's pre-posted payload receive (an answer to a
+                PULL that named one; a PUSH, or the DONE that completes the last push receive):
+                exactly one message goes to it (see the module docstring).
         """
         lengths = header.part_lengths
         if (

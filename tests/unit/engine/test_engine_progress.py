@@ -171,3 +171,26 @@ def test_line_format(clock):
     assert x["event"] == "eval" and x["iter"] == "50/100" and x["run"] == "w/m/s/seed0"
     assert (x.get("simulated") == "1.5s") == (clock == "simulated")
     assert (x["loss"], x["acc"], x["up"], x["down"]) == ("0.2500", "0.8750", "10B", "20B")
+
+
+def test_a_broken_stream_stops_the_lines_not_the_run() -> None:
+    """`psml train ... 2>&1 | head`: a write that fails ends the reporting, nothing else."""
+
+    class Broken(io.StringIO):
+        def write(self, s: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    p = Progress("r", 10, stream=Broken(), bar=False, interval_s=0)
+    p.start(iterations=10)
+    p.tick(0)
+    p.evaluation(1, loss=0.5, accuracy=0.5)
+    p.close()
+
+
+@pytest.mark.parametrize("interval", [-1.0, 0.0, float("inf"), float("nan")])
+def test_no_heartbeat_for_a_non_positive_or_non_finite_interval(interval: float) -> None:
+    out = io.StringIO()
+    p = Progress("r", 10, stream=out, bar=False, interval_s=interval)
+    for t in range(5):
+        p.tick(t)
+    assert "heartbeat" not in out.getvalue()
