@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from pypdf import PdfReader
-from wf_helpers import REPO, snakemake_cli
+from wf_helpers import REPO, env_with_venv, snakemake_cli
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +63,21 @@ def test_the_module_runs_the_test_config_to_its_report(deployed: Path) -> None:
     assert sorted(p.name for p in figures.iterdir() if p.is_dir()) == ["dfs", "general"]
     assert list((figures / "dfs").glob("*.png"))
     assert not (REPO / ".test" / "results").exists()  # the deployment wrote only its own dir
+
+
+def test_the_cli_in_a_deployment_sees_the_workflows_runs(deployed: Path) -> None:
+    """psml runs applies the Snakefile's config-directory rule (no config/methods.yaml here)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "psml_core", "runs"],
+        cwd=deployed,
+        capture_output=True,
+        text=True,
+        env=env_with_venv(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("digits_mlp/dfs/slow_100m"))
+    assert row.split()[-1] == "yes"  # its results are found where the workflow wrote them
 
 
 def test_a_deployment_config_dir_with_recipes_is_the_one_read(tmp_path: Path) -> None:
