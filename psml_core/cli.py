@@ -22,7 +22,7 @@ from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
-from psml_core.run_cells import cmd_runs, cmd_show, train_spec
+from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
 
 __all__ = ["main"]
 
@@ -313,7 +313,7 @@ def _config_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml config``."""
     p.add_argument(
         "--configfile",
-        default="config/config.yaml",
+        default=DEFAULT_CONFIGFILE,
         help="your config (its tier plus overrides; default: config/config.yaml)",
     )
     p.add_argument(

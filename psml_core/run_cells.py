@@ -24,6 +24,7 @@ from psml_core.config import Experiment, RunSpec
 from psml_core.errors import ConfigError, DataError
 
 __all__ = [
+    "DEFAULT_CONFIGFILE",
     "CellPaths",
     "cell_inputs",
     "cell_paths",
@@ -37,6 +38,9 @@ __all__ = [
     "train_spec",
     "user_config",
 ]
+
+DEFAULT_CONFIGFILE = "config/config.yaml"
+"""The user's config file the CLI reads by default, as the workflow does."""
 
 _SHOWN = 8
 """At most this many cells are listed in an error line."""
@@ -342,7 +346,7 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
         given += [
             f"--{f.replace('_', '-')}" for f in ("set", "tier", "config_dir") if getattr(args, f)
         ]
-        if args.configfile != "config/config.yaml":
+        if args.configfile != DEFAULT_CONFIGFILE:
             given.append("--configfile")
         if given:
             raise ConfigError(f"give --run or {', '.join(given)} (a run by name), not both")
