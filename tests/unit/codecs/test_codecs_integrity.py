@@ -94,6 +94,27 @@ def test_a_flipped_byte_is_refused_by_every_sealed_codec(data):
             codec.decode(damaged, CTX)
 
 
+@pytest.mark.parametrize("name", sorted(CODECS.names()))
+def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
+    """A payload whose first entry is at index 0 starts with four zero bytes: cut to any
+    length (4 bytes included, which an unseeded CRC-32 took for a sealed empty body), it is
+    refused."""
+    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    x[1:20] = 0.0
+    x[0] = 3.0  # the largest entry, so every sparse codec sends index 0 first
+    p = codec.encode(x, CTX)
+    for size in range(len(p.buffer)):
+        with pytest.raises(ValueError):
+            codec.decode(Payload(p.codec, p.n, p.buffer[:size]), CTX)
+
+
+def test_an_empty_body_does_not_seal_to_zero():
+    assert seal(b"") != b"\0" * CHECKSUM_BYTES
+    with pytest.raises(ValueError, match="CRC-32"):
+        unseal(b"\0" * CHECKSUM_BYTES, "kv", 10)
+
+
 @pytest.mark.parametrize("name", sorted(set(CODECS.names()) - HEADER_FREE))
 def test_sealed_payloads_count_their_trailer(name):
     codec, p = _payload(name, 0)
