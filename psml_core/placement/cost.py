@@ -22,10 +22,10 @@ Three granularities:
 
 Bytes of one step of worker ``p`` in ``touched`` mode with the ``kv`` codec, for the ``m_s``
 keys of shard ``s`` its batch touches: up ``8 m_s`` (the pull's key list) ``+ 12 m_s`` (the
-push), down ``12 m_s`` (the answer), plus the kv payloads' 4-byte CRC-32 trailer (on the push
-and the answer; :mod:`psml_core.codecs.integrity`) and ``h`` bytes per message (two up, one
-down) when the scenario sets a per-message header; remote when shard ``s`` is not on ``p``'s
-machine.
+push), down ``12 m_s`` (the answer), plus a 4-byte CRC-32 trailer on each of the three (the
+key list, the push and the answer; :mod:`psml_core.codecs.integrity`) and ``h`` bytes per
+message (two up, one down) when the scenario sets a per-message header; remote when shard
+``s`` is not on ``p``'s machine.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _step_bytes(
     machine. Every shard gets a request and a push and sends an answer, even with no keys.
     """
     up = (REQUEST_BYTES_PER_KEY + PUSH_BYTES_PER_KEY) * per_shard + 2 * header_bytes
-    up = up + CHECKSUM_BYTES  # the push's payload is sealed (the key list is not a payload)
+    up = up + 2 * CHECKSUM_BYTES  # the key list and the push's payload are both sealed
     down = ANSWER_BYTES_PER_KEY * per_shard + header_bytes + CHECKSUM_BYTES
     return (
         float(up.sum()),

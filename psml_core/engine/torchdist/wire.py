@@ -22,8 +22,9 @@ word  field                meaning
 Parts by kind: a PUSH's payload is the encoded gradient and its state the round report (PCP);
 an ANSWER's payload is the shard's encoded answer and its state the codec state (:mod:`.state`);
 a PULL has no payload (``payload_len`` -1) except in ``touched`` pull mode, where its payload
-is the key list of the shard's keys the worker's batch touches (``8 m`` bytes of uint64,
-:func:`psml_core.codecs.kv.pack_keys`), and its state part the controller figures, if any.
+is the key list of the shard's keys the worker's batch touches (``8 m + 4`` bytes: uint64 keys
+and a CRC-32, :func:`psml_core.codecs.kv.pack_keys`), and its state part the controller
+figures, if any.
 
 Pre-posted payloads. A part can only be received once its header has arrived (its size is
 unknown before), and gloo starts a transfer only once the receive is posted: one more

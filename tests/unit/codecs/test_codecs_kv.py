@@ -86,9 +86,28 @@ def test_key_list_round_trip(n_keys):
     n, keys = n_keys
     ks = np.array(sorted(keys), dtype=np.int64)
     buf = pack_keys(ks, n)
-    assert buf == b"".join(struct.pack("<Q", k) for k in sorted(keys))
-    assert len(buf) == 8 * len(keys)
+    body = b"".join(struct.pack("<Q", k) for k in sorted(keys))
+    assert buf == sealed(body)
+    assert len(buf) == 8 * len(keys) + TRAILER
     np.testing.assert_array_equal(unpack_keys(memoryview(buf), n), ks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_a_mutated_key_list_is_refused(data):
+    """Cut or extended by any number of bytes (whole keys included), emptied, or one byte
+    flipped: never another valid request."""
+    n = data.draw(st.integers(1, 5_000), label="n")
+    keys = sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=200), label="keys"))
+    buf = pack_keys(np.array(keys, dtype=np.int64), n)
+    cut = data.draw(st.integers(1, len(buf)), label="cut")
+    extra = data.draw(st.binary(min_size=1, max_size=16), label="extra")
+    pos = data.draw(st.integers(0, len(buf) - 1), label="pos")
+    flipped = bytearray(buf)
+    flipped[pos] ^= data.draw(st.integers(1, 255), label="mask")
+    for bad in (buf[:-cut], buf + extra, bytes(flipped), b""):
+        with pytest.raises(ValueError, match="kv key list"):
+            unpack_keys(bad, n)
 
 
 @settings(max_examples=60, deadline=None)
@@ -185,12 +204,13 @@ def test_non_finite_value_rejected(bad):
 
 
 def test_key_list_rejections():
+    """A list whose checksum holds is still checked: whole keys, in order, in range."""
     with pytest.raises(ValueError, match="not a whole number of uint64 keys"):
-        unpack_keys(b"\x00" * 12, 10)
+        unpack_keys(sealed(b"\x00" * 12), 10)
     with pytest.raises(ValueError, match="strictly ascending"):
-        unpack_keys(struct.pack("<QQ", 3, 2), 10)
+        unpack_keys(sealed(struct.pack("<QQ", 3, 2)), 10)
     with pytest.raises(ValueError, match="outside"):
-        unpack_keys(struct.pack("<Q", 10), 10)
+        unpack_keys(sealed(struct.pack("<Q", 10)), 10)
 
 
 def test_encode_entries_checks_lengths():

@@ -602,9 +602,9 @@ def test_bsp_touched_jpdc_same_parameters_and_bytes_as_sim(smoke, prepared, one_
         wire = backend.result.wire[spec.shards + p]
         assert sum(r.bytes_up for r in mine) == wire.bytes_sent() - wire.protocol_sent()
     # Every up byte is a key list (8 B) or a kv push (12 B) of the same keys: 20 B per key, and
-    # the push and the answer each end in their payload's 4-byte CRC-32 trailer.
+    # the key list, the push and the answer each end in a 4-byte CRC-32 trailer.
     pairs = [
-        (u - 4, d - 4)
+        (u - 8, d - 4)
         for r in recs
         for u, d in zip(r.shard_bytes_up, r.shard_bytes_down, strict=True)
     ]

@@ -126,12 +126,12 @@ def test_replayed_prediction_equals_measured_bytes(smoke, prepared, placement, h
 def test_record_bytes_follow_the_wire_format(smoke, prepared):
     job, recs = simulate(touched(smoke, iterations=3), prepared)
     # Replay worker 0's batches: request 8 B + push 12 B per key up, answer 12 B down, and the
-    # 4-byte CRC-32 trailer on the push and on the answer (the sealed kv payloads).
+    # 4-byte CRC-32 trailer on the request's key list, the push and the answer.
     w = build_job(job.spec, job.dataset).workers[0]
     for r in sorted((r for r in recs if r.worker == 0), key=lambda r: r.iteration):
         counts = [k.size for k in w.touched_keys()]
         w.compute()
-        assert r.shard_bytes_up == tuple(20 * m + 4 for m in counts)
+        assert r.shard_bytes_up == tuple(20 * m + 8 for m in counts)
         assert r.shard_bytes_down == tuple(12 * m + 4 for m in counts)
         # Colocated: shard 0 is on worker 0's machine, its traffic is local.
         assert r.remote_bytes_up == r.bytes_up - r.shard_bytes_up[0]
@@ -174,7 +174,7 @@ def test_dense_model_touches_every_key_like_params(smoke, prepared):
     assert order(recs) == order(drecs)
     sizes = [len(s.keys) for s in job.shards]
     assert all(r.shard_bytes_down == tuple(12 * n + 4 for n in sizes) for r in recs)
-    assert all(r.shard_bytes_up == tuple(20 * n + 4 for n in sizes) for r in recs)
+    assert all(r.shard_bytes_up == tuple(20 * n + 8 for n in sizes) for r in recs)
     rep = replayed_traffic(problem_of(job), job.assignment, 4, 4, True, 32, 4, spec.seed)
     assert rep["bytes_down"] == totals(recs)["bytes_down"]
 
@@ -187,8 +187,9 @@ def test_other_codecs_push_only_the_batch_keys(smoke, prepared):
     np.testing.assert_array_equal(job.global_params(), ref.global_params())
     sizes = [len(s.keys) for s in job.shards]
     for r in recs:
+        # Up: the key list (8 B per key + its 4-byte CRC-32) and the push; down: 12 B per key.
         pushes = [
-            u - d // 12 * 8 for u, d in zip(r.shard_bytes_up, r.shard_bytes_down, strict=True)
+            u - d // 12 * 8 - 4 for u, d in zip(r.shard_bytes_up, r.shard_bytes_down, strict=True)
         ]
         assert pushes == [4 * n for n in sizes]
 
@@ -237,7 +238,7 @@ def test_shard_checks_touched_requests_and_answers(smoke, prepared):
         shard.pull(0, 0, ctx)
     keys = np.array([0, 3, 5])
     answer = shard.pull(0, 0, ctx, keys=keys)
-    assert answer.wire_bytes == 36 + 4 and len(pack_keys(keys, len(shard.keys))) == 24
+    assert answer.wire_bytes == 36 + 4 and len(pack_keys(keys, len(shard.keys))) == 24 + 4
     np.testing.assert_array_equal(shard.decode_touched(answer, keys), shard.values[keys])
     with pytest.raises(ValueError, match="answered 3 keys, not the 2 requested"):
         shard.decode_touched(answer, keys[:2])
