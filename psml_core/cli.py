@@ -328,6 +328,15 @@ def _config_args(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a key, value as YAML; repeatable (e.g. --set tier=small --set 'seeds=[0]')",
     )
+    p.add_argument(
+        "--config",
+        dest="set",
+        action="extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="the same overrides as Snakemake's --config takes them (e.g. --config tier=small "
+        "'seeds=[0]')",
+    )
     p.add_argument("--tier", help="the tier (smoke, small, paper): same as --set tier=TIER")
 
 

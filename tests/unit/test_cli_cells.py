@@ -155,6 +155,18 @@ def test_runs_lists_every_cell_of_the_smoke_tier(smoke, tmp_path, monkeypatch, c
     assert len(starts) == 1  # aligned columns
 
 
+def test_config_takes_overrides_as_snakemake_does(tmp_path, monkeypatch, capsys):
+    """--config KEY=VALUE ... is the same as one --set per pair."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", *CONFIG, "--set", "tier=paper", "--set", "seeds=[1]"]) == 0
+    by_set = capsys.readouterr().out
+    assert main(["runs", *CONFIG, "--config", "tier=paper", "seeds=[1]"]) == 0
+    assert capsys.readouterr().out == by_set
+    rows = by_set.splitlines()[1:]
+    assert rows and all(row.split()[4] == "1" for row in rows)
+    assert any(row.startswith("resnet18_cifar10/") for row in rows)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, prepared, smoke) -> tuple[Path, tuple[str, str, str, int]]:
     """One smoke cell trained by name (sim backend, seconds), in a workflow-like directory."""
