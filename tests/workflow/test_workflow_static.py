@@ -73,6 +73,21 @@ def test_list_overrides_on_the_command_line_are_typed(workflow_copy: Path):
         assert f"results/smoke/runs/digits_mlp/dense_bsp/dc_10g/seed{seed}/" in proc.stdout
 
 
+def test_mapping_overrides_on_the_command_line_are_typed(workflow_copy: Path):
+    """The paper tier's own advice: a nested --config mapping, whose scalars Snakemake leaves
+    strings ('rows' was '60000'); a quoted string stays a string."""
+    datasets = '{"cifar10": {"source": "synthetic_images", "rows": 600}, "digits": {"rows": 500}}'
+    proc = snakemake_cli(
+        ["-n", "--config", "tier=paper", f"datasets={datasets}", "seeds=[3]"], workflow_copy
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "results/paper/runs/resnet18_cifar10/dense_bsp/dc_10g/seed3/" in proc.stdout
+    spec = next(
+        ln for ln in proc.stdout.splitlines() if "psml prepare" in ln and "synthetic_images" in ln
+    )
+    assert '"rows": 600,' in spec, spec
+
+
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [

@@ -44,18 +44,18 @@ if shutil.which("psml") is None and "CONDA" not in _SDM:
     )
 
 
-def _typed(value):
-    """A --config value with its list items typed: Snakemake leaves them strings ('[0,1]')."""
-    if isinstance(value, list):
-        return [yaml.safe_load(v) if isinstance(v, str) else _typed(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _typed(v) for k, v in value.items()}
-    return value
-
-
-for _key in workflow.config_settings.config or {}:
-    if _key in config:
-        config[_key] = _typed(config[_key])
+# --config values typed as YAML types them, like a config file or `psml --set`: Snakemake reads
+# a list or mapping with YAML's BaseLoader, which leaves every scalar in it a string
+# ('seeds=[0,1]' gave ['0', '1'], and {"rows": 60000} gave '60000'). The raw KEY=VALUE entries
+# (which Snakemake also hands to every job it spawns) are read again with safe_load; an entry
+# that is not valid YAML keeps Snakemake's value.
+for _entry in workflow.config_settings.config_args or ():
+    _key, _, _text = str(_entry).partition("=")
+    if _key in config and isinstance(config[_key], list | dict):
+        try:
+            config[_key] = yaml.safe_load(_text)
+        except yaml.YAMLError:
+            pass
 
 # psml_core checks what a schema cannot (method names, cross-references) and turns the first
 # violation into one line naming the key and the allowed values; exit before any job runs.
