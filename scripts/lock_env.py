@@ -23,20 +23,29 @@ ROOT = "psml-core"
 
 
 def closure(root: str = ROOT) -> dict[str, str]:
-    """Canonical name -> installed version of every runtime requirement of ``root``."""
-    env = {**default_environment(), "extra": ""}
+    """Canonical name -> installed version of every runtime requirement of ``root``.
+
+    A requirement's extras are followed (``snakemake[reports]`` brings pygments).
+    """
+    base = default_environment()
     seen: dict[str, str] = {}
-    todo = [root]
+    done: set[tuple[str, str]] = set()
+    todo: list[tuple[str, frozenset[str]]] = [(root, frozenset())]
     while todo:
-        name = canonicalize_name(todo.pop())
-        if name in seen:
+        raw, extras = todo.pop()
+        name = canonicalize_name(raw)
+        wanted = {(name, e) for e in {"", *extras}} - done
+        if not wanted:
             continue
+        done |= wanted
         dist = metadata.distribution(name)
         seen[name] = dist.version
         for text in dist.requires or []:
             req = Requirement(text)
-            if req.marker is None or req.marker.evaluate(env):
-                todo.append(req.name)
+            if req.marker is None or any(
+                req.marker.evaluate({**base, "extra": e}) for _, e in wanted
+            ):
+                todo.append((req.name, frozenset(req.extras)))
     del seen[canonicalize_name(root)]
     return seen
 

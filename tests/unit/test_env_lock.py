@@ -51,3 +51,18 @@ def test_the_environment_installs_the_checkout_after_its_pins() -> None:
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     assert python == "python=3.11"
     assert not list(ENVS.glob("*.txt"))  # Snakemake copies only the env file: no side files
+
+
+def test_the_main_install_can_write_snakemakes_html_report() -> None:
+    """`snakemake --report` needs pygments; without the test extra only psml-core's own
+    requirements bring it (snakemake[reports]), and the lock follows that extra."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("lock_env", REPO / "scripts" / "lock_env.py")
+    assert spec and spec.loader
+    lock_env = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("lock_env", lock_env)
+    spec.loader.exec_module(lock_env)
+    assert "pygments" in lock_env.closure()
+    assert "pygments" in _lock()
