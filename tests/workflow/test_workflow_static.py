@@ -73,19 +73,26 @@ def test_list_overrides_on_the_command_line_are_typed(workflow_copy: Path):
         assert f"results/smoke/runs/digits_mlp/dense_bsp/dc_10g/seed{seed}/" in proc.stdout
 
 
-def test_mapping_overrides_on_the_command_line_are_typed(workflow_copy: Path):
+def test_mapping_overrides_on_the_command_line_are_typed(workflow_copy: Path, tmp_path: Path):
     """The paper tier's own advice: a nested --config mapping, whose scalars Snakemake leaves
-    strings ('rows' was '60000'); a quoted string stays a string."""
-    datasets = '{"cifar10": {"source": "synthetic_images", "rows": 600}, "digits": {"rows": 500}}'
+    strings ('rows' was '60000'); a config file's other entries under the same key stay."""
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("datasets:\n  digits: {rows: 500}\n")
+    datasets = '{"cifar10": {"source": "synthetic_images", "rows": 600}}'
     proc = snakemake_cli(
-        ["-n", "--config", "tier=paper", f"datasets={datasets}", "seeds=[3]"], workflow_copy
-    )
+        ["-n", "--configfile", str(extra), "--config", "tier=paper", f"datasets={datasets}",
+         "seeds=[3]"],
+        workflow_copy,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "results/paper/runs/resnet18_cifar10/dense_bsp/dc_10g/seed3/" in proc.stdout
-    spec = next(
-        ln for ln in proc.stdout.splitlines() if "psml prepare" in ln and "synthetic_images" in ln
-    )
-    assert '"rows": 600,' in spec, spec
+    prepares = [
+        ln for ln in proc.stdout.splitlines() if ln.startswith("Shell command: psml prepare")
+    ]
+    cifar = next(ln for ln in prepares if '"name": "cifar10"' in ln)
+    digits = next(ln for ln in prepares if '"name": "digits"' in ln)
+    assert '"rows": 600,' in cifar and '"source": "synthetic_images"' in cifar, cifar
+    assert '"rows": 500,' in digits, digits
 
 
 @pytest.mark.parametrize(

@@ -44,16 +44,24 @@ if shutil.which("psml") is None and "CONDA" not in _SDM:
     )
 
 
+def _overlay(merged, typed):
+    """``typed`` laid over ``merged`` key by key: mappings merge, anything else replaces."""
+    if isinstance(merged, dict) and isinstance(typed, dict):
+        return {**merged, **{k: _overlay(merged.get(k), v) for k, v in typed.items()}}
+    return typed
+
+
 # --config values typed as YAML types them, like a config file or `psml --set`: Snakemake reads
 # a list or mapping with YAML's BaseLoader, which leaves every scalar in it a string
 # ('seeds=[0,1]' gave ['0', '1'], and {"rows": 60000} gave '60000'). The raw KEY=VALUE entries
-# (which Snakemake also hands to every job it spawns) are read again with safe_load; an entry
+# (which Snakemake also hands to every job it spawns) are read again with safe_load and laid
+# over the merged config, so a config file's other entries under the same key stay; an entry
 # that is not valid YAML keeps Snakemake's value.
 for _entry in workflow.config_settings.config_args or ():
     _key, _, _text = str(_entry).partition("=")
     if _key in config and isinstance(config[_key], list | dict):
         try:
-            config[_key] = yaml.safe_load(_text)
+            config[_key] = _overlay(config[_key], yaml.safe_load(_text))
         except yaml.YAMLError:
             pass
 
