@@ -7,7 +7,7 @@ Every error a user can cause (bad config, missing or corrupt data, a crashed wor
 
 from __future__ import annotations
 
-__all__ = ["PsmlError", "ConfigError", "DataError", "RunError"]
+__all__ = ["PsmlError", "ConfigError", "DataError", "Diverged", "RunError"]
 
 
 class PsmlError(Exception):
@@ -30,3 +30,29 @@ class RunError(PsmlError):
     """A training run failed (for example a crashed worker); the message names the rank."""
 
     exit_code = 4
+
+
+class Diverged(RunError):
+    """A worker's loss or gradient became non-finite: the run cannot go on.
+
+    The sim backend ends such a run early and marks it DIVERGED in its summary (a result,
+    not a failure of the workflow); real backends stop with this message.
+
+    Args:
+        iteration: The worker's iteration whose step was non-finite.
+        worker: The worker.
+        loss: The mini-batch loss of that step (NaN or infinite, or finite with a non-finite
+            gradient).
+    """
+
+    def __init__(self, iteration: int, worker: int, loss: float) -> None:
+        # The arguments as args: SimPy re-creates a process's exception from them.
+        super().__init__(iteration, worker, loss)
+        self.iteration, self.worker, self.loss = int(iteration), int(worker), float(loss)
+
+    def __str__(self) -> str:
+        return (
+            f"worker {self.worker}: loss {self.loss!r} or its gradient is non-finite at "
+            f"iteration {self.iteration}: the run diverged (lower the learning rate, or see "
+            "the tier's operating points)"
+        )

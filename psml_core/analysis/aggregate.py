@@ -43,11 +43,19 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "first_target_s", "bytes_to_target", "samples_to_target", "samples_processed",
     "total_time_s", "bytes_up", "bytes_down", "bytes_total", "remote_bytes_up",
     "remote_bytes_down", "compute_s", "comm_s", "wait_s", "codec_s", "lossless_bytes_up",
-    "lossless_bytes_down",
+    "lossless_bytes_down", "status", "status_reason", "test_samples", "eval_every",
+    "iteration_to_target",
 )  # fmt: skip
 
 # Summary columns that older summaries and runs tables lack: read as missing (NaN), not refused.
-OPTIONAL_COLUMNS: tuple[str, ...] = ("lossless_bytes_up", "lossless_bytes_down")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "lossless_bytes_up", "lossless_bytes_down", "status", "status_reason", "test_samples",
+    "eval_every", "iteration_to_target",
+)  # fmt: skip
+_NUMERIC_OPTIONAL = (
+    "lossless_bytes_up", "lossless_bytes_down", "test_samples", "eval_every",
+    "iteration_to_target",
+)  # fmt: skip
 
 # Taken from ``provenance``; ``versions`` and ``data_sha256`` are canonical JSON strings so that
 # one CSV column holds them whatever packages or files a run lists.
@@ -114,9 +122,13 @@ def _row(summary: dict[str, Any]) -> dict[str, Any]:
     # JSON null (target never held: censored) becomes NaN, so the columns stay numeric.
     # So does a lossless size the recipe does not measure.
     for col in ("time_to_target_s", "first_target_s", "bytes_to_target", "samples_to_target",
-                *OPTIONAL_COLUMNS):  # fmt: skip
+                "final_test_accuracy", "final_test_loss", "final_train_loss",
+                *_NUMERIC_OPTIONAL):  # fmt: skip
         if row[col] is None:
             row[col] = math.nan
+    # Summaries from before the divergence test: ok unless their loss says otherwise.
+    row["status"] = row["status"] or "ok"
+    row["status_reason"] = row["status_reason"] or ""
     return row
 
 
@@ -187,6 +199,8 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
     for col in OPTIONAL_COLUMNS:
         if col not in df.columns:
             df[col] = math.nan
+    df["status"] = df["status"].map(lambda v: "ok" if v != v or v == "" else str(v))
+    df["status_reason"] = df["status_reason"].map(lambda v: "" if v != v else str(v))
     wanted = (*SUMMARY_COLUMNS, *PROVENANCE_COLUMNS, *PLACEMENT_COLUMNS)
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -204,12 +218,13 @@ def aggregate_runs(df: pd.DataFrame) -> pd.DataFrame:
         One row per (workload, method, scenario), sorted, with ``clock``, ``n`` (seeds),
         ``<metric>_mean`` and ``<metric>_std`` (ddof=1, NaN when fewer than two values) for each
         of :data:`AGGREGATE_METRICS`, and ``time_to_target_reached`` (runs that reached the
-        target). Time to target is averaged over the runs that reached it (NaN if none did).
+        target) and ``diverged`` (runs marked DIVERGED, whose numbers are in the means: read
+        them with it). Time to target is averaged over the runs that reached it (NaN if none did).
     """
     cols = [*AGGREGATE_KEYS, "clock", "n"]
     for m in AGGREGATE_METRICS:
         cols += [f"{m}_mean", f"{m}_std"]
-    cols.append("time_to_target_reached")
+    cols += ["time_to_target_reached", "diverged"]
     rows = []
     for keys, group in df.groupby(list(AGGREGATE_KEYS), sort=True):
         row: dict[str, Any] = dict(zip(AGGREGATE_KEYS, keys, strict=True))
@@ -227,6 +242,8 @@ def aggregate_runs(df: pd.DataFrame) -> pd.DataFrame:
         row["time_to_target_reached"] = int(
             pd.to_numeric(group["time_to_target_s"], errors="coerce").notna().sum()
         )
+        status = group["status"] if "status" in group else pd.Series(["ok"] * len(group))
+        row["diverged"] = int((status == "diverged").sum())
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 

@@ -12,6 +12,7 @@ __all__ = [
     "EXPLANATION_KEYS",
     "HIGHER_IS_BETTER",
     "MIN_SEEDS",
+    "INCONSISTENT",
     "NOT_COMPARABLE",
     "VERDICTS",
     "VERDICT_RANK",
@@ -20,12 +21,14 @@ __all__ = [
 
 
 NOT_COMPARABLE = "NOT COMPARABLE (regime)"
+INCONSISTENT = "INCONSISTENT (paper)"
 EXPLANATION_KEYS = {
     "REPRODUCED": "reproduced",
     "EXCEEDED": "exceeded",
     "PARTIAL": "partial",
     "NOT REPRODUCED": "not_reproduced",
     NOT_COMPARABLE: "not_comparable",
+    INCONSISTENT: "inconsistent",
 }
 VERDICTS = (
     "REPRODUCED",
@@ -33,6 +36,7 @@ VERDICTS = (
     "PARTIAL",
     "NOT REPRODUCED",
     NOT_COMPARABLE,
+    INCONSISTENT,
     "NOT RUN",
     "SETUP FACT",
 )
@@ -53,7 +57,14 @@ class ClaimResult:
     ``ours``, ``ci_low``/``ci_high`` (95% interval of the mean) and ``low``/``high`` (range over
     seeds) are in the claim's own unit (``kind``); ``floor`` is the partial floor and
     ``band_low``/``band_high`` the REPRODUCED band, in the same unit. ``baseline`` is the
-    strongest of the fixed ``baselines``; ``scenario`` the deciding one of the fixed scenarios.
+    comparator the paper names (the strongest member where it names a family, such as uniform
+    ratios); ``scenario`` the deciding one of the fixed scenarios. The ``robust_*`` fields are
+    the second row: the same rule against the strongest of the named comparator and our other
+    baselines (``measure.robustness``), never the verdict. ``bound_value``/``bound_text``: the
+    bound the paper's own numbers put on the claim (:mod:`.consistency`). ``cause``: what
+    decided a verdict that is not REPRODUCED (a regime field, a bound, a run's fate, the
+    seeds or the resolution, or a property of the method). ``resolution``: the grid of the
+    time to target and the test set's resolution.
     """
 
     paper: str
@@ -87,6 +98,17 @@ class ClaimResult:
     regime_status: str = ""
     regime_notes: str = ""
     regime_map: str = ""
+    comparator: str = ""
+    robust_verdict: str = ""
+    robust_baseline: str = ""
+    robust_ours: float = math.nan
+    robust_ci_low: float = math.nan
+    robust_ci_high: float = math.nan
+    robust_detail: str = ""
+    bound_value: float = math.nan
+    bound_text: str = ""
+    cause: str = ""
+    resolution: str = ""
     per_metric: list[dict[str, Any]] = field(default_factory=list)
     regime: list[dict[str, Any]] = field(default_factory=list)
 
@@ -96,7 +118,7 @@ class ClaimResult:
         out["regime"] = json.dumps(self.regime, sort_keys=True)
         out["per_metric"] = "; ".join(
             f"{m['metric']} ({m['scenario']}): {m['method']:.4g} vs {m['baseline']:.4g} "
-            f"({m['strongest']})"
+            f"({m['strongest']}{', ' + m['outcome'] if m.get('outcome') else ''})"
             for m in self.per_metric
         )
         return out

@@ -1,11 +1,25 @@
 """Reported versus reproduced: each paper's claims measured on our runs, with a verdict.
 
 A claim (``config/papers/<id>.yaml``, schema ``workflow/schemas/paper.schema.yaml``) fixes
-before any run how it is judged: the experiment, the method, the baseline(s), the metric (the
-first of ``metrics``; the others are shown beside it, never used in its place) and the
-scenario(s). Nothing is chosen after the fact: with several baselines the verdict is against
-the *strongest* (the one least favourable to the method), and with several scenarios every one
-must pass (the verdict is the worst).
+before any run how it is judged: the experiment, the method, the comparator the paper names
+(``measure.baseline``), our other baselines (``measure.robustness``), the metric (the first
+of ``metrics``; the others are shown beside it, never used in its place) and the
+scenario(s). Nothing is chosen after the fact.
+
+**Against what.** The verdict is against the comparator the paper names: "DFS beats
+OmniReduce" is judged against our OmniReduce, not against whichever of our baselines happens
+to be strongest. Where the paper names a family (uniform compression at some ratio, SSP at
+some bound), each of our configurations of it is listed and the verdict is against the
+strongest member (quantitative claims) or the best single member on the primary metric
+(qualitative claims, :mod:`.qualitative`). Against the strongest of the named comparator
+and our other baselines the same rule gives a second row, labelled *robustness*: it says
+whether the effect survives a stronger rival, and is never the verdict. With several
+scenarios every one must pass (the verdict is the worst).
+
+**Runs that diverged** (:mod:`psml_core.metrics.divergence`) are never a baseline: a claim
+whose named comparator diverged is NOT RUN (baseline diverged), and a diverged member of a
+family or a robustness baseline is left out and named. A claim whose method diverged is NOT
+REPRODUCED (diverged).
 
 **Effects.** Per scenario and baseline, the method's and the baseline's runs are paired by
 (workload, seed) and each pair gives one effect. Multiplicative effects are judged on a log
@@ -17,41 +31,38 @@ always means the method is better. ``reported.kind`` says how the gain is writte
 * ``reduction``: ``100 (1 - exp(-g))`` % (``"74% less"``);
 * ``ratio``: ``ours / baseline``;
 * ``value``: the method's own metric (no baseline; judged on ``log(ours)``);
-* ``qualitative``: a direction only, on every listed metric.
+* ``qualitative``: a direction only (:mod:`.qualitative`).
 
-**Verdicts** (the interval is the two-sided 95% Student-t interval of the mean gain over seeds):
+**Verdicts** (:mod:`.judge`; the interval is the two-sided 95% Student-t interval of the mean
+gain over seeds):
 
 * REPRODUCED — at least 3 seeds, no censored run, and the whole interval inside the band
-  ``|g - g_reported| <= log(1 + tolerance.reproduced)``. Exceeding the reported value beyond
-  the band is no reproduction of it (the setup is more favourable than the paper's).
-* EXCEEDED — an "up to" claim whose whole interval (3 or more seeds) lies above the band; the
-  regime comparison beside it says how much more favourable our setup is.
-  One-sided claims (a ``ratio`` of a higher-is-better metric, e.g. "accuracy falls by at most
-  0.6%"): the interval's lower end at or above ``g_reported - log(1 + tolerance)``.
+  ``|g - g_reported| <= log(1 + tolerance.reproduced)``. An accuracy ratio is judged
+  two-sided around the paper's drop, the band one test sample wide on each side.
+* EXCEEDED — an "up to" claim (or an accuracy drop) whose whole interval (3 or more seeds)
+  lies above the band: a setup more favourable than the paper's is no reproduction.
 * PARTIAL — the effect clears the *partial floor* ``tolerance.partial * g_reported`` (default
   half the claimed effect on the log scale): the interval's lower end with 3 or more seeds,
-  every seed with fewer. One-sided claims: the mean inside the band.
+  every seed with fewer.
 * NOT REPRODUCED — otherwise.
+* INCONSISTENT (paper) — the paper's own regime numbers bound the effect below the claimed
+  value (:mod:`.consistency`: Amdahl from comm/compute and density); the arithmetic is printed.
 * NOT COMPARABLE (regime) — our measured regime lies outside the matching bounds of a field
-  the paper reports or derives (:mod:`psml_core.analysis.regime`: comm/compute within 2x, the
-  same bandwidth- or latency-bound side, the same density class); the detail names the field
-  and by how much. Such a claim is never REPRODUCED or NOT REPRODUCED.
-* NOT RUN — the tier has no runs for the claim (its experiment, method, baseline or scenario
-  is not in the tier).
-* SETUP FACT — ``setup_fact: true``: the quantity is set by our own choice of setup (a
-  comm/compute ratio fixed by the link we chose); its value is stated, not judged.
-
-Qualitative claims: per metric and scenario, the strongest baseline is the one with the best
-mean; REPRODUCED needs 3 or more seeds and the method's worst seed beating the baseline's best
-on every pair; PARTIAL, a better mean on every pair; otherwise NOT REPRODUCED.
+  the paper reports or derives (:mod:`psml_core.analysis.regime`).
+* NOT RUN — the tier has no runs for the claim, or its named comparator diverged.
+* SETUP FACT — ``setup_fact: true``: the quantity is set by our own choice of setup.
 
 **Censoring.** A run that never holds its target has no time (bytes, samples) to target: it is
 censored at its end, where its total is a bound. Its pair's gain is then a bound too: at most
 ``log(baseline / our total)`` when the method's run is censored, at least ``log(baseline total
 / ours)`` when the baseline's is, unknown when both are. A claim with a censored run is never
-REPRODUCED; one whose method is censored is NOT REPRODUCED (it did not reach the target); with
-only the baseline censored it is PARTIAL when every bound clears the floor. The detail says
-which seeds were censored.
+REPRODUCED; one whose method is censored is NOT REPRODUCED; with only the baseline censored it
+is PARTIAL when every bound clears the floor.
+
+**Cause and resolution.** Every verdict but REPRODUCED names what decided it (``cause``): a
+regime field, the paper's bound, a run's fate (diverged, censored), the seeds, or a property
+of the method (the paper file's explanation). Every claim states its resolution: the time to
+target's grid step against the dense baseline's time, and the test set's size.
 """
 
 from __future__ import annotations
@@ -61,28 +72,30 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from psml_core.analysis.claim_result import (
-    CENSORED_BOUND,
     EXPLANATION_KEYS,
     HIGHER_IS_BETTER,
+    INCONSISTENT,
     MIN_SEEDS,
     NOT_COMPARABLE,
     VERDICT_RANK,
     ClaimResult,
 )
+from psml_core.analysis.consistency import consistency_bound
 from psml_core.analysis.gains import (
     Gains,
-    censored_values,
     effect_to_gain,
-    gain_interval,
     gain_to_effect,
     gains_of,
     metric_values,
 )
+from psml_core.analysis.judge import accuracy_step_gain, judge
+from psml_core.analysis.qualitative import judge_qualitative
 from psml_core.analysis.regime import check_regime, measure_regime, paper_regime, regime_rows
+from psml_core.analysis.resolution import resolution_text
+from psml_core.analysis.run_status import as_list, diverged_note, diverged_runs, usable_baselines
 from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
@@ -91,11 +104,6 @@ __all__ = [
     "explanation_for",
     "load_papers",
 ]
-
-"""A verdict's key in a claim's ``explanation`` mapping of the paper file."""
-"""Seeds a REPRODUCED verdict needs (an interval over fewer is not evidence)."""
-
-"""Metrics a run may not reach (censored), and the run total that bounds them from below."""
 
 
 def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -124,76 +132,44 @@ def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
     return papers
 
 
-"""Per-seed gains of a method against one baseline under one scenario (regime maps use it)."""
-
-# --------------------------------------------------------------------------- results
+# --------------------------------------------------------------------------- quantitative
 
 
-def _judge(claim: dict[str, Any], g: Gains, metric: str) -> tuple[str, str, dict[str, float]]:
-    """(verdict, detail, numbers in gain space) of one scenario's strongest pairing."""
-    rep = claim["reported"]
-    tol = claim.get("tolerance", {})
-    g_rep = effect_to_gain(rep["kind"], metric, float(rep["value"]))
-    width = math.log(1.0 + float(tol.get("reproduced", 0.25)))
-    one_sided = rep["kind"] == "ratio" and metric in HIGHER_IS_BETTER
-    floor = g_rep - width if one_sided else float(tol.get("partial", 0.5)) * g_rep
-    n = len(g.seeds)
-    exact = np.array([b == "" for b in g.bound])
-    ci = gain_interval(g.gains) if exact.all() else (math.nan, math.nan)
-    nums = {"g_rep": g_rep, "width": width, "floor": floor, "ci_low": ci[0], "ci_high": ci[1]}
-    censored = [s for s, b in zip(g.seeds, g.bound, strict=True) if b]
-    cens_note = ""
-    if censored:
-        what = CENSORED_BOUND.get(metric, "its total")
-        cens_note = (
-            f"censored (target never held; bounded by {what}) in seed"
-            f"{'s' if len(censored) > 1 else ''} {', '.join(map(str, censored))}"
-        )
-    mean = g.mean
-    band = (g_rep - width, g_rep + width)
-    if any(b in ("at most", "unknown") for b in g.bound):
-        who = (
-            "the method did not hold the target in every seed"
-            if any(b == "at most" for b in g.bound)
-            else "neither run held the target in some seed"
-        )
-        return "NOT REPRODUCED", f"{who}: {cens_note}", nums
-    if censored:
-        ok = bool(np.all(g.gains >= floor))
-        verdict = "PARTIAL" if ok else "NOT REPRODUCED"
-        side = "clears" if ok else "does not clear"
-        return verdict, f"the baseline {cens_note}; the bound {side} the partial floor", nums
-    if one_sided:
-        if n >= MIN_SEEDS and ci[0] >= floor:
-            return "REPRODUCED", "the interval's lower end is within tolerance (one-sided)", nums
-        if mean >= floor:
-            why = f"n = {n} < {MIN_SEEDS}" if n < MIN_SEEDS else "the interval reaches below it"
-            nums["seed_limited"] = float(n < MIN_SEEDS)
-            return "PARTIAL", f"the mean is within tolerance (one-sided), but {why}", nums
-        return "NOT REPRODUCED", "below the reported value by more than the tolerance", nums
-    inside = n >= MIN_SEEDS and band[0] <= ci[0] and ci[1] <= band[1]
-    if inside:
-        return "REPRODUCED", "the 95% interval lies inside the tolerance band", nums
-    clears = bool(ci[0] >= floor) if n >= MIN_SEEDS else bool(np.all(g.gains >= floor))
-    if g_rep <= 0:  # a claim of no gain: there is no floor to clear
-        clears = False
-    if clears and n >= MIN_SEEDS and ci[0] > band[1] and claim["reported"].get("up_to"):
-        return "EXCEEDED", 'the whole interval lies above the tolerance band of an "up to"', nums
-    if clears:
-        if n < MIN_SEEDS and bool(np.all((band[0] <= g.gains) & (g.gains <= band[1]))):
-            why = f"every seed within the tolerance band, but n = {n} < {MIN_SEEDS} seeds"
-            nums["seed_limited"] = 1.0
-        elif n < MIN_SEEDS:
-            why = f"n = {n} < {MIN_SEEDS} seeds (no interval)"
-        elif ci[0] > band[1]:
-            why = "the interval lies above the tolerance band (a more favourable setup)"
-        elif mean > band[1]:
-            why = "the interval reaches above the tolerance band"
-        else:
-            why = "the interval reaches below the tolerance band"
-        return "PARTIAL", f"clears the partial floor; {why}", nums
-    where = "the interval reaches below" if n >= MIN_SEEDS else "a seed falls below"
-    return "NOT REPRODUCED", f"{where} the partial floor", nums
+def _accuracy_step(runs: pd.DataFrame, baseline: str, scenario: str) -> float:
+    """One test sample as a gain of an accuracy ratio against ``baseline`` (NaN if unknown)."""
+    rows = runs[(runs["method"] == baseline) & (runs["scenario"] == scenario)]
+    if rows.empty or "test_samples" not in rows:
+        return math.nan
+    n = pd.to_numeric(rows["test_samples"], errors="coerce").min()
+    acc = pd.to_numeric(rows["final_test_accuracy"], errors="coerce").mean()
+    return accuracy_step_gain(float(n), float(acc))
+
+
+def _strongest_pairing(
+    claim: dict[str, Any], baselines: list[str], scenarios: list[str], runs: pd.DataFrame
+) -> tuple[list[tuple[str, str, Gains, str, dict[str, float]]], list[str]]:
+    """Per scenario, the verdict against the strongest of ``baselines``; and what is missing."""
+    meas = claim["measure"]
+    metric = meas["metrics"][0]
+    outcomes, missing = [], []
+    for sc in scenarios:
+        options = []
+        for b in baselines:
+            got = gains_of(runs, meas, metric, b, sc)
+            if got is None:
+                missing.append(f"{b or meas['method']} under {sc}")
+                continue
+            options.append(got)
+        if not options:
+            continue
+        # The strongest: the least favourable to the method (bounds count as values).
+        g = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
+        step = math.nan
+        if claim["reported"]["kind"] == "ratio" and metric in HIGHER_IS_BETTER:
+            step = _accuracy_step(runs, g.baseline, sc)
+        verdict, detail, nums = judge(claim, g, metric, step)
+        outcomes.append((verdict, sc, g, detail, nums))
+    return outcomes, missing
 
 
 def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]) -> None:
@@ -217,50 +193,82 @@ def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]
     res.bound = "/".join(bounds)
 
 
+def _worst(outcomes: list) -> tuple:
+    """The deciding scenario's outcome: the worst verdict (ties: the first listed)."""
+    return min(outcomes, key=lambda o: VERDICT_RANK[o[0]])
+
+
+def _robustness(
+    claim: dict[str, Any], res: ClaimResult, named: list[str], scenarios: list[str],
+    runs: pd.DataFrame,
+) -> None:  # fmt: skip
+    """The second row: against the strongest of the named comparator and ``robustness``."""
+    extra = as_list(claim["measure"].get("robustness"))
+    if not extra:
+        return
+    pool, notes = usable_baselines(runs, list(dict.fromkeys([*named, *extra])), scenarios)
+    outcomes, missing = _strongest_pairing(claim, pool, scenarios, runs)
+    if not outcomes or missing:
+        res.robust_verdict = "NOT RUN"
+        res.robust_detail = "no runs of " + ", ".join(missing or ["any baseline"])
+        return
+    verdict, sc, g, detail, nums = _worst(outcomes)
+    metric = claim["measure"]["metrics"][0]
+
+    def eff(x: float) -> float:
+        return gain_to_effect(res.kind, metric, x)
+
+    res.robust_verdict, res.robust_baseline = verdict, g.baseline
+    res.robust_ours = eff(g.mean)
+    res.robust_ci_low, res.robust_ci_high = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
+    res.robust_detail = f"against the strongest of {', '.join(pool)} ({g.baseline}): {detail}"
+    if notes:
+        res.robust_detail += "; left out: " + "; ".join(notes)
+
+
 def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
                   runs: pd.DataFrame) -> None:  # fmt: skip
     meas = claim["measure"]
     metric = meas["metrics"][0]
-    baselines = meas.get("baseline")
-    baselines = [baselines] if isinstance(baselines, str) or baselines is None else baselines
-    res.metric, res.baselines = metric, ", ".join(b for b in baselines if b)
-    outcomes = []
-    missing = []
-    for sc in scenarios:
-        options = []
-        for b in baselines:
-            got = gains_of(runs, meas, metric, b, sc)
-            if got is None:
-                missing.append(f"{b or meas['method']} under {sc}")
-                continue
-            options.append(got)
-        if not options:
-            continue
-        # The strongest baseline: the least favourable to the method (bounds count as values).
-        strongest = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
-        verdict, detail, nums = _judge(claim, strongest, metric)
-        outcomes.append((verdict, sc, strongest, detail, nums))
+    named = as_list(meas.get("baseline")) or [None]  # None: a value of the method alone
+    res.metric, res.baselines = metric, ", ".join(b for b in named if b)
+    mine = diverged_runs(runs, meas["method"], scenarios)
+    if not mine.empty:
+        res.verdict = "NOT REPRODUCED"
+        res.detail = diverged_note(mine, f"the method {meas['method']}")
+        res.cause = "run: the method diverged"
+        res.seeds = int(len(set(runs.loc[runs["method"] == meas["method"], "seed"])))
+        return
+    usable, notes = usable_baselines(runs, [b for b in named if b], scenarios)
+    if named != [None] and not usable:
+        res.verdict = "NOT RUN"
+        res.detail = "baseline diverged: " + "; ".join(notes)
+        res.cause = "run: the named comparator diverged"
+        return
+    outcomes, missing = _strongest_pairing(claim, usable or [None], scenarios, runs)
     if not outcomes or missing:
         res.verdict = "NOT RUN"
         gone = ", ".join(missing) if missing else f"the runs of {meas['method']}"
         res.detail = f"not run in this tier: no runs of {gone}"
         return
-    # Every fixed scenario must pass: the worst decides (ties: the first listed).
-    verdict, sc, g, detail, nums = min(outcomes, key=lambda o: VERDICT_RANK[o[0]])
+    verdict, sc, g, detail, nums = _worst(outcomes)
     res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
     res.seed_limited = bool(nums.pop("seed_limited", 0.0))
     _set_numbers(res, g, metric, nums)
     res.detail = detail
     if len(outcomes) > 1:
         res.detail += "; " + ", ".join(f"{o[1]}: {o[0]}" for o in outcomes)
+    if notes:
+        res.detail += "; left out of the named family: " + "; ".join(notes)
+    _robustness(claim, res, [b for b in usable if b], scenarios, runs)
     for extra in meas["metrics"][1:]:  # shown beside the headline, never in its place
         other = gains_of(runs, meas, extra, g.baseline or None, sc)
         if other is not None and math.isfinite(other.mean):
             sel = runs[runs["scenario"] == sc]
-            mine = metric_values(sel[sel["method"] == meas["method"]], extra).mean()
+            ours = metric_values(sel[sel["method"] == meas["method"]], extra).mean()
             theirs = metric_values(sel[sel["method"] == g.baseline], extra).mean()
             res.per_metric.append(
-                {"metric": extra, "scenario": sc, "method": float(mine),
+                {"metric": extra, "scenario": sc, "method": float(ours),
                  "baseline": float(theirs), "strongest": g.baseline, "beyond_spread": False}
             )  # fmt: skip
 
@@ -294,84 +302,42 @@ def _setup_fact(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
 def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
                  runs: pd.DataFrame) -> None:  # fmt: skip
     meas = claim["measure"]
-    baselines = meas.get("baseline")
-    baselines = [baselines] if isinstance(baselines, str) else list(baselines or [])
-    res.baselines = ", ".join(baselines)
-    better_mean = better_spread = total = 0
-    seeds = 0
-    censored = 0
-    missing = []
-    for metric in meas["metrics"]:
-        sign = 1 if metric in HIGHER_IS_BETTER else -1
-        for sc in scenarios:
-            sel = runs[runs["scenario"] == sc]
-            if meas.get("workload"):
-                sel = sel[sel["workload"] == meas["workload"]]
-            mine = sel[sel["method"] == meas["method"]]
-            if mine.empty:
-                missing.append(f"{meas['method']} under {sc}")
-                continue
-            ours, our_c = censored_values(mine, metric)
-            # A censored run of ours took longer than its bound: count it as never (conservative);
-            # a censored baseline run keeps its bound (it looks faster than it was).
-            ours = np.where(our_c, -sign * math.inf, ours)
-            censored += int(our_c.sum())
-            cands = []
-            for b in baselines:
-                rows = sel[sel["method"] == b]
-                if rows.empty:
-                    missing.append(f"{b} under {sc}")
-                    continue
-                vals, vc = censored_values(rows, metric)
-                censored += int(vc.sum())
-                cands.append((sign * float(np.mean(vals)), b, vals))
-            if not cands:
-                continue
-            _, name, base = max(cands)
-            total += 1
-            seeds = max(seeds, len(ours))
-            with np.errstate(invalid="ignore"):
-                mean_better = sign * (float(np.mean(ours)) - float(np.mean(base))) > 0
-            worst = ours.min() if sign > 0 else ours.max()
-            best = base.max() if sign > 0 else base.min()
-            spread_better = sign * (worst - best) > 0
-            better_mean += bool(mean_better)
-            better_spread += bool(spread_better)
-            res.per_metric.append(
-                {
-                    "metric": metric,
-                    "scenario": sc,
-                    "baseline": float(np.mean(base)),
-                    "method": float(np.mean(ours)),
-                    "strongest": name,
-                    "beyond_spread": bool(spread_better),
-                }  # fmt: skip
-            )
-    if missing or total == 0:
-        res.verdict = "NOT RUN"
-        res.detail = "not run in this tier: no runs of " + ", ".join(missing or [meas["method"]])
-        return
+    named = as_list(meas.get("baseline"))
+    res.baselines = ", ".join(named)
     res.metric = ", ".join(meas["metrics"])
     res.scenario = ", ".join(scenarios)
-    res.baseline = ", ".join(sorted({m["strongest"] for m in res.per_metric}))
-    res.seeds, res.censored = seeds, censored
-    if better_spread == total and seeds >= MIN_SEEDS:
-        res.verdict = "REPRODUCED"
-    elif better_mean == total:
-        res.verdict = "PARTIAL"
-    else:
+    mine = diverged_runs(runs, meas["method"], scenarios)
+    if not mine.empty:
         res.verdict = "NOT REPRODUCED"
-    res.ours, res.low, res.high = float(better_mean), float(better_spread), float(total)
-    res.detail = (
-        f"better on {better_mean} of {total} metric-scenario pairs on average, "
-        f"{better_spread} beyond the seed spread (worst seed of the method beats the best of "
-        f"the strongest baseline); n = {seeds}"
-    )
-    if better_spread == total and seeds < MIN_SEEDS:
-        res.detail += f" (REPRODUCED needs {MIN_SEEDS} seeds)"
-        res.seed_limited = True
-    if censored:
-        res.detail += f"; {censored} censored run(s) (never held the target) counted as bounds"
+        res.detail = diverged_note(mine, f"the method {meas['method']}")
+        res.cause = "run: the method diverged"
+        return
+    usable, notes = usable_baselines(runs, named, scenarios)
+    if not usable:
+        res.verdict = "NOT RUN"
+        res.detail = "baseline diverged: " + "; ".join(notes)
+        res.cause = "run: the named comparator diverged"
+        return
+    ok = runs[runs.get("status", pd.Series("ok", index=runs.index)) != "diverged"]
+    out = judge_qualitative(claim, scenarios, ok, usable)
+    res.verdict, res.detail, res.baseline = out.verdict, out.detail, out.baseline
+    if out.verdict == "NOT RUN":
+        return
+    res.seeds, res.censored, res.seed_limited = out.seeds, out.censored, out.seed_limited
+    res.per_metric = out.per_metric
+    res.ours, res.low, res.high = float(out.better), float(out.beyond), float(out.total)
+    if notes:
+        res.detail += "; left out of the named family: " + "; ".join(notes)
+    extra = as_list(meas.get("robustness"))
+    if extra:
+        pool, _ = usable_baselines(runs, list(dict.fromkeys([*usable, *extra])), scenarios)
+        rob = judge_qualitative(claim, scenarios, ok, pool)
+        res.robust_verdict, res.robust_baseline = rob.verdict, rob.baseline
+        res.robust_ours = float(rob.better)
+        res.robust_detail = rob.detail
+
+
+# --------------------------------------------------------------------------- regime, bounds
 
 
 def _regime(
@@ -384,7 +350,7 @@ def _regime(
     statuses, notes = [], []
     for sc in scenarios:
         ours = measure_regime(claim, runs, config, sc)
-        status, why = check_regime(theirs, ours)
+        status, why = check_regime(theirs, ours, claim["measure"]["metrics"][0])
         statuses.append(status)
         notes += [f"{sc}: {w}" if len(scenarios) > 1 else w for w in why]
         if sc == shown:
@@ -396,6 +362,41 @@ def _regime(
     if res.regime_status == "off" and res.verdict in VERDICT_RANK:
         res.detail = f"measured {res.verdict} ({res.detail}), but outside the paper's regime"
         res.verdict = NOT_COMPARABLE
+        res.cause = "regime: " + res.regime_notes
+
+
+def _bound(paper: dict[str, Any], claim: dict[str, Any], res: ClaimResult) -> None:
+    """The bound the paper's own numbers put on the claim; INCONSISTENT when it exceeds it."""
+    found = consistency_bound(claim, paper_regime(paper, claim))
+    if found is None:
+        return
+    res.bound_value, res.bound_text = found
+    metric = claim["measure"]["metrics"][0]
+    g_rep = effect_to_gain(res.kind, metric, float(claim["reported"]["value"]))
+    g_max = effect_to_gain(res.kind, metric, res.bound_value)
+    if g_rep > g_max + 1e-9 and res.verdict not in ("NOT RUN", "SETUP FACT"):
+        res.detail = f"measured {res.verdict} ({res.detail}); the paper's value exceeds its bound"
+        res.verdict = INCONSISTENT
+        res.cause = f"bound: {res.bound_text}; the claimed {res.reported:g} exceeds it"
+
+
+def _cause(res: ClaimResult) -> str:
+    """What decided a verdict that is not REPRODUCED (see the module docstring)."""
+    if res.cause or res.verdict in ("REPRODUCED", "SETUP FACT"):
+        return res.cause
+    if res.verdict == "NOT RUN":
+        return "not run: " + res.detail
+    if "did not hold the target" in res.detail or "neither run held" in res.detail:
+        return "run: the method never held its target in some seed (censored)"
+    if res.seed_limited:
+        return f"seeds: the effect holds in every seed, but REPRODUCED needs {MIN_SEEDS}"
+    if res.verdict == "EXCEEDED":
+        return "regime: a setup more favourable than the paper's (see the regime rows)"
+    key = EXPLANATION_KEYS.get(res.verdict, "")
+    why = " ".join(res.explanation.split()) if res.explanation else ""
+    if why:
+        return f"method: {why.split('. ')[0].rstrip('.')}"
+    return f"method: no explanation recorded (explanation.{key} in the paper file)"
 
 
 def evaluate_claims(
@@ -423,6 +424,7 @@ def evaluate_claims(
     for pid, paper in papers.items():
         for claim in paper["claims"]:
             rep = claim["reported"]
+            meas = claim["measure"]
             res = ClaimResult(
                 paper=pid,
                 claim=claim["id"],
@@ -432,14 +434,15 @@ def evaluate_claims(
                 reported=rep.get("value"),
                 unit=rep.get("unit", ""),
                 up_to=rep.get("up_to", False),
+                comparator=str(meas.get("comparator") or ""),
             )
-            meas = claim["measure"]
             ex = experiments.get(meas["experiment"])
             if ex is None:
                 res.detail = (
                     f"not run in this tier: it has no experiment {meas['experiment']!r} "
                     "(run the small or paper tier)"
                 )
+                res.cause = "not run: " + res.detail
                 out.append(res)
                 continue
             wanted = list(meas["scenarios"])
@@ -455,7 +458,10 @@ def evaluate_claims(
                 _quantitative(claim, res, wanted, mine)
             if config is not None and res.verdict != "NOT RUN":
                 _regime(paper, claim, res, wanted, mine, config)
+            _bound(paper, claim, res)
+            res.resolution = resolution_text(claim, mine, wanted)
             res.explanation = explanation_for(claim, res.verdict, res.seeds, res.seed_limited)
+            res.cause = _cause(res)
             out.append(res)
     return out
 
@@ -466,10 +472,10 @@ def explanation_for(
     """The paper file's explanation of this verdict, or "" if it gives none for it.
 
     ``explanation`` maps verdict keys (``not_reproduced``, ``partial``, ``exceeded``,
-    ``not_comparable``, ``reproduced``) to text, so that an explanation written for one outcome
-    is never printed beside another. A PARTIAL held back only by its number of seeds
-    (``seed_limited``: every seed inside the band, or beyond the spread) is explained as such,
-    not by the text written for a smaller effect.
+    ``not_comparable``, ``inconsistent``, ``reproduced``) to text, so that an explanation
+    written for one outcome is never printed beside another. A PARTIAL held back only by its
+    number of seeds (``seed_limited``: every seed inside the band, or beyond the spread) is
+    explained as such, not by the text written for a smaller effect.
     """
     if verdict == "PARTIAL" and seed_limited:
         ran = "the one seed run" if seeds == 1 else f"each of the {seeds} seeds run"

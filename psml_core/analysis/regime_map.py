@@ -11,15 +11,18 @@ sweeps the deciding axis, usually with one seed:
   list, such as a Markov chain's competing flows).
 
 At every point each listed claim is measured as its verdict is (:mod:`.claims`): its own
-method against those of its fixed baselines the map runs, on its first metric, paired by seed,
-against the strongest of them, censoring included. Each point is classed on the claim's log
-gain ``g``: *reproduced* (``|g - g_rep| <= log(1 + tolerance)``), *exceeded* (above that band),
-*partial* (at least the partial floor), *miss* (below it, or the method never held its target).
-A qualitative claim is mapped on its first metric only (``g > 0``; its verdict needs every
-listed metric). :func:`map_statements` turns
-the classes into the range in which the claim holds ("reaches the reported effect for
-comm/compute 11-120; partial at 3.7; missed at 0.14-1.2"), which the claims table prints beside
-the fixed-scenario verdict.
+method against those of its named comparator's recipes the map runs, on its first metric,
+paired by seed, against the strongest of them, censoring included; a baseline that diverged
+at the point is left out. Each point is classed on the claim's mean log gain ``g``:
+*reproduced* (``|g - g_rep| <= log(1 + tolerance)``), *exceeded* (above that band), *partial*
+(at least the partial floor), *miss* (below it, or the method never held its target, or
+diverged). A qualitative claim is mapped on its first metric only (``g > 0``; its verdict
+needs every listed metric). A point **holds** (any class but miss) only with at least
+:data:`MIN_MAP_SEEDS` seeds, each of which clears the partial floor on its own (is better, for
+a qualitative claim); a point with fewer seeds is an *indication* only, whatever its mean.
+:func:`map_statements` turns the classes into the range in which the claim holds ("reaches
+the reported effect for comm/compute 11-120; partial at 3.7; missed at 0.14-1.2"), which the
+claims table prints beside the fixed-scenario verdict.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ import numpy as np
 import pandas as pd
 
 from psml_core.analysis.gains import effect_to_gain, metric_values, pair_gains
+from psml_core.analysis.run_status import as_list, diverged_runs, usable_baselines
 
 __all__ = [
     "MAP_COLUMNS",
     "MIN_GAIN",
+    "MIN_MAP_SEEDS",
     "fmt_x",
     "holds_anywhere",
     "map_rows",
@@ -49,7 +54,9 @@ MAP_COLUMNS = [
 """Columns of ``regime_map.parquet``: one row per (map, point, claim), against the strongest."""
 
 _AXIS_LABELS = {"comm_compute": "dense comm / compute", "workers": "workers"}
-_TIERS = ("reproduced", "exceeded", "partial", "miss", "better", "not better")
+_TIERS = ("reproduced", "exceeded", "partial", "miss", "better", "not better", "indication")
+MIN_MAP_SEEDS = 2
+"""Seeds a map point needs before it can hold (one seed has no spread to trust)."""
 MIN_GAIN = math.log(1.01)
 """A qualitative claim's point counts as better only by more than 1% (one seed has no spread)."""
 
@@ -97,6 +104,19 @@ def _classify(claim: dict[str, Any], metric: str, gain: float, bound: str) -> tu
     return "miss", g_rep
 
 
+def _point_class(claim: dict[str, Any], metric: str, g: Any, bound: str) -> tuple[str, float]:
+    """The point's class from its mean, held back to *indication* or *miss* by its seeds."""
+    cls, g_rep = _classify(claim, metric, g.mean, bound)
+    if cls in ("miss", "not better"):
+        return cls, g_rep
+    if len(g.seeds) < MIN_MAP_SEEDS:
+        return "indication", g_rep
+    each = [_classify(claim, metric, float(x), b)[0] for x, b in zip(g.gains, g.bound, strict=True)]
+    if any(c in ("miss", "not better") for c in each):
+        return ("not better" if claim["reported"]["kind"] == "qualitative" else "miss"), g_rep
+    return cls, g_rep
+
+
 def map_rows(
     papers: dict[str, dict[str, Any]], runs: pd.DataFrame, config: dict[str, Any]
 ) -> pd.DataFrame:
@@ -138,11 +158,11 @@ def map_rows(
                 pid, claim = found
                 meas = claim["measure"]
                 metric = meas["metrics"][0]
-                base = meas.get("baseline")
-                base = [base] if isinstance(base, str) else list(base or [])
-                base = [b for b in base if b in ex["methods"]]
+                base = [b for b in as_list(meas.get("baseline")) if b in ex["methods"]]
+                sc_all = sorted(set(at["scenario"]))
+                base, _ = usable_baselines(at, base, sc_all)
                 options = []
-                for sc in sorted(set(at["scenario"])):
+                for sc in sc_all:
                     m = {**meas, "workload": None}
                     for b in base:
                         got = pair_gains(at, m, metric, b, sc)
@@ -152,7 +172,10 @@ def map_rows(
                     continue
                 g = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
                 bound = "/".join(sorted({b for b in g.bound if b}))
-                cls, g_rep = _classify(claim, metric, g.mean, bound)
+                cls, g_rep = _point_class(claim, metric, g, bound)
+                if not diverged_runs(at, meas["method"], sc_all).empty:
+                    cls = "not better" if claim["reported"]["kind"] == "qualitative" else "miss"
+                    bound = "/".join(filter(None, [bound, "diverged"]))
                 rows.append(
                     {
                         "experiment": name, "axis": axis, "axis_label": label, "point": point,
@@ -202,6 +225,11 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
             ]
             if by["not better"]:
                 parts.append(f"not at {_ranges(by['not better'])}")
+            if by["indication"]:
+                parts.append(
+                    f"better in an indication only (fewer than {MIN_MAP_SEEDS} seeds) at "
+                    f"{_ranges(by['indication'])}"
+                )
         else:
             parts = []
             for cls, words in (
@@ -209,6 +237,7 @@ def map_statements(rows: pd.DataFrame) -> dict[str, str]:
                 ("exceeded", "exceeds it"),
                 ("partial", "clears only the partial floor"),
                 ("miss", "misses"),
+                ("indication", f"holds in an indication only (fewer than {MIN_MAP_SEEDS} seeds)"),
             ):
                 if by[cls]:
                     parts.append(f"{words} at {label} {_ranges(by[cls])}")
@@ -250,6 +279,11 @@ def map_summaries(rows: pd.DataFrame) -> dict[str, str]:
             text = f"holds at {label} {', '.join(sorted(held, key=float))} of {span}"
         elif by["partial"]:
             text = f"partial only at {label} {', '.join(by['partial'])} of {span}"
+        elif by["indication"]:
+            text = (
+                f"indication only ({MIN_MAP_SEEDS}+ seeds needed) at {label} "
+                f"{', '.join(by['indication'])} of {span}"
+            )
         else:
             text = f"misses at all {len(grp)} points of {label} {span}"
         out.setdefault(str(claim), []).append(text)

@@ -188,8 +188,8 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
 def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
     """Add to each experiment every run its paper claims need (method, baselines, scenarios).
 
-    A tier that includes a claim's experiment runs the claim: its method and fixed baselines
-    join the experiment's methods, and its fixed scenarios join the experiment's scenarios
+    A tier that includes a claim's experiment runs the claim: its method, its named comparator
+    and its robustness baselines join the experiment's methods, and its fixed scenarios join the experiment's scenarios
     where the tier defines them (a scenario the tier lacks leaves the claim NOT RUN, with the
     missing runs named). Regime maps are left as they are: they run what they list.
     """
@@ -204,7 +204,11 @@ def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path)
             if ex is None or ex.get("regime_map"):
                 continue
             base = meas.get("baseline")
-            wanted = [meas.get("method"), *([base] if isinstance(base, str) else base or [])]
+            wanted = [
+                meas.get("method"),
+                *([base] if isinstance(base, str) else base or []),
+                *(meas.get("robustness") or []),
+            ]
             ex["methods"] = [
                 *ex["methods"],
                 *(m for m in wanted if m in recipes and m not in ex["methods"]),

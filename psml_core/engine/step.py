@@ -28,6 +28,7 @@ import numpy as np
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.engine.server import BUDGET_KEY, codec_state
+from psml_core.errors import Diverged
 from psml_core.metrics.records import IterationRecord
 from psml_core.models.base import Matrix
 
@@ -61,6 +62,7 @@ def compute_step(
     steps: int,
     rounds: bool,
     step_cost: Callable[[Matrix], float],
+    iteration: int = -1,
 ) -> tuple[float, np.ndarray, float]:
     """Step 2: one gradient, or a round policy's ``steps`` local steps.
 
@@ -71,16 +73,25 @@ def compute_step(
         step_cost: Called once per step with its mini-batch: the step's modelled compute
             seconds (sim), or a hook that injects a straggler's delay and returns 0 where time
             is measured.
+        iteration: The worker's iteration (named in a :class:`Diverged` error).
 
     Returns:
         The (mean) mini-batch loss, what the worker pushes (the gradient, or a round's change
         of the replica) and the summed ``step_cost``.
+
+    Raises:
+        Diverged: the loss or the pushed vector is non-finite (no codec can send it, and no
+            later step can recover); the backend ends the run as diverged.
     """
     if rounds:
-        return worker.local_round(steps, step_cost)
-    loss, grad = worker.compute()
-    assert worker.last_batch is not None
-    return loss, grad, step_cost(worker.last_batch)
+        loss, vector, cost = worker.local_round(steps, step_cost)
+    else:
+        loss, vector = worker.compute()
+        assert worker.last_batch is not None
+        cost = step_cost(worker.last_batch)
+    if not (math.isfinite(loss) and np.isfinite(vector).all()):
+        raise Diverged(iteration, worker.rank, loss)
+    return loss, vector, cost
 
 
 def encode_pushes(

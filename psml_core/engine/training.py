@@ -156,6 +156,8 @@ def train(
         placement_decisions=None
         if job.dynamic is None
         else [dataclasses.asdict(d) for d in job.dynamic.decisions],
+        n_classes=job.model.n_classes,
+        test_samples=int(len(job.dataset.y_test)),
     )
     write_summary(out / "summary.json", summary)
     checkpoint.unlink(missing_ok=True)  # the results are in: nothing left to resume

@@ -8,6 +8,7 @@ from typing import Any
 
 from psml_core.atomic import write_json
 from psml_core.config import RunSpec, validate
+from psml_core.metrics.divergence import divergence
 from psml_core.metrics.records import IterationRecord
 from psml_core.provenance import git_state, versions
 
@@ -45,6 +46,11 @@ def target_reached(
             j = i - run + 1
             return evals[j][0], evals[j][1]
     return None
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None (JSON null) where a diverged run left it non-finite."""
+    return float(x) if math.isfinite(x) else None
 
 
 def _lossless_total(records: list[IterationRecord], direction: str) -> int | None:
@@ -124,6 +130,8 @@ def build_summary(
     wall_clock_s: float,
     compute_model: dict[str, Any],
     placement_decisions: list[dict[str, Any]] | None = None,
+    n_classes: int = 2,
+    test_samples: int | None = None,
 ) -> dict[str, Any]:
     """Summarise a run's records.
 
@@ -135,6 +143,8 @@ def build_summary(
         wall_clock_s: Real seconds the run took (labelled as wall-clock in the summary).
         compute_model: The compute-time model's description (``ComputeModel.describe()``).
         placement_decisions: The dynamic placement's decisions (``Decision`` fields), if any.
+        n_classes: The model's classes (chance loss ``ln C``, for the divergence test).
+        test_samples: Size of the test set (one sample is the accuracy's resolution).
     """
     last_it = max(r.iteration for r in records)
     last = [r for r in records if r.iteration == last_it]
@@ -148,6 +158,7 @@ def build_summary(
     samples_upto = sum(r.local_steps for r in records if r.iteration <= upto) * batch
     bytes_upto = sum(r.bytes_up + r.bytes_down for r in records if r.iteration <= upto)
     first = next(((it, t) for (it, t, acc, _) in evals if acc >= target), None)
+    why = divergence(evals, [(r.iteration, r.loss) for r in records], n_classes)
     summary = {
         "run_id": spec.run_id,
         "tier": spec.tier,
@@ -161,13 +172,18 @@ def build_summary(
         "workers": spec.workers,
         "shards": spec.shards,
         "iterations": last_it + 1,
-        "final_test_accuracy": evals[-1][2],
-        "final_test_loss": evals[-1][3],
-        "final_train_loss": sum(r.loss for r in last) / len(last),
+        "status": "ok" if why is None else "diverged",
+        "status_reason": why,
+        "test_samples": test_samples,
+        "eval_every": spec.workload.eval_every,
+        "final_test_accuracy": _finite(evals[-1][2]),
+        "final_test_loss": _finite(evals[-1][3]),
+        "final_train_loss": _finite(sum(r.loss for r in last) / len(last)),
         "target_accuracy": target,
         "time_to_target_s": reached[1] if reached is not None else None,
         "target_censored": reached is None,
         "first_target_s": first[1] if first is not None else None,
+        "iteration_to_target": reached[0] if reached is not None else None,
         "bytes_to_target": bytes_upto if reached is not None else None,
         "samples_to_target": samples_upto if reached is not None else None,
         "samples_processed": samples,

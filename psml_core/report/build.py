@@ -89,9 +89,35 @@ def _results_intro(runs: pd.DataFrame) -> str:
             ("seed", "seed"),
         )
     )
+    status = runs["status"] if "status" in runs else pd.Series("ok", index=runs.index)
+    bad = int((status == "diverged").sum())
+    fate = (
+        "No run diverged (a loss that became non-finite, or a final test loss at chance)."
+        if bad == 0
+        else f"{_count(bad, 'run')} diverged (a loss that became non-finite, or a final test "
+        "loss at chance): Table “diverged” lists them with the reason; no claim uses a diverged "
+        "run as its baseline."
+    )
     return (
         f"{_count(len(runs), 'run')}: {counts}. All times in this section are on the "
-        f"{clock_phrase(clocks)} clock ({notes})."
+        f"{clock_phrase(clocks)} clock ({notes}). {fate}"
+    )
+
+
+def _diverged_table(runs: pd.DataFrame) -> tb.Table | None:
+    """Every run marked DIVERGED, with why (None when no run diverged)."""
+    if "status" not in runs:
+        return None
+    bad = runs[runs["status"] == "diverged"]
+    if bad.empty:
+        return None
+    return tb.Table(
+        "diverged",
+        "Runs marked DIVERGED: the test (psml_core/metrics/divergence.py) and its reason. Their "
+        "numbers stay in the attached runs table, marked; no claim uses them as a baseline.",
+        ["Run", "Why"],
+        [[str(r.run_id), str(r.status_reason)] for r in bad.itertuples(index=False)],
+        widths=["auto", 1],
     )
 
 
@@ -230,6 +256,7 @@ def _report_data(
         "head_to_head": h2h,
         "results": {
             "intro": _results_intro(runs),
+            "tables": [w(t) for t in [_diverged_table(runs)] if t is not None],
             "figures": [
                 {"file": f.file, "caption": f.caption, "label": f.label, "width": f.width}
                 for f in figures

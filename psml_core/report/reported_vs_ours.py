@@ -49,6 +49,11 @@ CLAIM_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 _VERDICTS = VERDICTS
 _REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime", "workload")
+# Columns of claims files written since named comparators, bounds and causes: older files
+# read them as empty (text) or missing (numbers).
+_NEWER_TEXT = ("comparator", "robust_verdict", "robust_baseline", "robust_detail", "bound_text",
+               "cause", "resolution")  # fmt: skip
+_NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value")
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -74,7 +79,7 @@ def read_claims(path: str | Path) -> pd.DataFrame:
     absent = [c for c in CLAIM_COLUMNS if c not in df.columns]
     if absent:
         raise DataError(f"claims file {str(p)!r} lacks columns {absent}; regenerate it")
-    for col in _REGIME_COLUMNS:  # claims files from before regimes were measured have none
+    for col in (*_REGIME_COLUMNS, *_NEWER_TEXT):  # older claims files have none
         if col not in df.columns:
             df[col] = ""
         df[col] = df[col].map(lambda v: "" if missing(v) else str(v))
@@ -86,7 +91,7 @@ def read_claims(path: str | Path) -> pd.DataFrame:
                 "floor", "band_low", "band_high"):  # fmt: skip
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["up_to"] = df["up_to"].map(lambda v: str(v).strip().lower() in ("true", "1"))
-    bad = sorted(set(df["verdict"]) - set(_VERDICTS))
+    bad = sorted(set(df["verdict"]) - set(_VERDICTS) | set(df["robust_verdict"]) - {"", *_VERDICTS})
     if bad:
         raise DataError(f"claims file {str(p)!r} holds unknown verdicts {bad}; regenerate it")
     return df
@@ -157,9 +162,10 @@ def fmt_ours(row: Any) -> str:
         return unmeasured
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
-        # ours / low / high hold: pairs better on average, beyond the spread, in all.
+        # ours / low / high hold: scenarios better on the primary metric on average, beyond
+        # the seed spread, in all; the secondary metrics' non-inferiority is in the detail.
         return (
-            f"better on {int(row.ours)} of {int(row.high)} metric·scenario pairs "
+            f"primary metric better in {int(row.ours)} of {int(row.high)} scenario(s) "
             f"({int(row.low)} beyond the seed spread); {n}"
         )
     mean = _unit(sig(float(row.ours)), row.unit)
@@ -181,19 +187,41 @@ def fmt_ours(row: Any) -> str:
 
 
 def measured_as(row: Any) -> str:
-    """The metric, fixed scenario(s) and baselines a claim was judged with, and its floor."""
+    """The metric, fixed scenario(s) and named comparator a claim was judged with, and its floor."""
     parts = [p for p in (row.metric, getattr(row, "workload", ""), row.scenario) if p]
     fixed = row.baselines or row.baseline
     if fixed:
-        strongest = (
-            f" (strongest: {row.baseline})"
-            if row.baseline and row.baselines and row.baselines != row.baseline
-            else ""
-        )
-        parts.append(f"vs {fixed}{strongest}")
+        family = row.baselines and "," in row.baselines
+        which = "best on the primary metric" if row.kind == "qualitative" else "strongest"
+        chosen = f" ({which}: {row.baseline})" if family and row.baseline else ""
+        parts.append(f"vs {fixed}{chosen}")
     if math.isfinite(float(row.floor)):
         parts.append(f"partial floor {_unit(sig(float(row.floor)), row.unit)}")
     return " · ".join(parts) or DASH
+
+
+def has_robustness(row: Any) -> bool:
+    """Whether the claim has a robustness row (``measure.robustness`` in its paper file)."""
+    return bool(getattr(row, "robust_verdict", ""))
+
+
+def fmt_robust(row: Any) -> str:
+    """The robustness row's effect: its mean and 95% interval (or the qualitative count)."""
+    if row.robust_verdict == "NOT RUN" or not math.isfinite(float(row.robust_ours)):
+        return "not run"
+    if row.kind == "qualitative":
+        return f"primary metric better in {int(row.robust_ours)} scenario(s)"
+    text = _unit(sig(float(row.robust_ours)), row.unit)
+    if math.isfinite(float(row.robust_ci_low)):
+        text += f" [{sig(float(row.robust_ci_low))}, {sig(float(row.robust_ci_high))}]"
+    return text
+
+
+def robust_judged(row: Any) -> str:
+    """Against what the robustness row was judged."""
+    if not row.robust_baseline:
+        return row.robust_detail or DASH
+    return f"robustness: vs the strongest of ours ({row.robust_baseline})"
 
 
 def short_statement(text: str, limit: int = _STATEMENT_CHARS) -> str:
@@ -230,23 +258,36 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
             "paper's section names the missing runs)."
         )
     return text + (
-        " Every claim's scenario, baselines and metric are fixed in its paper file before any "
-        "run; with several baselines it is judged against the strongest. REPRODUCED needs at "
-        "least 3 seeds and the 95% interval of the mean effect inside the tolerance band around "
-        "the paper's value (for an accuracy that may only not fall, the interval's lower end "
-        "above the band's: one-sided); EXCEEDED, an “up to” value whose whole interval lies "
-        "above the band (a more favourable setup is no reproduction); PARTIAL, the effect "
+        " Every claim's scenario, comparator and metric are fixed in its paper file before any "
+        "run. The verdict is against the comparator the paper names (the strongest of our "
+        "configurations where it names a family, such as uniform ratios; for a direction-only "
+        "claim the best single configuration on its primary metric, with its other metrics "
+        "required to be no worse by more than a stated margin, never less than one test "
+        "sample); the same rule against the strongest of our other baselines is a second row, "
+        "robustness, never the verdict. A run that diverged (a non-finite loss, or a final test "
+        "loss at chance) is never a baseline: a claim whose named comparator diverged is NOT "
+        "RUN, one whose method diverged is NOT REPRODUCED. REPRODUCED needs at least 3 seeds "
+        "and the 95% interval of the mean effect inside the tolerance band around the paper's "
+        "value (for an accuracy kept within a fraction, the paper's value plus or minus one "
+        "test sample); EXCEEDED, an “up to” value (or an accuracy drop) whose whole interval "
+        "lies above the band (a more favourable setup is no reproduction); PARTIAL, the effect "
         "clearing the partial floor (by default half the claimed effect on a log scale); a run "
         "that never held its target accuracy is censored, never re-measured by another metric. "
-        "SETUP FACT marks a quantity our own setup fixes. Each claim's regime is measured on "
-        "its own runs and set beside the paper's: the dense reference's communication over "
-        "computation time (comm/compute), the bandwidth share (the part of a worker-step's "
-        "communication time that is bandwidth rather than latency; above 0.5 the link is "
-        "bandwidth-bound), the density (the method's wire bytes per sample over the "
-        "reference's) and the workers. Where a field the paper gives is off (comm/compute or "
-        "workers beyond 2x, the other side of bandwidth share 0.5, another density class of "
-        "dense, ~10%, ~1%, ~0.1%) the claim is NOT COMPARABLE (regime); where the paper gives "
-        "none, a regime map (one seed per point) states where the claim holds (Regime column)."
+        "INCONSISTENT (paper) marks a claim that exceeds a bound the paper's own numbers put on "
+        "it (Amdahl's, from its comm/compute and density; the arithmetic is printed). SETUP "
+        "FACT marks a quantity our own setup fixes. Each claim's regime is measured on its own "
+        "runs and set beside the paper's: the dense reference's gradient bytes per step, its "
+        "communication over computation time (comm/compute), the bandwidth share (the part of a "
+        "worker-step's communication time that is bandwidth rather than latency; above 0.5 the "
+        "link is bandwidth-bound), the density (the method's wire bytes per sample over the "
+        "reference's), the codec share of a step and the workers. Where a field the paper "
+        "gives is off (gradient bytes beyond 10x, comm/compute or workers beyond 2x, the other "
+        "side of bandwidth share 0.5, another density class of dense, ~10%, ~1%, ~0.1%, except "
+        "for a claim on traffic, whose result is its density) the claim is NOT COMPARABLE "
+        "(regime); where the paper gives none, a regime map states where the claim holds "
+        "(Regime column; a point holds only with 2 or more seeds, each clearing the floor). "
+        "Every verdict but REPRODUCED names its cause: a regime field, a bound, a run's fate, "
+        "the seeds, or a property of the method."
     )
 
 
@@ -256,7 +297,7 @@ def fmt_ours_short(row: Any) -> str:
         return unmeasured
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
     if row.kind == "qualitative":
-        return f"better on {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
+        return f"better in {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
     text = _unit(sig(float(row.ours)), row.unit)
     if row.verdict != "SETUP FACT" and math.isfinite(float(row.ci_low)):
         text += f" [{sig(float(row.ci_low))}, {sig(float(row.ci_high))}]"
@@ -278,27 +319,33 @@ def judged_short(row: Any) -> str:
 
 def verdict_table(claims: pd.DataFrame) -> Table:
     """The summary's table: every claim, grouped by paper, one short row each."""
-    rows = [
-        [
-            r.paper,
-            f"{r.claim}: {short_statement(r.statement, 80)}",
-            fmt_reported(r),
-            fmt_ours_short(r),
-            judged_short(r),
-            r.verdict,
-            regime_cell(r),
-        ]
-        for r in claims.itertuples(index=False)
-    ]
+    rows = []
+    for r in claims.itertuples(index=False):
+        rows.append(
+            [
+                r.paper,
+                f"{r.claim}: {short_statement(r.statement, 80)}",
+                fmt_reported(r),
+                fmt_ours_short(r),
+                judged_short(r),
+                r.verdict,
+                regime_cell(r),
+            ]
+        )
+        if has_robustness(r):
+            rows.append(
+                [r.paper, "↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict, ""]
+            )
     return Table(
         "verdicts",
         "Reported versus reproduced, every claim of every paper. Reported: the paper's number; "
         "Ours: our mean effect over seeds (geometric mean of the per-seed ratios), its 95% "
         "interval in brackets, n seeds, runs censored; Judged as: the fixed metric, workload, "
-        "scenario and the strongest baseline; Regime: ours against the paper's where it gives "
-        "one, else where along the regime map the claim holds. Each paper's section gives "
-        "every baseline, the partial floor, the range over seeds and the reason for the "
-        "verdict.",
+        "scenario and the comparator the paper names; ↳ robustness: the same rule against the "
+        "strongest of the named comparator and our other baselines (never the verdict); "
+        "Regime: ours against the paper's where it gives one, else where along the regime map "
+        "the claim holds. Each paper's section gives every baseline, the partial floor, the "
+        "range over seeds, the resolution, and the cause of every verdict but REPRODUCED.",
         ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Regime"],
         rows or [[DASH] * 7],
         widths=["auto", 1.5, 0.65, 1.05, 1.25, 0.8, 1.2],
@@ -314,15 +361,18 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
     Why each verdict fell as it did is in the list of misses below the table (the detail and
     our explanation), so the table does not repeat it.
     """
-    rows = [
-        [r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict]
-        for r in claims.itertuples(index=False)
-    ]
+    rows = []
+    for r in claims.itertuples(index=False):
+        rows.append([r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict])
+        if has_robustness(r):
+            rows.append(["↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict])
     return Table(
         f"claims_{paper}",
-        "Reported versus reproduced, as in Table 1, with the range over seeds, every baseline "
-        "(the verdict is against the strongest) and the partial floor; why each verdict that is "
-        "not REPRODUCED fell is below the tables.",
+        "Reported versus reproduced, as in Table 1, with the range over seeds, the comparator "
+        "the paper names (the strongest member where it names a family) and the partial floor; "
+        "the robustness row is the same rule against the strongest of our baselines. Why each "
+        "verdict that is not REPRODUCED fell, and how finely each claim is measured, is below "
+        "the tables.",
         ["Claim", "Reported", "Ours", "Judged as", "Verdict"],
         rows or [[DASH] * 5],
         widths=["auto", 0.8, 1.6, 1.9, "auto"],
@@ -361,7 +411,26 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
                 f"no explanation of this outcome is recorded (key explanation.{key} of the claim "
                 f"in {paper_file}); the deviations above are the first suspects"
             )
-            means = f" Means, method vs strongest baseline: {r.per_metric}." if r.per_metric else ""
-            text = f"{r.verdict}: {r.detail}.{means} What we think explains it: {why}."
+            means = f" Means, method vs comparator: {r.per_metric}." if r.per_metric else ""
+            cause = f" Cause: {r.cause}." if r.cause else ""
+            text = f"{r.verdict}: {r.detail}.{means}{cause} What we think explains it: {why}."
         out.append({"claim": r.claim, "text": text})
+    return out
+
+
+def measurement_notes(claims: pd.DataFrame) -> list[dict[str, str]]:
+    """For every claim: how it was compared, how finely it is measured, and its bound."""
+    out = []
+    for r in claims.itertuples(index=False):
+        parts = []
+        if r.comparator:
+            parts.append(f"Comparator: {r.comparator}.")
+        if r.resolution:
+            parts.append(f"Resolution: {r.resolution}.")
+        if r.bound_text:
+            parts.append(f"Bound from the paper's own numbers: {r.bound_text}.")
+        if has_robustness(r) and r.robust_detail:
+            parts.append(f"Robustness ({r.robust_verdict}): {r.robust_detail}.")
+        if parts:
+            out.append({"claim": r.claim, "text": " ".join(parts)})
     return out

@@ -271,6 +271,7 @@ def paper_sections(
                     t.write(workdir) for t in [paper_regime_table(mine, pid)] if t is not None
                 ],
                 "misses": vd.miss_notes(mine, paper_file),
+                "measured": vd.measurement_notes(mine),
             }
         )
     return out

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import simpy
 
 from psml_core.engine.backend import BACKENDS, Backend
@@ -53,7 +54,8 @@ from psml_core.engine.sim.checkpoint import (
     restore_job,
 )
 from psml_core.engine.sim.processes import RunState
-from psml_core.errors import ConfigError
+from psml_core.engine.step import step_row
+from psml_core.errors import ConfigError, Diverged
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.cross_traffic import make_cross_traffic
 from psml_core.net.network import FairShareNetwork
@@ -140,5 +142,37 @@ class SimBackend(Backend):
             vars(state).update(ckpt.run)
             for p in ckpt.order:  # the order they left the drain in the run that was killed
                 env.process(state.worker(p, ckpt.iteration, ckpt.prev_comm[p], ckpt.arrived[p]))
-        env.run()
+        try:
+            env.run()
+        except Diverged as exc:
+            _end_diverged(state, exc)
         return state.records()
+
+
+def _end_diverged(state: RunState, exc: Diverged) -> None:
+    """End a run whose step went non-finite: record that step, and evaluate the model as it is.
+
+    The record holds the non-finite loss (so the summary marks the run DIVERGED) and no time
+    or bytes: nothing was sent. The evaluation gives the run its last test metrics.
+    """
+    job = state.job
+    state.rows.append(
+        step_row(
+            iteration=exc.iteration,
+            worker=exc.worker,
+            time_s=state.env.now,
+            compute_s=0.0,
+            comm_s=0.0,
+            wait_s=0.0,
+            up=[0] * len(job.shards),
+            down=[0] * len(job.shards),
+            remote=[False] * len(job.shards),
+            ratio=float("nan"),
+            staleness=0,
+            loss=exc.loss if exc.loss == exc.loss else float("nan"),
+        )
+    )
+    ds = job.dataset
+    with np.errstate(all="ignore"):
+        loss, acc = job.model.evaluate(job.global_params(), ds.X_test, ds.y_test)
+    state.evals[exc.iteration] = (float(loss), float(acc) if acc == acc else 0.0)

@@ -219,7 +219,7 @@ class RunState(KeyMoves):
         speed = job.speed.factor(p, t)
         steps = step_budget(self.extra[p], self.rounds)
         loss, vector, cost = compute_step(
-            w, steps, self.rounds, lambda batch: job.compute.seconds(job.model, batch)
+            w, steps, self.rounds, lambda batch: job.compute.seconds(job.model, batch), t
         )
         compute = cost * speed
         report = RoundReport(steps, compute / steps, prev_comm).wire() if self.rounds else None

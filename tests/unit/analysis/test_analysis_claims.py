@@ -331,3 +331,166 @@ def test_a_partial_held_back_only_by_its_seeds_is_explained_as_such():
     res = verdict(c, seeds([2.2], [10]))  # 4.5x of 10x: short of the band, one seed
     assert res.verdict == "PARTIAL" and not res.seed_limited
     assert res.explanation == "why it fell short"
+
+
+# --------------------------------------------------------------------------- the rules of issue 26
+
+
+def with_status(runs, method, seeds_bad, reason="final test loss 2.3 is back at chance"):
+    runs = runs.copy()
+    if "status" not in runs:
+        runs["status"], runs["status_reason"] = "ok", ""
+    bad = (runs["method"] == method) & runs["seed"].isin(seeds_bad)
+    runs.loc[bad, "status"] = "diverged"
+    runs.loc[bad, "status_reason"] = reason
+    return runs
+
+
+def test_the_verdict_is_against_the_named_comparator_and_robustness_is_a_second_row():
+    """Used to deflate: "DFS beats OmniReduce" was decided by whichever baseline was strongest."""
+    runs = pd.concat([
+        seeds([10] * 3, [100] * 3, base="omni"),
+        runs_table([{"method": "topk", "seed": s, "scenario": "a", "bytes_total": 12}
+                    for s in range(3)]),
+    ])  # fmt: skip
+    c = claim("reduction", 90.0, baseline="omni", robustness=["topk"])
+    c["measure"]["robustness"] = c.pop("robustness")
+    res = verdict(c, runs)
+    assert res.baseline == "omni" and res.verdict == "REPRODUCED", res.detail
+    assert res.robust_baseline == "topk" and res.robust_verdict == "NOT REPRODUCED"
+    assert res.robust_ours == pytest.approx(100 * (1 - 10 / 12))
+    assert "omni, topk" in res.robust_detail
+
+
+def test_a_diverged_baseline_is_never_the_strongest_and_never_the_comparator():
+    """Used to deflate: a baseline that ended at chance could decide a claim."""
+    runs = pd.concat([
+        seeds([10] * 3, [100] * 3, base="ok_base"),
+        runs_table([{"method": "broken", "seed": s, "scenario": "a", "bytes_total": 5}
+                    for s in range(3)]),
+    ])  # fmt: skip
+    runs = with_status(runs, "broken", [1])
+    family = verdict(claim("reduction", 90.0, baseline=["ok_base", "broken"]), runs)
+    assert family.baseline == "ok_base" and family.verdict == "REPRODUCED"
+    assert "baseline broken diverged in seed 1" in family.detail
+    alone = verdict(claim("reduction", 90.0, baseline="broken"), runs)
+    assert alone.verdict == "NOT RUN" and alone.detail.startswith("baseline diverged")
+    assert alone.cause == "run: the named comparator diverged"
+
+
+def test_a_diverged_method_is_not_reproduced_and_says_why():
+    runs = with_status(seeds([10] * 3, [100] * 3), "m", [0, 2])
+    res = verdict(claim("reduction", 90.0), runs)
+    assert res.verdict == "NOT REPRODUCED" and "diverged in seeds 0, 2" in res.detail
+    assert "back at chance" in res.detail and res.cause == "run: the method diverged"
+
+
+def accuracy_runs(ours, theirs, n_test=360):
+    runs = seeds(ours, theirs, metric="final_test_accuracy")
+    runs["test_samples"] = n_test
+    return runs
+
+
+def test_the_accuracy_band_is_two_sided_around_the_papers_drop():
+    """Used to inflate: the one-sided 1% band passed a drop 2.6x the paper's 0.62%."""
+    c = claim("ratio", 0.9938, metrics=("final_test_accuracy",), tolerance={"reproduced": 0.01})
+    base = [0.975] * 3
+    paper_drop = accuracy_runs([0.975 * 0.9938 + d for d in (-5e-4, 0, 5e-4)], base)
+    assert verdict(c, paper_drop).verdict == "REPRODUCED", verdict(c, paper_drop).detail
+    too_far = accuracy_runs([0.975 * (1 - 2.6 * 0.0062)] * 3, base)  # 2.6x the paper's drop
+    assert verdict(c, too_far).verdict == "NOT REPRODUCED"
+    no_drop = accuracy_runs([0.976, 0.975, 0.977], base)  # far less lost than the paper
+    res = verdict(c, no_drop)
+    assert res.verdict == "EXCEEDED" and "less accuracy lost" in res.detail
+    # The band is one test sample wide on each side of the paper's ratio.
+    assert res.band_high - res.band_low == pytest.approx(2 / 360 / 0.975, rel=0.01)
+
+
+def qual_runs(method, baselines, n_test=360):
+    """method: {metric: [per seed]}; baselines: name -> {metric: [per seed]}."""
+    rows = []
+    for name, values in [("m", method), *baselines.items()]:
+        for s in range(len(next(iter(values.values())))):
+            rows.append({"method": name, "seed": s, "scenario": "a", "test_samples": n_test,
+                         **{k: v[s] for k, v in values.items()}})  # fmt: skip
+    return runs_table(rows)
+
+
+def test_a_qualitative_claim_is_judged_against_one_configuration_not_a_composite():
+    """Used to deflate: PCP had to beat the best SSP per metric, which no SSP is."""
+    c = claim("qualitative", baseline=["fast", "accurate"],
+              metrics=("time_to_target_s", "final_test_accuracy"))  # fmt: skip
+    runs = qual_runs(
+        {"time_to_target_s": [1.0, 1.1, 1.2], "final_test_accuracy": [0.93, 0.93, 0.93]},
+        {"fast": {"time_to_target_s": [2.0, 2.1, 2.2], "final_test_accuracy": [0.93] * 3},
+         "accurate": {"time_to_target_s": [5.0] * 3, "final_test_accuracy": [0.96] * 3}},
+    )  # fmt: skip
+    res = verdict(c, runs)
+    assert res.baseline == "fast" and res.verdict == "REPRODUCED", res.detail
+    assert "non-inferior" in res.detail
+
+
+def test_a_one_sample_accuracy_difference_decides_nothing():
+    """Used to decide PCP's accuracy pair: 1 test sample of 360."""
+    one = 1 / 360
+    c = claim("qualitative", baseline=["b"], metrics=("final_test_accuracy",))
+    win = qual_runs({"final_test_accuracy": [0.9 + one] * 3},
+                    {"b": {"final_test_accuracy": [0.9] * 3}})  # fmt: skip
+    assert verdict(c, win).verdict == "NOT REPRODUCED"  # a win of one sample is no win
+    two = qual_runs({"final_test_accuracy": [0.9 + 3 * one] * 3},
+                    {"b": {"final_test_accuracy": [0.9] * 3}})  # fmt: skip
+    assert verdict(c, two).verdict == "REPRODUCED"
+    # As a secondary metric, a loss of one sample is within the margin (never below it).
+    c2 = claim("qualitative", baseline=["b"], metrics=("time_to_target_s", "final_test_accuracy"),
+               margins=None)  # fmt: skip
+    c2.pop("margins")
+    c2["measure"]["margins"] = {"final_test_accuracy": 0.0}
+    loss = qual_runs(
+        {"time_to_target_s": [1.0] * 3, "final_test_accuracy": [0.9 - one] * 3},
+        {"b": {"time_to_target_s": [2.0] * 3, "final_test_accuracy": [0.9] * 3}},
+    )  # fmt: skip
+    assert verdict(c2, loss).verdict == "REPRODUCED"
+    worse = qual_runs(
+        {"time_to_target_s": [1.0] * 3, "final_test_accuracy": [0.9 - 3 * one] * 3},
+        {"b": {"time_to_target_s": [2.0] * 3, "final_test_accuracy": [0.9] * 3}},
+    )  # fmt: skip
+    assert verdict(c2, worse).verdict == "NOT REPRODUCED"
+
+
+def test_a_claim_beyond_the_papers_own_bound_is_inconsistent():
+    """Ratatouille's 4.3x at comm/compute 5.7 and density 0.2455: Amdahl allows 2.8x."""
+    c = claim("speedup", 4.3, up_to=True, metrics=("time_to_target_s",))
+    c["regime"] = {
+        "comm_compute": {"status": "derived", "value": 5.7, "how": "abstract"},
+        "density": {"status": "derived", "value": 0.2455, "how": "README table"},
+    }
+    res = verdict(c, seeds([1 / 1.4] * 3, [1.0] * 3, metric="time_to_target_s"))
+    assert res.verdict == "INCONSISTENT (paper)"
+    assert res.bound_value == pytest.approx(6.7 / (1 + 5.7 * 0.2455))
+    assert "(1 + 5.7) / (1 + 5.7 x 0.2455) = 2.79x" in res.bound_text
+    assert res.ours == pytest.approx(1.4) and res.cause.startswith("bound:")
+    # A claim within its bound keeps its measured verdict, with the bound printed beside it.
+    c["reported"]["value"] = 2.0
+    res = verdict(c, seeds([1 / 2.0] * 3, [1.0] * 3, metric="time_to_target_s"))
+    assert res.verdict == "REPRODUCED" and res.bound_text
+
+
+def test_every_verdict_but_reproduced_names_its_cause():
+    c = claim("speedup", 41.0, metrics=("time_to_target_s",),
+              explanation={"not_reproduced": "The law compresses too hard. More words."})  # fmt: skip
+    res = verdict(c, seeds([1.0] * 3, [1.0] * 3, metric="time_to_target_s"))
+    assert res.verdict == "NOT REPRODUCED" and res.cause == "method: The law compresses too hard"
+    runs = seeds([0.1, math.nan, 0.1], [1.0] * 3, metric="time_to_target_s")
+    assert "censored" in verdict(c, runs).cause
+    assert verdict(claim("reduction", 75.0), seeds([25], [100])).cause.startswith("seeds:")
+
+
+def test_the_resolution_of_a_time_to_target_claim_is_stated():
+    c = claim("speedup", 2.0, baseline="dense_bsp", metrics=("time_to_target_s",))
+    runs = seeds([0.5] * 3, [1.0] * 3, metric="time_to_target_s", base="dense_bsp")
+    runs["eval_every"], runs["iteration_to_target"], runs["test_samples"] = 20, 99, 360
+    text = verdict(c, runs).resolution
+    assert "grid of 20 iteration(s), 20% of dense_bsp's 100 iterations" in text
+    assert "coarser than the 2%" in text
+    runs["eval_every"] = 2
+    assert "coarser" not in verdict(c, runs).resolution

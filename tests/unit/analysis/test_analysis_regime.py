@@ -138,3 +138,29 @@ def test_a_paper_stating_its_workers_bounds_ours():
     assert check_regime({**unknown, **two}, {"workers": 2})[0] == "matched"
     sixteen = {"workers": {"status": "derived", "value": 16, "how": "fig"}}
     assert check_regime({**unknown, **sixteen}, {"workers": 8})[0] == "matched"  # within 2x
+
+
+def test_the_density_class_does_not_bound_a_traffic_claim():
+    """Used to be circular: a claim whose result is the density was bounded by its density."""
+    unknown = paper_regime({}, {})
+    dens = {"density": {"status": "derived", "value": 0.2455, "how": "x"}}
+    ours = {"density": 0.02}
+    assert check_regime({**unknown, **dens}, ours, "time_to_target_s")[0] == "off"
+    assert check_regime({**unknown, **dens}, ours, "bytes_total") == ("unknown", [])
+
+
+def test_gradient_bytes_must_be_within_an_order_of_magnitude():
+    """Used to be ignored: 69 kB of gradient judged against ResNet-18's 44.7 MB (650x)."""
+    unknown = paper_regime({}, {})
+    resnet = {"gradient_bytes": {"status": "derived", "value": 44.7e6, "how": "4 B x 11.2 M"}}
+    status, notes = check_regime({**unknown, **resnet}, {"gradient_bytes": 68_904.0})
+    assert status == "off" and "within 10x" in notes[0]
+    assert check_regime({**unknown, **resnet}, {"gradient_bytes": 4.5e6})[0] == "matched"
+
+
+def test_the_codec_share_of_a_step_is_measured():
+    rows = table()
+    rows["codec_s"] = [0.0] * 3 + [2.2] * 3  # the method: 0.22 s per worker-step
+    ours = measure_regime(claim(), rows, CONFIG, "a")
+    # The dense step is 0.1 s compute + 1 s comm per worker-step: 0.22 / 1.1.
+    assert ours["codec_share"] == pytest.approx(0.2)

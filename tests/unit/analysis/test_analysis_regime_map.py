@@ -33,17 +33,21 @@ def config(axis="comm_compute"):
     }  # fmt: skip
 
 
-def runs(censor_at=None):
+def runs(censor_at=None, seeds=(0, 1), spread=0.0):
+    """Two seeds per point by default (a point holds only with 2); ``spread``: seed 1's speed-up
+    is ``speedup * (1 - spread)``."""
     rows = []
     for label, (cc, speedup) in POINTS.items():
         sc = f"link__{label}"
-        rows.append({"method": "dense_bsp", "scenario": sc, "workload": "w", "seed": 0,
-                     "workers": 4, "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0,
-                     "time_to_target_s": 1.0, "total_time_s": 1.0})  # fmt: skip
-        t = 1.0 / speedup
-        rows.append({"method": "m", "scenario": sc, "workload": "w", "seed": 0, "workers": 4,
-                     "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0, "total_time_s": t,
-                     "time_to_target_s": float("nan") if label == censor_at else t})  # fmt: skip
+        for seed in seeds:
+            rows.append({"method": "dense_bsp", "scenario": sc, "workload": "w", "seed": seed,
+                         "workers": 4, "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0,
+                         "time_to_target_s": 1.0, "total_time_s": 1.0})  # fmt: skip
+            t = 1.0 / (speedup * (1.0 - spread * seed))
+            ttt = float("nan") if label == censor_at else t
+            rows.append({"method": "m", "scenario": sc, "workload": "w", "seed": seed,
+                         "workers": 4, "compute_s": 1.0, "comm_s": cc, "wait_s": 0.0,
+                         "total_time_s": t, "time_to_target_s": ttt})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -65,7 +69,32 @@ def test_the_statement_gives_the_range_where_the_claim_holds():
     assert "reaches the reported effect at dense comm / compute 20" in text
     assert "exceeds it at dense comm / compute 200" in text
     assert "clears only the partial floor at dense comm / compute 2" in text
-    assert "misses at dense comm / compute 0.2" in text and "1 seed" in text
+    assert "misses at dense comm / compute 0.2" in text and "2 seeds" in text
+
+
+def test_a_point_with_one_seed_is_an_indication_never_a_hold():
+    """Used to pass: a map point "held" on one seed."""
+    rows = map_rows(PAPERS, runs(seeds=(0,)), config()).sort_values("x")
+    assert list(rows["cls"]) == ["miss", "indication", "indication", "indication"]
+    assert not holds_anywhere(rows, "speed")
+    assert "indication only" in map_statements(rows)["speed"]
+
+
+def test_a_point_holds_only_if_every_seed_clears_the_floor():
+    # Seed 1 at 40% of the speed-up: 12x becomes 7.2x (fine), 2x becomes 1.2x (below 2x).
+    rows = map_rows(PAPERS, runs(spread=0.4), config()).set_index("point")
+    assert rows.loc["link__b1", "cls"] == "miss"
+    assert rows.loc["link__b0p01", "cls"] == "exceeded"
+
+
+def test_a_diverged_method_run_is_a_miss_and_a_diverged_baseline_is_left_out():
+    table = runs()
+    table["status"] = "ok"
+    at = (table["scenario"] == "link__b0p1") & (table["method"] == "m") & (table["seed"] == 1)
+    table.loc[at, "status"] = "diverged"
+    rows = map_rows(PAPERS, table, config()).set_index("point")
+    assert rows.loc["link__b0p1", "cls"] == "miss"
+    assert "diverged" in rows.loc["link__b0p1", "bound"]
 
 
 def test_a_censored_method_run_is_a_miss_and_said_so():
