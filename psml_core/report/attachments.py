@@ -184,8 +184,9 @@ def regime_map_attachment(rows: pd.DataFrame) -> Attachment:
     return Attachment(
         "regime_map",
         "Every regime-map point: the map, its axis and value, the claim, its method against "
-        "the strongest of its fixed baselines run there, the metric, the factor (baseline / "
-        "method; a censored run makes it a bound), the paper's factor and the class.",
+        "the strongest of its named comparator's recipes run there, the metric, the seeds, "
+        "the factor (baseline / method, mean over seeds; a censored run makes it a bound), "
+        "the paper's factor and the class (indication: fewer than 2 seeds).",
         rows,
         summary="every regime-map point: axis value, claim, factor, paper's factor, class",
     )
