@@ -6,6 +6,7 @@ import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -15,6 +16,7 @@ from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
+from psml_core.tuning.record import with_operating_points
 
 
 # The working directory's config/ when it holds methods.yaml (a checkout, or a deployment that
@@ -70,6 +72,8 @@ for _entry in workflow.config_settings.config_args or ():
 try:
     EXP = load_experiment(config, CONFIG_DIR)
     check_backend(EXP)  # a backend that cannot run one of the tier's recipes stops here
+    # Operating points: the record's where its fingerprint matches; the rest are tuned first.
+    EXP, TUNING = with_operating_points(EXP, CONFIG_DIR)
     _EFFECTIVE = effective_config(config, CONFIG_DIR)
 except ConfigError as _err:
     sys.exit(f"error: {_err}")
@@ -138,10 +142,43 @@ def dataset_json(wildcards):
 
 
 def run_json(wildcards):
-    """One run's settings as canonical JSON, for `psml train`."""
+    """One run's settings as canonical JSON, for `psml train`.
+
+    At its operating point where the record has one; else at the declared point, which the
+    run_spec rule replaces by the tune job's choice (`tuned_input`).
+    """
     seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
     scenario = getattr(wildcards, "scenario", SCENARIOS[0])
     return EXP.run(wildcards.workload, wildcards.method, scenario, seed).to_json()
+
+
+def partition_json(wildcards):
+    """A placement's settings (the tier's first seed and scenario): no operating point, which
+    a placement does not depend on, so that a new point does not recompute placements."""
+    w, m = wildcards.workload, wildcards.method
+    return EXP.declared_run(w, m, SCENARIOS[0], EXP.seeds[0]).to_json()
+
+
+def tune_file(key):
+    """Where the tune job of a tuning key (`<workload>/<method>`) writes its entry."""
+    return f"results/{TIER}/tune/{key}.json"
+
+
+def tuned_input(wildcards):
+    """The tune job a run's spec waits for: only where the record has no point for its key."""
+    key = EXP.tuning_key(wildcards.workload, wildcards.method)
+    return [tune_file(key)] if key in TUNING.pending else []
+
+
+def write_run_spec(path, text, tuned, log):
+    """A run's spec, at the tune job's point where it waited for one (`tuned_input`)."""
+    from psml_core.config import RunSpec
+    from psml_core.tuning.record import check_entry, entry_point
+
+    if tuned:
+        entry = check_entry(json.loads(Path(tuned[0]).read_text()), tuned[0])
+        text = RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned[0]}")).to_json()
+    write_spec(path, text, log)
 
 
 def write_spec(path, text, log):
