@@ -1,7 +1,7 @@
 """The selection rule, fixed before any tuning run: which candidate becomes the operating point.
 
 Stage 1 (learning rate x momentum handling), among the candidates that did not diverge
-(:func:`psml_core.metrics.divergence.diverged`):
+(:func:`psml_core.metrics.divergence.divergence`, the runs' DIVERGED test):
 
 1. the highest final test accuracy (the mean of the last ``final_evaluations`` evaluations);
 2. candidates within one test sample (1 / test samples) of the highest are tied; among them

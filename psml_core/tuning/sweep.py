@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+import pandas as pd
 
 from psml_core import __version__
 from psml_core.config import RunSpec, TuningSpec
@@ -31,7 +31,7 @@ from psml_core.engine.job import corrects_momentum
 from psml_core.engine.optim import optimizer_class
 from psml_core.engine.progress import NullProgress
 from psml_core.engine.training import train
-from psml_core.metrics.divergence import diverged, run_series
+from psml_core.metrics.divergence import divergence
 from psml_core.tuning.rule import RULE, Candidate, choose_stage1, choose_warmup
 from psml_core.tuning.targets import TuneTarget
 
@@ -86,9 +86,8 @@ def _run(
     t0 = time.perf_counter()
     summary = train(spec, data_dir, out, progress=NullProgress())
     wall = time.perf_counter() - t0
-    cols = pq.read_table(out / "metrics.parquet", columns=["iteration", "loss", "test_accuracy"])
-    evals, losses = run_series(*(cols.column(c).to_numpy() for c in cols.column_names))
-    last = evals[-tuning.final_evaluations :]
+    evals, losses = _series(out / "metrics.parquet")
+    last = [acc for _it, _t, acc, _loss in evals[-tuning.final_evaluations :]]
     wl, base = spec.workload, declared.workload
     return Candidate(
         stage=stage,
@@ -100,11 +99,32 @@ def _run(
         final_accuracy=sum(last) / len(last),
         evaluations=tuple(last),
         samples_to_target=summary["samples_to_target"],
-        diverged=diverged(evals, losses, classes),
+        diverged=divergence(evals, losses, classes),
         declared=(factor, wl.momentum, wl.warmup_iterations)
         == (1.0, base.momentum, base.warmup_iterations),
         wall_clock_s=round(wall, 2),
     )
+
+
+Evals = list[tuple[int, float, float, float]]
+
+
+def _series(metrics: Path) -> tuple[Evals, list[tuple[int, float]]]:
+    """What the divergence test reads, from a run's ``metrics.parquet``.
+
+    The evaluations ``(iteration, time, accuracy, test loss)`` and the training losses
+    ``(iteration, loss)``, as the run summary reads them from the records.
+    """
+    cols = ["iteration", "time_s", "loss", "test_accuracy", "test_loss"]
+    df = pd.read_parquet(metrics, columns=cols)
+    done = df.groupby("iteration")["time_s"].max()
+    ev = df.dropna(subset=["test_accuracy"]).drop_duplicates("iteration").sort_values("iteration")
+    evals = [
+        (int(it), float(done[it]), float(acc), float(loss))
+        for it, acc, loss in zip(ev["iteration"], ev["test_accuracy"], ev["test_loss"], strict=True)
+    ]
+    losses = [(int(it), float(v)) for it, v in zip(df["iteration"], df["loss"], strict=True)]
+    return evals, losses
 
 
 def _settings(spec: RunSpec) -> dict[str, Any]:

@@ -10,9 +10,9 @@
   workers' speeds) leaves the scenario out of its fingerprint; DC2, ASP/SSP/DSSP and PCP keep it.
 * **Fingerprint.** SHA-256 of the base run's settings at the tuning seed (recipe, workload,
   data set, workers, shards, backend, compute, scenario where it matters), the tuning settings,
-  the selection rule, the divergence test's thresholds and the psml version; names of runs and tiers, checkpoints and the
-  recipes' and scenarios' descriptive text are left out. A record entry whose fingerprint
-  differs is stale.
+  the selection rule, the divergence test's threshold and the psml version; names of runs and
+  tiers, checkpoints and the recipes' and scenarios' descriptive text are left out. A record
+  entry whose fingerprint differs is stale.
 """
 
 from __future__ import annotations
@@ -92,12 +92,7 @@ def fingerprint(spec: RunSpec, tuning: TuningSpec, free: bool) -> str:
             "final_evaluations": tuning.final_evaluations,
         },
         "rule": RULE,
-        "divergence": {
-            "fell": divergence.FELL,
-            "returned": divergence.RETURNED,
-            "chance_margin": divergence.CHANCE_MARGIN,
-            "last_evaluations": divergence.LAST_EVALUATIONS,
-        },
+        "divergence": {"chance_band": divergence.CHANCE_BAND},
         "psml": __version__,
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
