@@ -4,7 +4,8 @@
   (workload, recipe) and writes its entry as JSON.
 * ``psml tune --tier small --record``: tunes every (workload, recipe) of the tier that the
   record ``config/operating_points/<tier>.yaml`` lacks or holds stale (``--force``: all of
-  them; ``--only KEY``: those), ``--jobs N`` at a time, and writes the record after each.
+  them; ``--only KEY``: only those of them), ``--jobs N`` at a time, and writes the record
+  after each, so that an interrupted command keeps what it finished.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psml_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from psml_core.config import Experiment, TuningSpec
+    from psml_core.tuning.targets import TuneTarget
 
 __all__ = ["cmd_tune", "tune_args"]
 
@@ -92,7 +97,9 @@ def _tune_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prepare_all(exp: Any, keys: list[str], targets: dict[str, Any], root: Path) -> dict[str, Path]:
+def _prepare_all(
+    exp: Experiment, keys: list[str], targets: dict[str, TuneTarget], root: Path
+) -> dict[str, Path]:
     """Each data set the keys train on, prepared into ``root`` (a fresh copy, never stale)."""
     from psml_core.data.prepare import prepare_dataset
 
@@ -105,7 +112,9 @@ def _prepare_all(exp: Any, keys: list[str], targets: dict[str, Any], root: Path)
     return out
 
 
-def _one(target: Any, tuning: Any, data: Path, workdir: Path) -> tuple[str, dict[str, Any]]:
+def _one(
+    target: TuneTarget, tuning: TuningSpec, data: Path, workdir: Path
+) -> tuple[str, dict[str, Any]]:
     """Tune one target (in a worker process)."""
     from psml_core.tuning.sweep import tune
 
@@ -120,6 +129,8 @@ def _tune_record(args: argparse.Namespace) -> int:
 
     config_dir = args.config_dir or deployment_config_dir()
     exp = load_tier(user_config(args.configfile, args.set, args.tier), config_dir)
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: give 1 or more")
     if not exp.tuning.enabled:
         raise ConfigError(f"tier {exp.tier!r} does not tune (tuning.enabled: false)")
     path = Path(args.record) if args.record else record_path(config_dir, exp.tier)
@@ -144,7 +155,7 @@ def _tune_record(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="psml-tune-") as tmp:
         data = _prepare_all(exp, keys, res.targets, Path(tmp))
         jobs = [(res.targets[k], data[res.targets[k].spec.dataset.name]) for k in keys]
-        with ProcessPoolExecutor(max(1, args.jobs), mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(_one, t, exp.tuning, d, workdir) for t, d in jobs]
             for fut in as_completed(futures):
                 key, entry = fut.result()

@@ -177,7 +177,9 @@ def write_run_spec(path, text, tuned, log):
 
     if tuned:
         entry = check_entry(json.loads(Path(tuned[0]).read_text()), tuned[0])
-        text = RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned[0]}")).to_json()
+        text = (
+            RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned[0]}")).to_json()
+        )
     write_spec(path, text, log)
 
 
