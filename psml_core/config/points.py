@@ -40,8 +40,11 @@ class TuningSpec:
     use_record: bool = True
 
     def warmup_iterations(self, iterations: int) -> int:
-        """The warm-up candidate's length for a run of ``iterations`` (at least 1)."""
-        return max(1, round(self.warmup_fraction * iterations))
+        """The warm-up candidate's length for a run of ``iterations``.
+
+        At least 2: a warm-up of one iteration trains at the full rate from the start.
+        """
+        return max(2, round(self.warmup_fraction * iterations))
 
 
 @dataclass(frozen=True)

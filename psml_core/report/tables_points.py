@@ -82,7 +82,8 @@ def _label(c: Mapping[str, Any], declared: Mapping[str, Any]) -> str:
 
 
 def _cell(c: Mapping[str, Any], chosen: bool) -> str:
-    text = f"{c['final_accuracy']:.3f}"
+    acc = c["final_accuracy"]
+    text = "NaN" if acc is None else f"{acc:.3f}"
     if c.get("diverged"):
         text += " div."
     return f"{text} *" if chosen else text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, RunError
 
 if TYPE_CHECKING:
     from psml_core.config import Experiment, TuningSpec
@@ -152,13 +153,19 @@ def _tune_record(args: argparse.Namespace) -> int:
     record = read_record(path)
     workdir = Path(args.workdir or Path("results", exp.tier, "tune"))
     t0 = time.perf_counter()
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="psml-tune-") as tmp:
         data = _prepare_all(exp, keys, res.targets, Path(tmp))
         jobs = [(res.targets[k], data[res.targets[k].spec.dataset.name]) for k in keys]
         with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_one, t, exp.tuning, d, workdir) for t, d in jobs]
+            futures = {pool.submit(_one, t, exp.tuning, d, workdir): t.key for t, d in jobs}
             for fut in as_completed(futures):
-                key, entry = fut.result()
+                try:
+                    key, entry = fut.result()
+                except Exception as exc:  # noqa: BLE001 - one target's failure, named below
+                    failed.append(f"{futures[fut]} ({type(exc).__name__}: {exc})")
+                    print(f"tune {futures[fut]}: failed: {exc}", file=sys.stderr, flush=True)
+                    continue
                 record["entries"][key] = entry
                 write_record(path, record)
     wall = time.perf_counter() - t0
@@ -166,4 +173,9 @@ def _tune_record(args: argparse.Namespace) -> int:
     print(
         f"tune {exp.tier}: done in {wall:.0f} s wall-clock with {args.jobs} job(s){per} -> {path}"
     )
+    if failed:
+        raise RunError(
+            f"{len(failed)} of {len(keys)} tunings failed (the others are in {path}): "
+            + "; ".join(failed)
+        )
     return 0

@@ -41,7 +41,8 @@ class Candidate:
         momentum: Momentum (server's, or the workers' under momentum correction; 0: none).
         momentum_handling: ``server``, ``correction``, ``none`` or ``n/a``.
         warmup_iterations: Warm-up length.
-        final_accuracy: Mean test accuracy of the last evaluations.
+        final_accuracy: Mean test accuracy of the last evaluations (None: the run stopped
+            on a non-finite value; it diverged).
         evaluations: Those last evaluations' accuracies.
         samples_to_target: Samples processed until the target was reached and held (None:
             censored).
@@ -57,7 +58,7 @@ class Candidate:
     momentum: float
     momentum_handling: str
     warmup_iterations: int
-    final_accuracy: float
+    final_accuracy: float | None
     evaluations: tuple[float, ...]
     samples_to_target: int | None
     diverged: str | None
@@ -74,6 +75,12 @@ class Choice:
     all_diverged: bool = False
 
 
+def _score(c: Candidate) -> float:
+    """A candidate's final accuracy; one that did not diverge always has one."""
+    assert c.final_accuracy is not None, "a run without evaluations diverged"
+    return c.final_accuracy
+
+
 def choose_stage1(candidates: list[Candidate], declared_handling: str, resolution: float) -> Choice:
     """Stage 1's point (module docstring).
 
@@ -86,14 +93,14 @@ def choose_stage1(candidates: list[Candidate], declared_handling: str, resolutio
     alive = [c for c in candidates if c.diverged is None]
     if not alive:
         return Choice(declared, "every candidate diverged: the declared point stays", True)
-    best = max(c.final_accuracy for c in alive)
-    tied = [c for c in alive if c.final_accuracy >= best - resolution - _EPS]
+    best = max(_score(c) for c in alive)
+    tied = [c for c in alive if _score(c) >= best - resolution - _EPS]
     pick = min(
         tied,
         key=lambda c: (not c.declared, c.lr, c.momentum_handling != declared_handling),
     )
     if len(tied) == 1:
-        why = f"highest final accuracy ({pick.final_accuracy:.4f})"
+        why = f"highest final accuracy ({best:.4f})"
     elif pick.declared:
         why = f"within one test sample of the best ({best:.4f}): the declared point"
     else:
@@ -107,7 +114,7 @@ def choose_warmup(stage1: Choice, warm: Candidate, resolution: float) -> Choice:
         return stage1
     if stage1.all_diverged:
         return Choice(warm, "the only candidate that did not diverge: warm-up")
-    gain = warm.final_accuracy - stage1.candidate.final_accuracy
+    gain = _score(warm) - _score(stage1.candidate)
     if gain > resolution + _EPS:
         return Choice(warm, f"warm-up beats stage 1's point by {gain:.4f} (> one test sample)")
     return stage1

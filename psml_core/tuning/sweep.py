@@ -81,27 +81,46 @@ def _run(
     tuning: TuningSpec,
     classes: int,
 ) -> Candidate:
-    """Train one candidate and read its outcome."""
+    """Train one candidate and read its outcome.
+
+    A candidate whose values blow up so far that a codec refuses them (NaN) stops there: it
+    diverged, with no accuracy to score.
+    """
     out = out_dir / spec.run_id.rsplit("/", 1)[-1]
+    wl, base = spec.workload, declared.workload
+    settings = {
+        "stage": stage,
+        "lr_factor": factor,
+        "lr": wl.lr,
+        "momentum": wl.momentum,
+        "momentum_handling": handling(spec, wl.momentum),
+        "warmup_iterations": wl.warmup_iterations,
+        "declared": (factor, wl.momentum, wl.warmup_iterations)
+        == (1.0, base.momentum, base.warmup_iterations),
+    }
     t0 = time.perf_counter()
-    summary = train(spec, data_dir, out, progress=NullProgress())
+    try:
+        summary = train(spec, data_dir, out, progress=NullProgress())
+    except ValueError as exc:
+        if "non-finite" not in str(exc):
+            raise
+        return Candidate(
+            **settings,
+            final_accuracy=None,
+            evaluations=(),
+            samples_to_target=None,
+            diverged=f"loss non-finite: the run stopped ({exc})",
+            wall_clock_s=round(time.perf_counter() - t0, 2),
+        )
     wall = time.perf_counter() - t0
     evals, losses = _series(out / "metrics.parquet")
     last = [acc for _it, _t, acc, _loss in evals[-tuning.final_evaluations :]]
-    wl, base = spec.workload, declared.workload
     return Candidate(
-        stage=stage,
-        lr_factor=factor,
-        lr=wl.lr,
-        momentum=wl.momentum,
-        momentum_handling=handling(spec, wl.momentum),
-        warmup_iterations=wl.warmup_iterations,
-        final_accuracy=sum(last) / len(last),
+        **settings,
+        final_accuracy=sum(last) / len(last) if last else None,
         evaluations=tuple(last),
         samples_to_target=summary["samples_to_target"],
         diverged=divergence(evals, losses, classes),
-        declared=(factor, wl.momentum, wl.warmup_iterations)
-        == (1.0, base.momentum, base.warmup_iterations),
         wall_clock_s=round(wall, 2),
     )
 
@@ -139,10 +158,11 @@ def _settings(spec: RunSpec) -> dict[str, Any]:
 
 def _say(key: str, c: Candidate, log: Callable[[str], None]) -> None:
     why = f", DIVERGED: {c.diverged}" if c.diverged else ""
+    acc = "none" if c.final_accuracy is None else f"{c.final_accuracy:.4f}"
     log(
         f"tune {key}: stage {c.stage}, lr {c.lr:g} ({c.lr_factor:g}x), momentum "
         f"{c.momentum_handling} {c.momentum:g}, warm-up {c.warmup_iterations}: final accuracy "
-        f"{c.final_accuracy:.4f}{why} ({c.wall_clock_s:.1f} s wall-clock)"
+        f"{acc}{why} ({c.wall_clock_s:.1f} s wall-clock)"
     )
 
 

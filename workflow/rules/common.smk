@@ -1,5 +1,6 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
+import hashlib
 import json
 import shlex
 import shutil
@@ -308,3 +309,52 @@ def experiment_json(wildcards):
         for name, block in config.get("experiments", {}).items()
     }
     return json.dumps(exp, sort_keys=True)
+
+
+# Operating points (tune.smk): the tune jobs' settings, and the points in use collected.
+
+
+def tune_json(wildcards):
+    """A tune job's settings: its target's run at the tuning seed, the tuning, the fingerprint."""
+    key = f"{wildcards.workload}/{wildcards.method}"
+    target = TUNING.targets[key]
+    return json.dumps(
+        {
+            "key": key,
+            "scenario": target.scenario,
+            "scenario_free": target.scenario_free,
+            "fingerprint": target.fingerprint,
+            "tuning": asdict(EXP.tuning),
+            "run": target.spec.to_dict(),
+        },
+        sort_keys=True,
+    )
+
+
+def tune_traces(wildcards):
+    """The trace and device files of a tune job's scenario (as a training job's)."""
+    target = TUNING.targets[f"{wildcards.workload}/{wildcards.method}"]
+    return delay_traces(SimpleNamespace(scenario=target.scenario))
+
+
+def collect_points(out, tuned, log):
+    """The points in use: the record's, and the tune jobs' (each entry with its source)."""
+    from psml_core.tuning.record import check_entry, collected
+
+    jobs = {}
+    for path in tuned:
+        entry = check_entry(json.loads(Path(path).read_text()), path)
+        jobs[f"{entry['workload']}/{entry['method']}"] = {**entry, "source": f"tune job {path}"}
+    text = yaml.safe_dump(collected(EXP, TUNING, jobs), sort_keys=False, width=100)
+    write_spec(out, text, log)
+
+
+TUNE_WORKLOADS = sorted({t.workload for t in TUNING.targets.values()})
+TUNE_METHODS = sorted({t.method for t in TUNING.targets.values()})
+
+
+def write_config_json(out, experiment, points, log):
+    """config.json: the effective configuration and the operating points in use (the report's)."""
+    data = json.loads(experiment)
+    data["operating_points"] = yaml.safe_load(Path(points).read_text())
+    write_spec(out, json.dumps(data, sort_keys=True), log)

@@ -46,9 +46,7 @@ rule effective_config:
     params:
         experiment=experiment_json,
     run:
-        experiment = json.loads(params.experiment)
-        experiment["operating_points"] = yaml.safe_load(Path(input.points).read_text())
-        write_spec(output[0], json.dumps(experiment, sort_keys=True), log[0])
+        write_config_json(output[0], params.experiment, input.points, log[0])
 
 
 rule run_lists:

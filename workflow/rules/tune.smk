@@ -8,45 +8,6 @@ localrules:
     operating_points,
 
 
-def tune_json(wildcards):
-    """A tune job's settings: its target's run at the tuning seed, the tuning, the fingerprint."""
-    key = f"{wildcards.workload}/{wildcards.method}"
-    target = TUNING.targets[key]
-    return json.dumps(
-        {
-            "key": key,
-            "scenario": target.scenario,
-            "scenario_free": target.scenario_free,
-            "fingerprint": target.fingerprint,
-            "tuning": asdict(EXP.tuning),
-            "run": target.spec.to_dict(),
-        },
-        sort_keys=True,
-    )
-
-
-def tune_traces(wildcards):
-    """The trace and device files of a tune job's scenario (as a training job's)."""
-    target = TUNING.targets[f"{wildcards.workload}/{wildcards.method}"]
-    return delay_traces(SimpleNamespace(scenario=target.scenario))
-
-
-def collect_points(out, tuned, log):
-    """The points in use: the record's, and the tune jobs' (each entry with its source)."""
-    from psml_core.tuning.record import check_entry, collected
-
-    jobs = {}
-    for path in tuned:
-        entry = check_entry(json.loads(Path(path).read_text()), path)
-        jobs[f"{entry['workload']}/{entry['method']}"] = {**entry, "source": f"tune job {path}"}
-    text = yaml.safe_dump(collected(EXP, TUNING, jobs), sort_keys=False, width=100)
-    write_spec(out, text, log)
-
-
-TUNE_WORKLOADS = sorted({t.workload for t in TUNING.targets.values()})
-TUNE_METHODS = sorted({t.method for t in TUNING.targets.values()})
-
-
 rule tune_spec:
     output:
         f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
@@ -98,7 +59,7 @@ rule operating_points:
     log:
         f"logs/{TIER}/specs/operating_points.log",
     params:
-        # The record's entries in use: a change of the record re-collects.
-        record=json.dumps(TUNING.entries, sort_keys=True),
+        # The record's entries in use (their hash): a change of the record re-collects.
+        record=hashlib.sha256(json.dumps(TUNING.entries, sort_keys=True).encode()).hexdigest(),
     run:
         collect_points(output[0], input.tuned, log[0])

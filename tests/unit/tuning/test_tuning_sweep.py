@@ -35,7 +35,7 @@ def test_a_momentum_correction_recipe_tunes_within_its_own_mechanism(smoke, prep
     assert {c["momentum_handling"] for c in cands[:6]} == {"correction", "none"}
     assert sorted({c["lr_factor"] for c in cands}) == [0.5, 1.0, 2.0]
     assert [c["declared"] for c in cands].count(True) == 1 and cands[0]["declared"]
-    assert cands[6]["warmup_iterations"] == 1  # 10% of 12 iterations, rounded
+    assert cands[6]["warmup_iterations"] == 2  # 10% of 12 iterations, but at least 2
     assert entry["fingerprint"] == target.fingerprint and entry["scenario_free"]
     chosen = entry["chosen"]
     assert any(
@@ -43,6 +43,29 @@ def test_a_momentum_correction_recipe_tunes_within_its_own_mechanism(smoke, prep
     )
     assert len(lines) == 8 and lines[-1].startswith("tune digits_mlp/topk_mc: chose")
     assert len(list(tmp_path.glob("*/summary.json"))) == 7  # every candidate is a full run
+
+
+def test_a_candidate_that_blows_up_diverged_and_is_never_chosen(
+    smoke, prepared, tmp_path, monkeypatch
+):
+    """A candidate whose values become NaN, so that a codec refuses them, stops: it is
+    recorded as diverged with no accuracy, the sweep goes on, and the rule picks another."""
+    import psml_core.tuning.sweep as sweep
+
+    target = _small(tuning_targets(smoke)["rcv1_logreg/dense_bsp"], smoke.tuning, 4, 2)
+    real = sweep.train
+
+    def blows_up_at_twice_the_lr(spec, *args, **kwargs):
+        if spec.workload.lr > target.spec.workload.lr:
+            raise ValueError("cannot encode a non-finite value (nan at index 3)")
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(sweep, "train", blows_up_at_twice_the_lr)
+    entry = check_entry(tune(target, smoke.tuning, prepared["zipf_rcv1"], tmp_path), "test")
+    blown = [c for c in entry["candidates"] if c["lr_factor"] == 2.0]
+    assert len(blown) == 1 and blown[0]["final_accuracy"] is None
+    assert blown[0]["diverged"].startswith("loss non-finite: the run stopped")
+    assert entry["chosen"]["lr"] != blown[0]["lr"]
 
 
 def test_adagrad_tunes_the_learning_rate_and_warmup_only(smoke):
