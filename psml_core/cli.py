@@ -23,6 +23,7 @@ from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
 from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
+from psml_core.tuning.command import cmd_tune, tune_args
 
 __all__ = ["main"]
 
@@ -480,6 +481,12 @@ _COMMANDS: tuple[
         "compute a run's placement and predicted traffic",
     ),
     ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
+    (
+        "tune",
+        cmd_tune,
+        lambda p: tune_args(p, _config_args),
+        "choose operating points (lr, momentum, warm-up): one tune job, or a tier's record",
+    ),
     ("runs", cmd_runs, _config_args, "list the tier's runs and whether each has results"),
     ("show", cmd_show, _show_args, "print one run's summary (accuracy, time, bytes, paths)"),
     ("compare", cmd_compare, _compare_args, "collect run summaries into tables"),

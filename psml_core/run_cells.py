@@ -18,10 +18,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psml_core.config import Experiment, RunSpec
 from psml_core.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from psml_core.tuning.record import Resolution
 
 __all__ = [
     "DEFAULT_CONFIGFILE",
@@ -307,12 +310,23 @@ def user_config(
     return user
 
 
-def _tier(args: argparse.Namespace) -> Experiment:
-    """The experiment of ``--configfile``, ``--set``, ``--tier`` and ``--config-dir``."""
+def _tier_points(args: argparse.Namespace) -> tuple[Experiment, Resolution]:
+    """The experiment of ``--configfile``, ``--set``, ``--tier`` and ``--config-dir``.
+
+    At its operating points, as the workflow runs it: the record's, or a finished tune job's
+    (:func:`psml_core.tuning.record.with_operating_points`); with where each key's comes from.
+    """
     from psml_core.config import deployment_config_dir
+    from psml_core.tuning.record import with_operating_points
 
     config_dir = args.config_dir or deployment_config_dir()
-    return load_tier(user_config(args.configfile, args.set, args.tier), config_dir)
+    exp = load_tier(user_config(args.configfile, args.set, args.tier), config_dir)
+    return with_operating_points(exp, config_dir, tune_jobs=True)
+
+
+def _tier(args: argparse.Namespace) -> Experiment:
+    """The experiment of the config arguments, at its operating points (:func:`_tier_points`)."""
+    return _tier_points(args)[0]
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -359,8 +373,11 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
             f"give the run as --workload, --method, --scenario and --seed (missing {missing}), "
             "or as --run JSON; `psml runs` lists the runs"
         )
-    exp = _tier(args)
+    from psml_core.tuning.record import require_point
+
+    exp, res = _tier_points(args)
     spec = find_cell(exp, args.workload, args.method, args.scenario, args.seed)
+    require_point(exp, res, args.workload, args.method)  # as the workflow, which tunes first
     paths = cell_inputs(exp, spec, args.data, args.out, args.partition)
     args.run, args.data, args.out = spec.to_json(), str(paths.data), str(paths.out)
     args.partition = None if paths.partition is None else str(paths.partition)

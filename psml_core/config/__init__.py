@@ -20,6 +20,7 @@ from psml_core.config.load import (
     sweep_label,
     sweep_recipes,
 )
+from psml_core.config.points import MOMENTUM_HANDLINGS, OperatingPoint, TuningSpec
 from psml_core.config.schema import (
     config_root,
     deployment_config_dir,
@@ -58,10 +59,13 @@ __all__ = [
     "HeterogeneitySpec",
     "IMAGE_MODELS",
     "MethodRecipe",
+    "MOMENTUM_HANDLINGS",
     "NicOverride",
+    "OperatingPoint",
     "RunSpec",
     "SPARSE_SOURCES",
     "ScenarioSpec",
+    "TuningSpec",
     "WorkloadSpec",
     "build",
     "build_experiment",

@@ -23,6 +23,7 @@ from psml_core.config.specs import (
     ExperimentSpec,
     MethodRecipe,
     ScenarioSpec,
+    TuningSpec,
     WorkloadSpec,
     build,
 )
@@ -130,19 +131,26 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
     _schedule_claims(cfg, recipes, root / "papers")
+    _check_tuning_seed(cfg)
     made: set[str] = set()
+    bases: dict[str, str] = {}
+    base_recipes: dict[str, MethodRecipe] = {}
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
             if ex.get(key):
                 where = f"experiments.{name}.{key}"
                 derived = sweep_entries(cfg[table], ex[key], where, table)
                 made.update(derived)
+                bases.update({d: ex[key]["base"] for d in derived if table == "workloads"})
                 cfg[table].update(derived)
                 listed = ex.get(table) or []
                 ex[table] = [*listed, *(d for d in derived if d not in listed)]
         if ex.get("sweep"):
             derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
             recipes.update(derived)
+            base = ex["sweep"]["method"]
+            bases.update(dict.fromkeys(derived, base))
+            base_recipes[base] = recipes[base]
             ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
     exp = Experiment(
         tier=cfg["tier"],
@@ -176,6 +184,9 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         device=cfg.get("device", "cpu"),
         slurm_gpu_partition=cfg.get("slurm_gpu_partition", "gpu"),
         derived=frozenset(made),
+        tuning=build(TuningSpec, cfg["tuning"], "tuning"),
+        bases=bases,
+        base_recipes=base_recipes,
     )
     if not exp.grid():
         raise ConfigError(
@@ -222,6 +233,24 @@ def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path)
                         if s in cfg["scenarios"] and s not in ex["scenarios"]
                     ),
                 ]
+
+
+def _check_tuning_seed(cfg: dict[str, Any]) -> None:
+    """The tuning seed must be one no verdict uses: not in ``seeds`` nor any experiment's."""
+    tuning = cfg["tuning"]
+    if not tuning["enabled"]:
+        return
+    used = {"seeds": cfg["seeds"]}
+    used.update(
+        {f"experiments.{n}.seeds": ex.get("seeds") or [] for n, ex in cfg["experiments"].items()}
+    )
+    for key, seeds in used.items():
+        if tuning["seed"] in seeds:
+            raise ConfigError(
+                f"invalid config: key 'tuning.seed': {tuning['seed']} is a verdict seed (it is in "
+                f"{key!r}); choose a tuning seed that no experiment runs, e.g. "
+                f"{max(s for v in used.values() for s in v) + 1000}"
+            )
 
 
 def sweep_label(param: str, value: float) -> str:

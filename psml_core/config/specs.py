@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from psml_core.config.build import build, plain
+from psml_core.config.points import OperatingPoint, TuningSpec
 from psml_core.config.schema import StrictValidator, first_error, format_error, read_schema
 from psml_core.errors import ConfigError
 
@@ -20,7 +20,7 @@ from psml_core.errors import ConfigError
 def _part_schema(part: str) -> dict[str, Any]:
     """The schema of one part of a run's JSON (``run``, or a ``$defs`` entry such as dataset)."""
     cfg, methods = read_schema("config"), read_schema("methods")
-    defs = {**cfg["$defs"], **methods["$defs"]}
+    defs = {**cfg["$defs"], **methods["$defs"], **read_schema("operating_points")["$defs"]}
     if part != "run":
         return {"$defs": defs, "$ref": f"#/$defs/{part}"}
     top = cfg["properties"]
@@ -34,8 +34,9 @@ def _part_schema(part: str) -> dict[str, Any]:
         },
         **{k: {"$ref": f"#/$defs/{k}"} for k in ("dataset", "workload", "scenario", "compute")},
         "method": {"$ref": "#/$defs/recipe"},
+        "operating_point": {"$ref": "#/$defs/operating_point"},
     }
-    optional = ("checkpoint_every", "device")
+    optional = ("checkpoint_every", "device", "operating_point")
     required = [f.name for f in dataclasses.fields(RunSpec) if f.name not in optional]
     return {
         "$defs": defs,
@@ -130,6 +131,7 @@ class WorkloadSpec:
     target_accuracy: float = 0.9
     target_window: int | None = None
     workers: int | None = None
+    warmup_iterations: int = 0
 
 
 @dataclass(frozen=True)
@@ -294,17 +296,33 @@ class RunSpec:
     compute: ComputeSpec
     checkpoint_every: int = 0
     device: str = "cpu"
+    operating_point: OperatingPoint | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-serialisable dict.
 
-        ``device`` is left out when it is the default ``cpu``: a CPU run keeps the config hash
-        it had before the setting existed (its results and checkpoints stay valid).
+        ``device`` (the default ``cpu``), ``operating_point`` (None) and the workload's
+        ``warmup_iterations`` (0) are left out at their defaults: a run keeps the config hash it
+        had before the setting existed (its results and checkpoints stay valid).
         """
-        out = _plain(dataclasses.asdict(self))
+        out = plain(dataclasses.asdict(self))
         if out.get("device") == "cpu":
             del out["device"]
+        if out.get("operating_point") is None:
+            out.pop("operating_point", None)
+        if out["workload"].get("warmup_iterations") == 0:
+            del out["workload"]["warmup_iterations"]
         return out
+
+    def at_point(self, point: OperatingPoint) -> RunSpec:
+        """This run at ``point``: its workload's lr, momentum and warm-up, and the point itself."""
+        wl = dataclasses.replace(
+            self.workload,
+            lr=point.lr,
+            momentum=point.momentum,
+            warmup_iterations=point.warmup_iterations,
+        )
+        return dataclasses.replace(self, workload=wl, operating_point=point)
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""
@@ -382,6 +400,10 @@ class Experiment:
     slurm_gpu_partition: str = "gpu"
     derived: frozenset[str] = frozenset()
     """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
+    tuning: TuningSpec = TuningSpec()
+    bases: dict[str, str] = field(default_factory=dict)  # derived workload/recipe -> its base
+    base_recipes: dict[str, MethodRecipe] = field(default_factory=dict)  # sweeps' base recipes
+    operating_points: dict[str, OperatingPoint] = field(default_factory=dict)  # by tuning_key
 
     @property
     def all_methods(self) -> tuple[str, ...]:
@@ -395,8 +417,18 @@ class Experiment:
         """The run's id, which is also its directory under ``results/<tier>/runs/``."""
         return f"{workload}/{method}/{scenario}/seed{seed}"
 
+    def tuning_key(self, workload: str, method: str) -> str:
+        """``<workload>/<method>`` of the tuning a run's point comes from: a sweep's base's."""
+        return f"{self.bases.get(workload, workload)}/{self.bases.get(method, method)}"
+
     def run(self, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
-        """The settings of one run of the grid."""
+        """The settings of one run of the grid, at its operating point where one is known."""
+        spec = self.declared_run(workload, method, scenario, seed)
+        point = self.operating_points.get(self.tuning_key(workload, method))
+        return spec if point is None else spec.at_point(point)
+
+    def declared_run(self, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
+        """The settings of one run at the workload's declared lr, momentum and warm-up."""
         wl = self.workloads[workload]
         workers, shards = self.cluster(workload)
         return RunSpec(
@@ -409,7 +441,7 @@ class Experiment:
             colocated=self.colocated,
             dataset=self.datasets[wl.dataset],
             workload=wl,
-            method=self.recipes[method],
+            method=self.recipes[method] if method in self.recipes else self.base_recipes[method],
             scenario=self.scenarios[scenario],
             compute=self.compute_for(scenario),
             checkpoint_every=self.checkpoint_every,
@@ -466,45 +498,3 @@ class Experiment:
     def runs(self) -> list[RunSpec]:
         """The settings of every run of the grid."""
         return [self.run(*key) for key in self.grid()]
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj
-
-
-T = TypeVar("T")
-
-
-def build(cls: type[T], data: Any, where: str) -> T:
-    """Build dataclass ``cls`` from plain data, recursively, following its type hints."""
-    return typing.cast(T, _build(cls, data, where))
-
-
-def _build(tp: Any, data: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise ConfigError(f"key {where!r}: expected a mapping, got {data!r}")
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ConfigError(
-                f"unknown key {', '.join(map(repr, unknown))} in {where!r}; "
-                f"allowed keys: {', '.join(sorted(names))}"
-            )
-        return tp(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in data.items()})
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if data is None else _build(args[0], data, where)
-    if origin is tuple:
-        (item, *_rest) = typing.get_args(tp)
-        return tuple(_build(item, v, where) for v in data)
-    if origin is dict:
-        _, vt = typing.get_args(tp)
-        return {k: _build(vt, v, f"{where}.{k}") for k, v in data.items()}
-    return data

@@ -17,7 +17,7 @@ from psml_core.control import CONTROLLERS, Controller
 from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_once
 from psml_core.devices.compute import ComputeModel, Heterogeneity, make_compute_model
-from psml_core.engine.optim import make_optimizer, optimizer_class
+from psml_core.engine.optim import make_optimizer, optimizer_class, warmup_factor
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import BatchSampler, Worker
 from psml_core.errors import ConfigError
@@ -98,7 +98,7 @@ class Job:
             step=step,
             ratio=ratio,
             seed=self.spec.seed * 1_000_003 + step,
-            lr=self.spec.workload.lr,
+            lr=self.spec.workload.lr * warmup_factor(step, self.spec.workload.warmup_iterations),
             extra=extra or {},
         )
 
@@ -222,7 +222,13 @@ def _shards(
             policy=SYNC_POLICIES.build(spec.method.sync),
             codec_up=make_codec(spec.method.codec),
             codec_down=make_codec(spec.method.codec_down or DENSE),
-            optimizer=make_optimizer(spec.workload, len(keys), update_momentum(spec)),
+            optimizer=make_optimizer(
+                spec.workload,
+                len(keys),
+                update_momentum(spec),
+                # Each push applied alone (ASP, SSP): P updates make an iteration.
+                1 if policy.barrier or policy.rounds else spec.workers,
+            ),
             pull_mode=spec.method.pull,
             # Round policies: the same samples as any other run (P x iterations steps).
             step_budget=spec.workers * spec.workload.iterations if policy.rounds else None,

@@ -17,7 +17,18 @@ __all__ = [
     "SGD",
     "make_optimizer",
     "optimizer_class",
+    "warmup_factor",
 ]
+
+
+def warmup_factor(iteration: int, warmup: int) -> float:
+    """The linear warm-up's multiple of the learning rate at ``iteration`` (from 0).
+
+    ``min(1, (iteration + 1) / warmup)``, and 1 without warm-up (``warmup`` 0). The shards'
+    optimizers, the workers' replicas and the codecs' ``ctx.lr`` (:meth:`Job.ctx`) all use it,
+    so every copy of the model takes the same step.
+    """
+    return 1.0 if warmup <= 0 else min(1.0, (iteration + 1) / warmup)
 
 
 class ServerOptimizer(ABC):
@@ -28,10 +39,28 @@ class ServerOptimizer(ABC):
     """Attributes holding one value per key (moved with the keys by a dynamic placement)."""
     uses_momentum: ClassVar[bool] = False
     """Whether the workload's ``momentum`` enters the update (what momentum correction moves)."""
+    lr: np.float32
+    warmup = 0
+    """Warm-up length in iterations (0: none); set by :func:`make_optimizer`."""
+    updates_per_iteration = 1
+    """Updates that make one iteration: P where each push is applied alone (ASP, SSP)."""
+    updates = 0
+    """Updates applied so far (what the warm-up counts)."""
 
     @abstractmethod
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """Apply one update to ``values`` (float32, in place)."""
+
+    def next_lr(self) -> np.float32:
+        """The learning rate of the update being applied; counts it.
+
+        Without warm-up exactly ``lr`` (runs without one keep their bytes).
+        """
+        it = self.updates // self.updates_per_iteration
+        self.updates += 1
+        if self.warmup <= 0 or it >= self.warmup:
+            return self.lr
+        return np.float32(self.lr * np.float32(warmup_factor(it, self.warmup)))
 
 
 OPTIMIZERS: Registry[type[ServerOptimizer]] = Registry("optimizer")
@@ -58,7 +87,7 @@ class SGD(ServerOptimizer):
         """Momentum step."""
         self.velocity *= self.momentum
         self.velocity += grad
-        values -= self.lr * self.velocity
+        values -= self.next_lr() * self.velocity
 
 
 @OPTIMIZERS.register("adagrad")
@@ -85,23 +114,32 @@ class AdaGrad(ServerOptimizer):
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """AdaGrad step."""
         self.accum += grad * grad
-        values -= self.lr * grad / (np.sqrt(self.accum) + self.eps)
+        values -= self.next_lr() * grad / (np.sqrt(self.accum) + self.eps)
 
 
 def make_optimizer(
-    workload: WorkloadSpec, n: int, momentum: float | None = None
+    workload: WorkloadSpec,
+    n: int,
+    momentum: float | None = None,
+    updates_per_iteration: int = 1,
 ) -> ServerOptimizer:
-    """The workload's optimizer for a shard of ``n`` keys.
+    """The workload's optimizer for a shard of ``n`` keys, with its warm-up.
 
     Args:
-        workload: The workload (optimizer name, lr, momentum).
+        workload: The workload (optimizer name, lr, momentum, warm-up).
         n: Number of keys.
         momentum: Overrides the workload's momentum (None: keep it). ``build_job`` passes 0.0
             to the optimizers that apply the averaged update when the workers correct momentum
             themselves (codec ``momentum_correction: true``).
+        updates_per_iteration: Updates per iteration: 1 for a barrier's averaged update, a
+            replica or local steps; P for a shard that applies each push alone, so that the
+            warm-up spans the same iterations everywhere.
     """
     cls = optimizer_class(workload)
-    return cls(n, workload.lr, workload.momentum if momentum is None else momentum)
+    opt = cls(n, workload.lr, workload.momentum if momentum is None else momentum)
+    opt.warmup = workload.warmup_iterations
+    opt.updates_per_iteration = updates_per_iteration
+    return opt
 
 
 def optimizer_class(workload: WorkloadSpec) -> type[ServerOptimizer]:

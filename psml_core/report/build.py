@@ -35,6 +35,7 @@ from psml_core.errors import DataError
 from psml_core.report import attachments as at
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
+from psml_core.report import tables_points as tpts
 from psml_core.report import tables_provenance as tp
 from psml_core.report import tables_setup as ts
 from psml_core.report.claim_regimes import regimes_frame
@@ -188,6 +189,7 @@ def _attachments(
             at.regimes_attachment(regimes_frame(claims)),
             at.methods_attachment(experiment),
             *([at.partition_attachment(partition)] if partition else []),
+            *filter(None, [tpts.points_attachment(experiment)]),
         ]
     ]
 
@@ -264,6 +266,10 @@ def _report_data(
         },
         "attachments": _attachments(runs, aggregate, claims, experiment, partition, workdir),
         "methods": [w(ts.methods_table(experiment))],
+        "operating_points": {
+            "intro": tpts.points_intro(experiment),
+            "tables": [w(t) for t in tpts.points_tables(experiment)],
+        },
         "versions": tp.versions_text(runs),
         "provenance": [
             w(tp.overview_table(runs, experiment)),

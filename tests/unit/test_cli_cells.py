@@ -14,6 +14,7 @@ import pytest
 from psml_core.cli import main
 from psml_core.config import Experiment
 from psml_core.run_cells import cell_paths
+from psml_core.tuning.record import with_operating_points
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "workflow" / "rules"
@@ -41,7 +42,8 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     """Every smoke cell by name: the spec file's line and the train rule's paths."""
     import psml_core.engine.training as training
 
-    wf = _workflow_helpers(smoke)
+    # The workflow's experiment is at the record's operating points (common.smk).
+    wf = _workflow_helpers(with_operating_points(smoke, REPO / "config")[0])
     train_smk = (RULES / "train.smk").read_text(encoding="utf-8")
     assert 'partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz"' in train_smk
     assert 'f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}' in train_smk
@@ -68,6 +70,7 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
         spec, data, out, partition = calls.pop()
         # Byte for byte the spec file the run_spec rule writes (write_spec adds a newline).
         assert f"{spec.to_json()}\n" == f"{wf['run_json'](wc)}\n"
+        assert spec.operating_point.source == "record operating_points/smoke.yaml"
         assert spec.run_id == smoke.run_id(w, m, s, seed)
         assert Path(data) == Path(wf["run_data"](wc)["manifest"]).parent
         assert Path(out) == Path(wf["run_dir"](spec))

@@ -1,11 +1,13 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
+import hashlib
 import json
 import shlex
 import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -15,6 +17,7 @@ from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
+from psml_core.tuning.record import with_operating_points
 
 
 # The working directory's config/ when it holds methods.yaml (a checkout, or a deployment that
@@ -70,6 +73,8 @@ for _entry in workflow.config_settings.config_args or ():
 try:
     EXP = load_experiment(config, CONFIG_DIR)
     check_backend(EXP)  # a backend that cannot run one of the tier's recipes stops here
+    # Operating points: the record's where its fingerprint matches; the rest are tuned first.
+    EXP, TUNING = with_operating_points(EXP, CONFIG_DIR)
     _EFFECTIVE = effective_config(config, CONFIG_DIR)
 except ConfigError as _err:
     sys.exit(f"error: {_err}")
@@ -138,10 +143,45 @@ def dataset_json(wildcards):
 
 
 def run_json(wildcards):
-    """One run's settings as canonical JSON, for `psml train`."""
+    """One run's settings as canonical JSON, for `psml train`.
+
+    At its operating point where the record has one; else at the declared point, which the
+    run_spec rule replaces by the tune job's choice (`tuned_input`).
+    """
     seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
     scenario = getattr(wildcards, "scenario", SCENARIOS[0])
     return EXP.run(wildcards.workload, wildcards.method, scenario, seed).to_json()
+
+
+def partition_json(wildcards):
+    """A placement's settings (the tier's first seed and scenario): no operating point, which
+    a placement does not depend on, so that a new point does not recompute placements."""
+    w, m = wildcards.workload, wildcards.method
+    return EXP.declared_run(w, m, SCENARIOS[0], EXP.seeds[0]).to_json()
+
+
+def tune_file(key):
+    """Where the tune job of a tuning key (`<workload>/<method>`) writes its entry."""
+    return f"results/{TIER}/tune/{key}.json"
+
+
+def tuned_input(wildcards):
+    """The tune job a run's spec waits for: only where the record has no point for its key."""
+    key = EXP.tuning_key(wildcards.workload, wildcards.method)
+    return [tune_file(key)] if key in TUNING.pending else []
+
+
+def write_run_spec(path, text, tuned, log):
+    """A run's spec, at the tune job's point where it waited for one (`tuned_input`)."""
+    from psml_core.config import RunSpec
+    from psml_core.tuning.record import check_entry, entry_point
+
+    if tuned:
+        entry = check_entry(json.loads(Path(tuned[0]).read_text()), tuned[0])
+        text = (
+            RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned[0]}")).to_json()
+        )
+    write_spec(path, text, log)
 
 
 def write_spec(path, text, log):
@@ -269,3 +309,52 @@ def experiment_json(wildcards):
         for name, block in config.get("experiments", {}).items()
     }
     return json.dumps(exp, sort_keys=True)
+
+
+# Operating points (tune.smk): the tune jobs' settings, and the points in use collected.
+
+
+def tune_json(wildcards):
+    """A tune job's settings: its target's run at the tuning seed, the tuning, the fingerprint."""
+    key = f"{wildcards.workload}/{wildcards.method}"
+    target = TUNING.targets[key]
+    return json.dumps(
+        {
+            "key": key,
+            "scenario": target.scenario,
+            "scenario_free": target.scenario_free,
+            "fingerprint": target.fingerprint,
+            "tuning": asdict(EXP.tuning),
+            "run": target.spec.to_dict(),
+        },
+        sort_keys=True,
+    )
+
+
+def tune_traces(wildcards):
+    """The trace and device files of a tune job's scenario (as a training job's)."""
+    target = TUNING.targets[f"{wildcards.workload}/{wildcards.method}"]
+    return delay_traces(SimpleNamespace(scenario=target.scenario))
+
+
+def collect_points(out, tuned, log):
+    """The points in use: the record's, and the tune jobs' (each entry with its source)."""
+    from psml_core.tuning.record import check_entry, collected
+
+    jobs = {}
+    for path in tuned:
+        entry = check_entry(json.loads(Path(path).read_text()), path)
+        jobs[f"{entry['workload']}/{entry['method']}"] = {**entry, "source": f"tune job {path}"}
+    text = yaml.safe_dump(collected(EXP, TUNING, jobs), sort_keys=False, width=100)
+    write_spec(out, text, log)
+
+
+TUNE_WORKLOADS = sorted({t.workload for t in TUNING.targets.values()})
+TUNE_METHODS = sorted({t.method for t in TUNING.targets.values()})
+
+
+def write_config_json(out, experiment, points, log):
+    """config.json: the effective configuration and the operating points in use (the report's)."""
+    data = json.loads(experiment)
+    data["operating_points"] = yaml.safe_load(Path(points).read_text())
+    write_spec(out, json.dumps(data, sort_keys=True), log)

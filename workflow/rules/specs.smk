@@ -11,6 +11,9 @@ localrules:
 
 
 rule run_spec:
+    input:
+        # The tune job's choice, where the record has no point for the run's (workload, method).
+        tuned=tuned_input,
     output:
         f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
     log:
@@ -18,7 +21,7 @@ rule run_spec:
     params:
         run=run_json,
     run:
-        write_spec(output[0], params.run, log[0])
+        write_run_spec(output[0], params.run, input.tuned, log[0])
 
 
 rule partition_spec:
@@ -27,12 +30,15 @@ rule partition_spec:
     log:
         f"logs/{TIER}/specs/partition/{{workload}}/{{method}}.log",
     params:
-        run=run_json,
+        run=partition_json,
     run:
         write_spec(output[0], params.run, log[0])
 
 
 rule effective_config:
+    input:
+        # The operating points in use, with their candidates (the report's appendix).
+        points=f"results/{TIER}/operating_points.yaml",
     output:
         f"results/{TIER}/config.json",
     log:
@@ -40,7 +46,7 @@ rule effective_config:
     params:
         experiment=experiment_json,
     run:
-        write_spec(output[0], params.experiment, log[0])
+        write_config_json(output[0], params.experiment, input.points, log[0])
 
 
 rule run_lists:

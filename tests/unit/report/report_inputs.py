@@ -126,9 +126,50 @@ def _recipe(name: str) -> dict[str, Any]:
     }
 
 
+def _candidate(stage: int, factor: float, momentum: float, acc: float, **kw: Any) -> dict:
+    handling = kw.pop("handling", "server" if momentum else "none")
+    return {"stage": stage, "lr_factor": factor, "lr": 0.1 * factor, "momentum": momentum,
+            "momentum_handling": handling, "warmup_iterations": kw.pop("warmup", 0),
+            "final_accuracy": acc, "evaluations": [acc], "samples_to_target": kw.pop("s", None),
+            "diverged": kw.pop("diverged", None),
+            "declared": (stage, factor, momentum) == (1, 1.0, 0.9)}  # fmt: skip
+
+
+def operating_points() -> dict[str, Any]:
+    """The points in use, as the workflow collects them into config.json (two keys)."""
+    entries = {}
+    for method, accs in ((METHOD, (0.91, 0.93, 0.95)), (ADAPTIVE, (0.90, 0.94, 0.12))):
+        grid = [(f, a, m) for f, a in zip((1.0, 0.5, 2.0), accs, strict=True) for m in (0.9, 0.0)]
+        cands = [_candidate(1, f, m, a - (0.2 if m == 0 else 0), s=9000) for f, a, m in grid]
+        if method == ADAPTIVE:
+            cands[4]["diverged"] = (
+                "loss fell to 0.5 (iteration 40), then returned to 2.3 at the end"
+            )
+        best = max((c for c in cands if not c["diverged"]), key=lambda c: c["final_accuracy"])
+        cands.append(_candidate(2, best["lr_factor"], 0.9, best["final_accuracy"], warmup=1))
+        entries[f"digits_mlp/{method}"] = {
+            "workload": "digits_mlp", "method": method, "scenario": "slow_100m",
+            "scenario_free": method == METHOD, "seed": 1000, "fingerprint": "ab" * 32,
+            "rule": "v1", "psml_version": "0.1.0", "test_samples": 360,
+            "declared": {"lr": 0.1, "momentum": 0.9, "momentum_handling": "server",
+                         "warmup_iterations": 0},
+            "chosen": {"lr": best["lr"], "momentum": 0.9, "momentum_handling": "server",
+                       "warmup_iterations": 0, "why": "highest final accuracy"},
+            "all_diverged": False, "candidates": cands,
+            "source": "record operating_points/smoke.yaml",
+        }  # fmt: skip
+    return {
+        "tuning": {"enabled": True, "seed": 1000, "lr_factors": [0.5, 1.0, 2.0],
+                   "warmup_fraction": 0.1, "final_evaluations": 3, "use_record": True},
+        "entries": entries,
+        "inherited": {f"digits_mlp/{m}": f"digits_mlp/{ADAPTIVE}" for m in SWEPT},
+    }  # fmt: skip
+
+
 def experiment() -> dict[str, Any]:
     """The effective configuration the workflow passes to ``psml report``."""
     return {
+        "operating_points": operating_points(),
         "tier": "smoke",
         "description": "Smoke tier: tiny workloads on the sim backend, two scenarios.",
         "backend": "sim",

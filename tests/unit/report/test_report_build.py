@@ -255,7 +255,7 @@ def test_a_stale_aggregate_is_refused(built: dict[str, Any], tmp_path: Path, exp
 
 def test_methods_appendix_lists_every_recipe(built: dict[str, Any]) -> None:
     text = _flat(built["text"])
-    appendix = text[text.index("Appendix A: Methods") : text.index("Appendix B: Provenance")]
+    appendix = text[text.index("Appendix A: Methods") : text.index("Appendix B: Operating points")]
     recipes = built["inputs"]["experiment"]["recipes"]
     for name in recipes:
         assert name in appendix, name
@@ -265,9 +265,21 @@ def test_methods_appendix_lists_every_recipe(built: dict[str, Any]) -> None:
 
 def test_provenance_appendix_lists_inputs(built: dict[str, Any]) -> None:
     text = _flat(built["text"])
-    prov = text[text.index("Appendix B: Provenance") :]
+    prov = text[text.index("Appendix C: Provenance") :]
     for name in ("papers/dc2.yaml", "papers/pcp.yaml", "claims.csv", "runs.csv", COMMIT):
         assert name in prov, name
+
+
+def test_operating_points_appendix_lists_each_choice_and_its_candidates(built: dict[str, Any]):
+    text = _flat(built["text"])
+    appendix = text[text.index("Appendix B: Operating points") : text.index("Appendix C")]
+    assert "tuning seed 1000" in appendix and "within one test sample" in appendix
+    assert "dc2_topk__r0p5 from digits_mlp/dc2_topk" in appendix  # a sweep inherits
+    assert "config/operating_points/smoke.yaml" in appendix  # where the points came from
+    assert "0.2 (2×)" in appendix and "any (scenario-free)" in appendix
+    assert "div." in appendix and "0.950 *" in appendix  # a diverged candidate; the chosen one
+    cands = _attached(built)["data_tuning_candidates.csv"]
+    assert cands.count("\n") == 1 + 14 and "returned to 2.3" in cands
 
 
 def test_reported_values_are_read_from_the_paper_files(

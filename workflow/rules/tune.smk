@@ -1,0 +1,65 @@
+# Operating points (psml_core.tuning): a tune job for each (workload, recipe) whose entry the
+# record config/operating_points/<tier>.yaml lacks or holds stale, and the points in use
+# collected for the report (and to copy into the record).
+
+
+localrules:
+    tune_spec,
+    operating_points,
+
+
+rule tune_spec:
+    output:
+        f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
+    log:
+        f"logs/{TIER}/specs/tune/{{workload}}/{{method}}.log",
+    wildcard_constraints:
+        workload="|".join(TUNE_WORKLOADS) or "(?!)",
+        method="|".join(TUNE_METHODS) or "(?!)",
+    params:
+        spec=tune_json,
+    run:
+        write_spec(output[0], params.spec, log[0])
+
+
+rule tune:
+    input:
+        unpack(prepared),
+        spec=f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
+        traces=tune_traces,
+    output:
+        f"results/{TIER}/tune/{{workload}}/{{method}}.json",
+    log:
+        f"logs/{TIER}/tune/{{workload}}/{{method}}.log",
+    benchmark:
+        f"logs/{TIER}/bench/tune/{{workload}}/{{method}}.tsv"
+    wildcard_constraints:
+        workload="|".join(TUNE_WORKLOADS) or "(?!)",
+        method="|".join(TUNE_METHODS) or "(?!)",
+    conda:
+        "../envs/psml.yaml"
+    threads: train_threads
+    resources:
+        **TRAIN_TASKS,
+        **TRAIN_GPU,
+        mem_mb=4000,
+        # Several full runs (the candidates), one after the other.
+        runtime=480,
+    params:
+        data_dir=parent_dir,
+    shell:
+        "psml tune --spec {input.spec} --data {params.data_dir} --out {output} > {log} 2>&1"
+
+
+rule operating_points:
+    input:
+        tuned=[tune_file(key) for key in sorted(TUNING.pending)],
+    output:
+        f"results/{TIER}/operating_points.yaml",
+    log:
+        f"logs/{TIER}/specs/operating_points.log",
+    params:
+        # The record's entries in use (their hash): a change of the record re-collects.
+        record=hashlib.sha256(json.dumps(TUNING.entries, sort_keys=True).encode()).hexdigest(),
+    run:
+        collect_points(output[0], input.tuned, log[0])
