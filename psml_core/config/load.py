@@ -353,7 +353,10 @@ def _check_names(where: str, names: list[str], known: Any, kind: str, what: str)
 SPARSE_SOURCES = ("zipf_sparse", "libsvm")
 """Data sources whose features are sparse (feature hashing applies to them only)."""
 
-IMAGE_MODELS = {"resnet18": ("cifar10", "synthetic_images")}
+IMAGE_MODELS = {
+    "resnet18": ("cifar10", "synthetic_images"),
+    "cnn": ("digits", "digits28", "mnist", "cifar10", "synthetic_images"),
+}
 """Models that take images, and the data sources whose rows are images of the right layout."""
 
 

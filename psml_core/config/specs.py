@@ -110,6 +110,23 @@ class DatasetSpec:
     url: str | None = None
     test_url: str | None = None
     test_sha256: str | None = None
+    communities: int | None = None
+    locality: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict; the planted-community keys only where set.
+
+        Without them a data set keeps the JSON (hence the run's config hash) it had before
+        they existed, so its prepared files and results stay valid.
+        """
+        out = _plain(dataclasses.asdict(self))
+        for key in _LATER_DATASET_KEYS:
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
+
+
+_LATER_DATASET_KEYS = ("communities", "locality")
 
 
 @dataclass(frozen=True)
@@ -304,6 +321,7 @@ class RunSpec:
         out = _plain(dataclasses.asdict(self))
         if out.get("device") == "cpu":
             del out["device"]
+        out["dataset"] = self.dataset.to_dict()
         return out
 
     def to_json(self) -> str:

@@ -134,7 +134,7 @@ def hashing_json(wildcards):
 
 def dataset_json(wildcards):
     """A dataset's settings as JSON, for `psml prepare`."""
-    return json.dumps(asdict(EXP.datasets[wildcards.dataset]), sort_keys=True)
+    return json.dumps(EXP.datasets[wildcards.dataset].to_dict(), sort_keys=True)
 
 
 def run_json(wildcards):
