@@ -19,6 +19,7 @@ import yaml
 
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
+from psml_core.calibrate_command import calibrate_args, cmd_calibrate
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
@@ -409,6 +410,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
     )
     p.add_argument("--out", help="output directory (by name: the workflow's)")
+    p.add_argument("--calibration", help="a calibrated recipe's factor (`psml calibrate --out`)")
     p.add_argument(
         "--launcher",
         choices=["local", "srun", "torchrun"],
@@ -479,6 +481,7 @@ _COMMANDS: tuple[
         _partition_args,
         "compute a run's placement and predicted traffic",
     ),
+    ("calibrate", cmd_calibrate, calibrate_args, "fit a calibrated sweep's factor (tuning seed)"),
     ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
     ("runs", cmd_runs, _config_args, "list the tier's runs and whether each has results"),
     ("show", cmd_show, _show_args, "print one run's summary (accuracy, time, bytes, paths)"),

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from psml_core.config.calibration import CalibrationSpec, calibration_spec, marker
 from psml_core.config.schema import (
     config_root,
     load_yaml,
@@ -131,6 +132,7 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         )
     _schedule_claims(cfg, recipes, root / "papers")
     made: set[str] = set()
+    calibrations: dict[str, CalibrationSpec] = {}
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
             if ex.get(key):
@@ -141,7 +143,11 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
                 listed = ex.get(table) or []
                 ex[table] = [*listed, *(d for d in derived if d not in listed)]
         if ex.get("sweep"):
-            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
+            where = f"experiments.{name}.sweep"
+            cal = _calibration(cfg, name, ex, root / "papers", where)
+            if cal is not None:
+                calibrations[cal.key] = cal
+            derived = sweep_recipes(recipes, ex["sweep"], where, cal)
             recipes.update(derived)
             ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
     exp = Experiment(
@@ -176,6 +182,7 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         device=cfg.get("device", "cpu"),
         slurm_gpu_partition=cfg.get("slurm_gpu_partition", "gpu"),
         derived=frozenset(made),
+        calibrations=calibrations,
     )
     if not exp.grid():
         raise ConfigError(
@@ -183,6 +190,22 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         )
     _check_runs(exp)
     return exp
+
+
+def _calibration(
+    cfg: dict[str, Any], name: str, ex: dict[str, Any], papers: Path, where: str
+) -> CalibrationSpec | None:
+    """The calibration an experiment's sweep names, fitted on its first workload and scenario."""
+    key = ex["sweep"].get("calibration")
+    if not key:
+        return None
+    workloads = ex.get("workloads") or sorted(cfg["workloads"])
+    scenarios = ex.get("scenarios") or sorted(cfg["scenarios"])
+    seeds = {
+        *cfg["seeds"],
+        *(s for e in cfg.get("experiments", {}).values() for s in e.get("seeds") or []),
+    }
+    return calibration_spec(papers, key, ex["sweep"], workloads[0], scenarios[0], seeds, where)
 
 
 def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
@@ -289,12 +312,17 @@ def sweep_entries(
 
 
 def sweep_recipes(
-    recipes: dict[str, MethodRecipe], sweep: dict[str, Any], where: str
+    recipes: dict[str, MethodRecipe],
+    sweep: dict[str, Any],
+    where: str,
+    cal: CalibrationSpec | None = None,
 ) -> dict[str, MethodRecipe]:
     """The recipes of an experiment's parameter sweep: one per value, ``<method>__<label>``.
 
     Each is the swept recipe with every path of ``sweep["params"]`` set to the value (and the
-    value named in its description); its blocks are checked like any recipe's.
+    value named in its description); its blocks are checked like any recipe's. With a
+    calibration ``cal``, the values are in the paper's units and each recipe carries the
+    ``calibrated`` marker that training resolves (:mod:`psml_core.config.calibration`).
 
     Raises:
         ConfigError: an unknown method, a path the recipe does not have, labels that do not
@@ -326,6 +354,9 @@ def sweep_recipes(
             description=f"{data['description']} [sweep: {shown}, in place of the base recipe's "
             f"value that the text above names]",
         )
+        if cal is not None:
+            data["calibrated"] = marker(cal, value)
+            data["description"] += f" [{shown} in the paper's units, x the factor of {cal.key}]"
         try:
             recipe = build(MethodRecipe, data, name)
         except ConfigError as exc:

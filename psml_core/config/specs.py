@@ -114,19 +114,12 @@ class DatasetSpec:
     locality: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict; the planted-community keys only where set.
-
-        Without them a data set keeps the JSON (hence the run's config hash) it had before
-        they existed, so its prepared files and results stay valid.
-        """
+        """A plain dict, the community keys only where set (older specs keep their hash)."""
         out = _plain(dataclasses.asdict(self))
-        for key in _LATER_DATASET_KEYS:
-            if out.get(key) is None:
-                out.pop(key, None)
-        return out
+        return {k: v for k, v in out.items() if v is not None or k not in _LATER_KEYS}
 
 
-_LATER_DATASET_KEYS = ("communities", "locality")
+_LATER_KEYS = ("communities", "locality")
 
 
 @dataclass(frozen=True)
@@ -291,6 +284,7 @@ class MethodRecipe:
     role: str = "baseline"
     deviations: tuple[str, ...] = ()
     hashing: HashingSpec | None = None
+    calibrated: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -322,6 +316,8 @@ class RunSpec:
         if out.get("device") == "cpu":
             del out["device"]
         out["dataset"] = self.dataset.to_dict()
+        if out["method"].get("calibrated") is None:  # older specs keep their hash
+            out["method"].pop("calibrated", None)
         return out
 
     def to_json(self) -> str:
@@ -400,6 +396,8 @@ class Experiment:
     slurm_gpu_partition: str = "gpu"
     derived: frozenset[str] = frozenset()
     """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
+    calibrations: dict[str, Any] = field(default_factory=dict)
+    """Calibrated sweeps' factors to fit, by key (``config.calibration.CalibrationSpec``)."""
 
     @property
     def all_methods(self) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -89,6 +90,10 @@ DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 # The recipes' hashing blocks (jpdc), each hashed once per (dataset, seed) by the hash rule.
 HASHINGS = {r.hashing.key: r.hashing for r in EXP.recipes.values() if r.hashing}
 
+# Calibrated sweeps (a paper's parameter in its own units, config.calibration): one factor per
+# calibration, fitted on its tuning seed before any run of the sweep trains.
+CALIBRATIONS = sorted(EXP.calibrations)
+
 
 wildcard_constraints:
     dataset="|".join(DATASETS),
@@ -97,6 +102,7 @@ wildcard_constraints:
     method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
     seed=r"\d+",
+    calibration="|".join(map(re.escape, CALIBRATIONS)) or "(?!)",
 
 
 def dataset_of(wildcards):
@@ -185,7 +191,12 @@ def dataset_sources(wildcards):
 
 def delay_traces(wildcards):
     """A run's trace CSVs (delay, cross-traffic) and device file, so that editing one re-trains."""
-    sc = EXP.scenarios[wildcards.scenario]
+    return scenario_files(wildcards.scenario)
+
+
+def scenario_files(scenario):
+    """A scenario's trace CSVs (delay, cross-traffic) and the tier's device file."""
+    sc = EXP.scenarios[scenario]
     traces = [
         spec.get("path")
         for spec in (sc.delay or {}, sc.cross_traffic or {})
@@ -269,3 +280,35 @@ def experiment_json(wildcards):
         for name, block in config.get("experiments", {}).items()
     }
     return json.dumps(exp, sort_keys=True)
+
+
+def calibration_of(wildcards):
+    """The calibration file a training run reads ([] unless its recipe is a calibrated sweep's)."""
+    mark = EXP.recipes[wildcards.method].calibrated
+    return [f"results/{TIER}/calibration/{mark['id']}.json"] if mark else []
+
+
+def calibration_arg(wildcards, input):
+    """`psml train`'s --calibration option, where the run has one."""
+    return f"--calibration {input.calibration}" if input.calibration else ""
+
+
+def calibration_json_of(wildcards):
+    """A calibration and its two runs on the tuning seed, as JSON, for `psml calibrate`."""
+    from psml_core.config.calibration import calibration_json
+
+    return calibration_json(EXP, wildcards.calibration)
+
+
+def calibration_data(wildcards):
+    """The prepared data set of a calibration's workload."""
+    name = EXP.workloads[EXP.calibrations[wildcards.calibration].workload].dataset
+    return {
+        "data": f"data/{TIER}/{name}/data.npz",
+        "manifest": f"data/{TIER}/{name}/manifest.json",
+    }
+
+
+def calibration_traces(wildcards):
+    """The trace and device files of a calibration's scenario (as for a training run)."""
+    return scenario_files(EXP.calibrations[wildcards.calibration].scenario)
