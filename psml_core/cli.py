@@ -129,21 +129,18 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from psml_core.atomic import write_bytes, write_json
     from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
+    from psml_core.engine.job import placement_problem
     from psml_core.models import make_model
-    from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
+    from psml_core.placement import PLACEMENTS, predicted_traffic
 
     spec = read_run_spec(args.run)
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
     ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
-    problem = PlacementProblem(
-        n_samples=len(ds.y_train),
-        n_keys=model.n_params,
-        incidence=model.incidence(ds.X_train),
-        seed=spec.seed,
-    )
+    placement = PLACEMENTS.build(spec.method.placement)
+    problem = placement_problem(model, placement, ds, spec.seed)
     t0 = time.perf_counter()
-    assignment = PLACEMENTS.build(spec.method.placement).assign(problem, spec.workers, spec.shards)
+    assignment = placement.assign(problem, spec.workers, spec.shards)
     seconds = time.perf_counter() - t0
     traffic = predicted_traffic(
         problem,
@@ -161,6 +158,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     )
     if "hashing" in ds.meta:
         traffic["hashing"] = ds.meta["hashing"]
+    if problem.incidence is None and not placement.needs_incidence:
+        traffic["incidence"] = "not built (the placement does not read it): all keys counted"
     write_bytes(
         args.out,
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),

@@ -390,15 +390,19 @@ IMAGE_MODELS = {
 }
 """Models that take images, and the data sources whose rows are images of the right layout."""
 
+SPARSE_MODELS = {"sparse_mlp": SPARSE_SOURCES}
+"""Models that take sparse rows (an embedding row per feature), and the sources that give them."""
+
 
 def _check_runs(exp: Experiment) -> None:
     """Combinations that cannot run: image models on non-image data, hashing on dense data."""
     for w, wl in exp.workloads.items():
-        sources = IMAGE_MODELS.get(wl.model)
+        sources = IMAGE_MODELS.get(wl.model) or SPARSE_MODELS.get(wl.model)
         ds = exp.datasets[wl.dataset]
         if sources is not None and ds.source not in sources:
+            kind = "images" if wl.model in IMAGE_MODELS else "sparse features"
             raise ConfigError(
-                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes images, but "
+                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes {kind}, but "
                 f"data set {ds.name!r} has source {ds.source!r}; allowed sources: "
                 + ", ".join(sources)
             )

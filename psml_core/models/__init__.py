@@ -5,6 +5,7 @@ from psml_core.models.cnn import SmallCNN
 from psml_core.models.logreg import LogisticRegression
 from psml_core.models.mlp import MLP
 from psml_core.models.resnet import ResNet18
+from psml_core.models.sparse_mlp import SparseMLP
 
 __all__ = [
     "MLP",
@@ -13,5 +14,6 @@ __all__ = [
     "Model",
     "ResNet18",
     "SmallCNN",
+    "SparseMLP",
     "make_model",
 ]

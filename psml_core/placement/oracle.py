@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from psml_core.data.base import Dataset
 from psml_core.errors import ConfigError
+from psml_core.models.base import Model
 from psml_core.placement.base import Assignment, PlacementProblem
 from psml_core.placement.cost import expected_step_traffic, touch_probability
 from psml_core.placement.random import RandomPlacement
 
-__all__ = ["OracleBound", "group_split", "oracle_assignment", "oracle_bound"]
+__all__ = ["OracleBound", "dataset_oracle", "group_split", "oracle_assignment", "oracle_bound"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +152,29 @@ def oracle_bound(
         remaining=remaining,
         bound=1.0 - remaining,
     )
+
+
+def dataset_oracle(
+    dataset: Dataset, model: Model, workers: int, batch_size: int, seed: int = 0
+) -> OracleBound:
+    """The oracle bound of a prepared data set for a workload's model, workers and batch size.
+
+    The keys are ``model``'s (its incidence: for the sparse logistic regression, a feature's
+    weights and the bias); ``seed`` seeds the random reference placement, as a run's seed does.
+
+    Raises:
+        ConfigError: the data set has no planted groups, or see :func:`oracle_bound`.
+    """
+    if dataset.groups_train is None:
+        raise ConfigError(
+            f"oracle bound: data set {dataset.name!r} has no planted groups; generate it with "
+            "zipf_sparse communities (or locality) to know its true groups"
+        )
+    problem = PlacementProblem(
+        n_samples=len(dataset.y_train),
+        n_keys=model.n_params,
+        incidence=model.incidence(dataset.X_train),
+        seed=seed,
+        groups=dataset.groups_train,
+    )
+    return oracle_bound(problem, dataset.groups_train, workers, batch_size)

@@ -12,7 +12,12 @@ from psml_core.errors import ConfigError
 from psml_core.models import make_model
 from psml_core.placement.base import PlacementProblem
 from psml_core.placement.cost import expected_step_traffic
-from psml_core.placement.oracle import group_split, oracle_assignment, oracle_bound
+from psml_core.placement.oracle import (
+    dataset_oracle,
+    group_split,
+    oracle_assignment,
+    oracle_bound,
+)
 
 
 def _problem(rows: int, locality: float | None, seed: int = 0, **kw):
@@ -72,6 +77,16 @@ def test_at_lambda_zero_the_small_tier_bound_is_the_measured_9p6_percent() -> No
     prob, ds = _problem(40_000, 0.0, communities=103)
     b = oracle_bound(prob, ds.groups_train, 8, 128)
     assert b.bound == pytest.approx(0.096, abs=0.01)
+    wl = WorkloadSpec(name="w", dataset="z", model="logreg", batch_size=128, lr=0.1, iterations=1)
+    same = dataset_oracle(ds, make_model(wl, ds.n_features, 2), 8, 128)
+    assert same == b
+
+
+def test_dataset_oracle_needs_planted_groups() -> None:
+    _, ds = _problem(500, None, features=400, nnz_per_row=10.0)
+    wl = WorkloadSpec(name="w", dataset="z", model="logreg", batch_size=8, lr=0.1, iterations=1)
+    with pytest.raises(ConfigError, match="has no planted groups"):
+        dataset_oracle(ds, make_model(wl, ds.n_features, 2), 2, 8)
 
 
 def test_dense_models_and_mismatched_groups_are_refused() -> None:
