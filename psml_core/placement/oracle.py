@@ -27,16 +27,18 @@ of step 1 cannot be made; :func:`oracle_bound` then refuses.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psml_core.data.base import Dataset
 from psml_core.errors import ConfigError
-from psml_core.models.base import Model
 from psml_core.placement.base import Assignment, PlacementProblem
 from psml_core.placement.cost import expected_step_traffic, touch_probability
 from psml_core.placement.random import RandomPlacement
+
+if TYPE_CHECKING:  # loading a config imports placements, and must not import torch
+    from psml_core.data.base import Dataset
+    from psml_core.models.base import Model
 
 __all__ = ["OracleBound", "dataset_oracle", "group_split", "oracle_assignment", "oracle_bound"]
 
