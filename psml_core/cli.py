@@ -19,6 +19,7 @@ import yaml
 
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
+from psml_core.calibrate_command import calibrate_args, cmd_calibrate
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
@@ -129,21 +130,18 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from psml_core.atomic import write_bytes, write_json
     from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
+    from psml_core.engine.job import placement_problem
     from psml_core.models import make_model
-    from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
+    from psml_core.placement import PLACEMENTS, predicted_traffic
 
     spec = read_run_spec(args.run)
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
     ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
-    problem = PlacementProblem(
-        n_samples=len(ds.y_train),
-        n_keys=model.n_params,
-        incidence=model.incidence(ds.X_train),
-        seed=spec.seed,
-    )
+    placement = PLACEMENTS.build(spec.method.placement)
+    problem = placement_problem(model, placement, ds, spec.seed)
     t0 = time.perf_counter()
-    assignment = PLACEMENTS.build(spec.method.placement).assign(problem, spec.workers, spec.shards)
+    assignment = placement.assign(problem, spec.workers, spec.shards)
     seconds = time.perf_counter() - t0
     traffic = predicted_traffic(
         problem,
@@ -161,6 +159,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     )
     if "hashing" in ds.meta:
         traffic["hashing"] = ds.meta["hashing"]
+    if problem.incidence is None and not placement.needs_incidence:
+        traffic["incidence"] = "not built (the placement does not read it): all keys counted"
     write_bytes(
         args.out,
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),
@@ -410,6 +410,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
     )
     p.add_argument("--out", help="output directory (by name: the workflow's)")
+    p.add_argument("--calibration", help="a calibrated recipe's factor (`psml calibrate --out`)")
     p.add_argument(
         "--launcher",
         choices=["local", "srun", "torchrun"],
@@ -480,6 +481,7 @@ _COMMANDS: tuple[
         _partition_args,
         "compute a run's placement and predicted traffic",
     ),
+    ("calibrate", cmd_calibrate, calibrate_args, "fit a calibrated sweep's factor (tuning seed)"),
     ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
     (
         "tune",

@@ -144,8 +144,10 @@ def check_movable(recipe: MethodRecipe) -> None:
             f"{where} moves keys at a point where no message is in flight, which only a "
             f"barrier gives; use sync: {{name: bsp}}, not {recipe.sync.name!r}"
         )
-    if recipe.pull not in ("params", "aggregate"):
-        raise ConfigError(f"{where} supports pull: params or aggregate, not {recipe.pull!r}")
+    if recipe.pull not in ("params", "aggregate", "touched"):
+        raise ConfigError(
+            f"{where} supports pull: params, aggregate or touched, not {recipe.pull!r}"
+        )
     if recipe.codec.params.get("momentum_correction"):
         raise ConfigError(
             f"{where}: codec {recipe.codec.name!r} with momentum_correction keeps per-shard "

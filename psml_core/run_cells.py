@@ -366,7 +366,7 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
             raise ConfigError(f"give --run or {', '.join(given)} (a run by name), not both")
         if args.data is None or args.out is None:
             raise ConfigError("--run needs --data and --out")
-        return read_run_spec(args.run)
+        return calibrated(read_run_spec(args.run), args)
     if len(given) < len(cell):
         missing = ", ".join(f"--{f}" for f in cell if f"--{f}" not in given)
         raise ConfigError(
@@ -381,4 +381,32 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
     paths = cell_inputs(exp, spec, args.data, args.out, args.partition)
     args.run, args.data, args.out = spec.to_json(), str(paths.data), str(paths.out)
     args.partition = None if paths.partition is None else str(paths.partition)
+    return calibrated(spec, args)
+
+
+def calibrated(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    """The run with its calibrated parameters resolved (a calibrated sweep's recipe), else as is.
+
+    The factor comes from ``--calibration``, else from the workflow's
+    ``results/<tier>/calibration/<key>.json``; ``args.run`` becomes the resolved spec's JSON
+    (what a dist run's ranks read).
+
+    Raises:
+        DataError: the calibration file is missing or unreadable.
+    """
+    from psml_core.config.calibration import apply_calibration, read_factor
+
+    mark = spec.method.calibrated
+    if not mark or "factor" in mark:
+        return spec
+    path = getattr(args, "calibration", None)
+    path = path or str(Path("results") / spec.tier / "calibration" / f"{mark['id']}.json")
+    if not Path(path).is_file():
+        raise DataError(
+            f"{path}: run {spec.run_id!r} takes {mark['params'][0]} from calibration "
+            f"{mark['id']!r}, which is not fitted yet; run `snakemake --cores 1 {path} "
+            f"--config tier={spec.tier}` or give --calibration"
+        )
+    spec = apply_calibration(spec, read_factor(path, mark["id"]))
+    args.run = spec.to_json()
     return spec

@@ -285,14 +285,22 @@ def format_summary(content: dict[str, Any], sizes: Sequence[int] = (2**15, 2**20
     times at calibrated sizes, interpolated between them.
     """
     c = content["compute"]
+    cc = content["codec_costs"]
+    costs = f"codec costs: {cc['source']['kind']}"
+    if cc["source"]["kind"] == "estimated":
+        scaled = cc["calibration"].get("scaled_from", "a CPU table")
+        costs += (
+            f" from {scaled}'s CPU table and this device's memory bandwidth, not measured "
+            "on the device itself"
+        )
     lines = [
         f"compute: {c['flops_per_s']:.4g} FLOP/s, overhead {c['overhead_s'] * 1e6:.1f} us "
         f"({c['source']['kind']})",
+        costs,
         "",
         "| codec | ratio | op | " + " | ".join(f"n={n} (ms)" for n in sizes) + " |",
         "|---|---|---|" + "---|" * len(sizes),
     ]
-    cc = content["codec_costs"]
     cal = tuple(int(n) for n in cc["calibration"]["sizes"])
 
     def cells(curve: dict[str, Any]) -> str:

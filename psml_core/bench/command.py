@@ -8,7 +8,7 @@ from typing import Any
 
 from psml_core.errors import ConfigError
 
-__all__ = ["bench_args", "bench_calibrate", "cmd_bench"]
+__all__ = ["bench_args", "bench_calibrate", "bench_calibrate_gpu", "cmd_bench"]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -37,6 +37,9 @@ def bench_calibrate(args: argparse.Namespace) -> int:
     """``psml bench calibrate``: measure this machine into a device file; estimate GPU files."""
     from psml_core.bench import calibrate as cal
     from psml_core.config import load_yaml
+
+    if (args.device or "").startswith("cuda") or args.force_cpu:
+        return bench_calibrate_gpu(args)
 
     gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
     if args.source and args.out:
@@ -107,6 +110,54 @@ def bench_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_calibrate_gpu(args: argparse.Namespace) -> int:
+    """``psml bench calibrate --device cuda --out FILE``: measure the local GPU's profile.
+
+    Compute and memcpy are measured on the GPU; the codec table is the CPU table of ``--from``
+    (default ``config/devices/cpu-core.yaml``) scaled by the measured memcpy
+    (:mod:`psml_core.bench.calibrate_gpu`).
+    """
+    from psml_core.bench.calibrate import format_summary, write_device
+    from psml_core.bench.calibrate_gpu import GpuCalibration, calibrate_gpu
+    from psml_core.config import config_root, load_yaml
+
+    if not args.out:
+        raise ConfigError("--device cuda needs --out FILE (e.g. config/devices/h100.yaml)")
+    if args.estimate_gpu:
+        raise ConfigError("--device cuda measures the GPU; --estimate-gpu estimates one: pick one")
+    source = Path(args.source) if args.source else config_root() / "devices" / "cpu-core.yaml"
+    cpu = load_yaml(source, what="device file")
+    if not isinstance(cpu, dict) or not isinstance(cpu.get("codec_costs"), dict):
+        raise ConfigError(f"device file {str(source)!r} has no codec_costs table")
+    name = Path(args.out).stem
+    command = f"psml bench calibrate --device cuda --out {args.out}"
+    if args.source:
+        command += f" --from {args.source}"
+    command += " --quick" * bool(args.quick) + " --force-cpu" * bool(args.force_cpu)
+    spec = GpuCalibration(
+        device=name,
+        command=command,
+        cpu=cpu,
+        cpu_file=source.name,
+        repeats=args.repeats or (3 if args.quick else 5),
+        quick=args.quick,
+        force_cpu=args.force_cpu,
+        min_time=0.0 if args.quick else 2e-3,
+        note=args.note or "",
+        log=lambda line: print(line, flush=True),
+    )
+    content = calibrate_gpu(spec)
+    header = (
+        f"Device profile {name!r}: compute and memcpy measured on the local GPU by\n"
+        f"`{command}`; codec costs estimated from {source.name} (the codecs are host code).\n"
+        "Do not edit by hand: re-run the command (see benchmarks/README.md, Calibration)."
+    )
+    write_device(args.out, content, header)
+    print(format_summary(content))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def bench_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml bench``."""
     p.add_argument("what", choices=["codecs", "calibrate"], help="which benchmark")
@@ -118,7 +169,16 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--codecs", default="", help="comma list (default: all registered)")
     p.add_argument("--repeats", type=int, help="timed repetitions (codecs: 3, calibrate: 5)")
     p.add_argument("--json", help="codecs: also write the rows as JSON here")
-    p.add_argument("--device", help="calibrate: the profile's name (default: --out's stem)")
+    p.add_argument(
+        "--device",
+        help="calibrate: the profile's name (default: --out's stem); 'cuda' measures the local "
+        "GPU instead (compute and memcpy; codec costs scaled from --from, default cpu-core)",
+    )
+    p.add_argument(
+        "--force-cpu",
+        action="store_true",
+        help="calibrate --device cuda: run the GPU path on the CPU's torch device (tests only)",
+    )
     p.add_argument("--out", help="calibrate: the device file to write (measured on this machine)")
     p.add_argument(
         "--sizes", help="calibrate: comma list of vector lengths (default 2^10 ... 2^24)"

@@ -20,6 +20,7 @@ __all__ = [
     "GPU_SPECS",
     "GpuSpec",
     "estimate_gpu",
+    "scaled_table",
 ]
 
 GPU_CALL_OVERHEAD_S = 20e-6
@@ -128,36 +129,9 @@ def estimate_gpu(cpu: dict[str, Any], gpu: str, cpu_file: str) -> dict[str, Any]
         )
     device_from_dict(cpu, Path(cpu_file).stem, source=f"device file {cpu_file!r}")  # checks
     spec = GPU_SPECS[gpu]
-    cc = cpu["codec_costs"]
-    sizes = [int(n) for n in cc["calibration"]["sizes"]]
-    memcpy = [max(float(t), TIME_FLOOR_S) for t in cc["reference"]["times"]]
-    per_elem = 8.0 / spec.hbm_bytes_per_s  # seconds per element of a GPU memcpy
-    gpu_copy = [per_elem * n for n in sizes]
-
-    def scale(curve: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "times": [
-                round_sig(GPU_CALL_OVERHEAD_S + float(t) / m * g)
-                for t, m, g in zip(curve["times"], memcpy, gpu_copy, strict=True)
-            ]
-        }
-
-    codecs = {
-        name: [
-            {"ratio": e["ratio"], **{op: scale(v) for op, v in e.items() if op != "ratio"}}
-            for e in entries
-        ]
-        for name, entries in cc["codecs"].items()
-    }
-    wrappers = {
-        name: {**scale(w), "inner_decode": w["inner_decode"]}
-        | ({"note": w["note"]} if "note" in w else {})
-        for name, w in cc["wrappers"].items()
-    }
-    calibration: dict[str, Any] = {"sizes": sizes}
-    if "ratios" in cc["calibration"]:
-        calibration["ratios"] = list(cc["calibration"]["ratios"])
-    calibration["scaled_from"] = cpu_file
+    table = scaled_table(
+        cpu, cpu_file, 8.0 / spec.hbm_bytes_per_s, GPU_CALL_OVERHEAD_S, GPU_MEMCPY_CALL_S
+    )
     detail = (
         f"[estimate] scaled point by point from the measured codec_costs of {cpu_file} (its "
         f"source says where and how): at each calibrated size n, each operation keeps its time "
@@ -178,11 +152,60 @@ def estimate_gpu(cpu: dict[str, Any], gpu: str, cpu_file: str) -> dict[str, Any]
             "source": {"kind": "cited", "detail": spec.flops_detail},
             "overhead_source": {"kind": "estimated", "detail": spec.overhead_detail},
         },
-        "codec_costs": {
-            "source": {"kind": "estimated", "detail": detail},
-            "calibration": calibration,
-            "reference": {"times": [round_sig(GPU_MEMCPY_CALL_S + g) for g in gpu_copy]},
-            "codecs": codecs,
-            "wrappers": wrappers,
-        },
+        "codec_costs": {"source": {"kind": "estimated", "detail": detail}, **table},
+    }
+
+
+def scaled_table(
+    cpu: dict[str, Any], cpu_file: str, copy_s_per_elem: float, call_s: float, copy_call_s: float
+) -> dict[str, Any]:
+    """A measured CPU table's codec costs moved to a GPU, point by point (see estimate_gpu).
+
+    At each calibrated size ``n``: ``t_gpu(n) = call_s + (t_cpu(n) / memcpy_cpu(n)) *
+    copy_s_per_elem * n``; the GPU memcpy reference is ``copy_call_s + copy_s_per_elem * n``.
+
+    Args:
+        cpu: The CPU file's content (measured, validated).
+        cpu_file: Its name, recorded as ``calibration.scaled_from``.
+        copy_s_per_elem: Seconds per float32 element of a memcpy on the GPU.
+        call_s: Per-call cost of a codec operation on the GPU.
+        copy_call_s: Per-call cost of the GPU memcpy reference.
+
+    Returns:
+        ``calibration``, ``reference``, ``codecs`` and ``wrappers`` of a ``codec_costs`` block.
+    """
+    cc = cpu["codec_costs"]
+    sizes = [int(n) for n in cc["calibration"]["sizes"]]
+    memcpy = [max(float(t), TIME_FLOOR_S) for t in cc["reference"]["times"]]
+    gpu_copy = [copy_s_per_elem * n for n in sizes]
+
+    def scale(curve: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "times": [
+                round_sig(call_s + float(t) / m * g)
+                for t, m, g in zip(curve["times"], memcpy, gpu_copy, strict=True)
+            ]
+        }
+
+    codecs = {
+        name: [
+            {"ratio": e["ratio"], **{op: scale(v) for op, v in e.items() if op != "ratio"}}
+            for e in entries
+        ]
+        for name, entries in cc["codecs"].items()
+    }
+    wrappers = {
+        name: {**scale(w), "inner_decode": w["inner_decode"]}
+        | ({"note": w["note"]} if "note" in w else {})
+        for name, w in cc["wrappers"].items()
+    }
+    calibration: dict[str, Any] = {"sizes": sizes}
+    if "ratios" in cc["calibration"]:
+        calibration["ratios"] = list(cc["calibration"]["ratios"])
+    calibration["scaled_from"] = cpu_file
+    return {
+        "calibration": calibration,
+        "reference": {"times": [round_sig(copy_call_s + g) for g in gpu_copy]},
+        "codecs": codecs,
+        "wrappers": wrappers,
     }

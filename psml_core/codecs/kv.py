@@ -153,7 +153,10 @@ class KVCodec(Codec):
 
     No parameters. ``encode`` sends the non-zero entries; ``encode_keys`` the entries at given
     keys (a mini-batch's keys, zeros included). The server sums the decoded pushes (default).
+    No state per shard, so its keys may move between shards (the dynamic partition).
     """
+
+    movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """The non-zero entries of ``x``, keys ascending."""

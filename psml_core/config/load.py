@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from psml_core.config.calibration import CalibrationSpec, calibration_spec, marker
 from psml_core.config.schema import (
     config_root,
     load_yaml,
@@ -135,6 +136,7 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
     made: set[str] = set()
     bases: dict[str, str] = {}
     base_recipes: dict[str, MethodRecipe] = {}
+    calibrations: dict[str, CalibrationSpec] = {}
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
             if ex.get(key):
@@ -146,7 +148,11 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
                 listed = ex.get(table) or []
                 ex[table] = [*listed, *(d for d in derived if d not in listed)]
         if ex.get("sweep"):
-            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
+            where = f"experiments.{name}.sweep"
+            cal = _calibration(cfg, name, ex, root / "papers", where)
+            if cal is not None:
+                calibrations[cal.key] = cal
+            derived = sweep_recipes(recipes, ex["sweep"], where, cal)
             recipes.update(derived)
             base = ex["sweep"]["method"]
             bases.update(dict.fromkeys(derived, base))
@@ -187,6 +193,7 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         tuning=build(TuningSpec, cfg["tuning"], "tuning"),
         bases=bases,
         base_recipes=base_recipes,
+        calibrations=calibrations,
     )
     if not exp.grid():
         raise ConfigError(
@@ -194,6 +201,22 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         )
     _check_runs(exp)
     return exp
+
+
+def _calibration(
+    cfg: dict[str, Any], name: str, ex: dict[str, Any], papers: Path, where: str
+) -> CalibrationSpec | None:
+    """The calibration an experiment's sweep names, fitted on its first workload and scenario."""
+    key = ex["sweep"].get("calibration")
+    if not key:
+        return None
+    workloads = ex.get("workloads") or sorted(cfg["workloads"])
+    scenarios = ex.get("scenarios") or sorted(cfg["scenarios"])
+    seeds = {
+        *cfg["seeds"],
+        *(s for e in cfg.get("experiments", {}).values() for s in e.get("seeds") or []),
+    }
+    return calibration_spec(papers, key, ex["sweep"], workloads[0], scenarios[0], seeds, where)
 
 
 def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
@@ -322,12 +345,17 @@ def sweep_entries(
 
 
 def sweep_recipes(
-    recipes: dict[str, MethodRecipe], sweep: dict[str, Any], where: str
+    recipes: dict[str, MethodRecipe],
+    sweep: dict[str, Any],
+    where: str,
+    cal: CalibrationSpec | None = None,
 ) -> dict[str, MethodRecipe]:
     """The recipes of an experiment's parameter sweep: one per value, ``<method>__<label>``.
 
     Each is the swept recipe with every path of ``sweep["params"]`` set to the value (and the
-    value named in its description); its blocks are checked like any recipe's.
+    value named in its description); its blocks are checked like any recipe's. With a
+    calibration ``cal``, the values are in the paper's units and each recipe carries the
+    ``calibrated`` marker that training resolves (:mod:`psml_core.config.calibration`).
 
     Raises:
         ConfigError: an unknown method, a path the recipe does not have, labels that do not
@@ -359,6 +387,9 @@ def sweep_recipes(
             description=f"{data['description']} [sweep: {shown}, in place of the base recipe's "
             f"value that the text above names]",
         )
+        if cal is not None:
+            data["calibrated"] = marker(cal, value)
+            data["description"] += f" [{shown} in the paper's units, x the factor of {cal.key}]"
         try:
             recipe = build(MethodRecipe, data, name)
         except ConfigError as exc:
@@ -386,18 +417,25 @@ def _check_names(where: str, names: list[str], known: Any, kind: str, what: str)
 SPARSE_SOURCES = ("zipf_sparse", "libsvm")
 """Data sources whose features are sparse (feature hashing applies to them only)."""
 
-IMAGE_MODELS = {"resnet18": ("cifar10", "synthetic_images")}
+IMAGE_MODELS = {
+    "resnet18": ("cifar10", "synthetic_images"),
+    "cnn": ("digits", "digits28", "mnist", "cifar10", "synthetic_images"),
+}
 """Models that take images, and the data sources whose rows are images of the right layout."""
+
+SPARSE_MODELS = {"sparse_mlp": SPARSE_SOURCES}
+"""Models that take sparse rows (an embedding row per feature), and the sources that give them."""
 
 
 def _check_runs(exp: Experiment) -> None:
     """Combinations that cannot run: image models on non-image data, hashing on dense data."""
     for w, wl in exp.workloads.items():
-        sources = IMAGE_MODELS.get(wl.model)
+        sources = IMAGE_MODELS.get(wl.model) or SPARSE_MODELS.get(wl.model)
         ds = exp.datasets[wl.dataset]
         if sources is not None and ds.source not in sources:
+            kind = "images" if wl.model in IMAGE_MODELS else "sparse features"
             raise ConfigError(
-                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes images, but "
+                f"invalid config: key 'workloads.{w}.model': {wl.model!r} takes {kind}, but "
                 f"data set {ds.name!r} has source {ds.source!r}; allowed sources: "
                 + ", ".join(sources)
             )

@@ -111,6 +111,16 @@ class DatasetSpec:
     url: str | None = None
     test_url: str | None = None
     test_sha256: str | None = None
+    communities: int | None = None
+    locality: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict, the community keys only where set (older specs keep their hash)."""
+        out = _plain(dataclasses.asdict(self))
+        return {k: v for k, v in out.items() if v is not None or k not in _LATER_KEYS}
+
+
+_LATER_KEYS = ("communities", "locality")
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,7 @@ class MethodRecipe:
     role: str = "baseline"
     deviations: tuple[str, ...] = ()
     hashing: HashingSpec | None = None
+    calibrated: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -312,6 +323,9 @@ class RunSpec:
             out.pop("operating_point", None)
         if out["workload"].get("warmup_iterations") == 0:
             del out["workload"]["warmup_iterations"]
+        out["dataset"] = self.dataset.to_dict()
+        if out["method"].get("calibrated") is None:  # older specs keep their hash
+            out["method"].pop("calibrated", None)
         return out
 
     def at_point(self, point: OperatingPoint) -> RunSpec:
@@ -404,6 +418,8 @@ class Experiment:
     bases: dict[str, str] = field(default_factory=dict)  # derived workload/recipe -> its base
     base_recipes: dict[str, MethodRecipe] = field(default_factory=dict)  # sweeps' base recipes
     operating_points: dict[str, OperatingPoint] = field(default_factory=dict)  # by tuning_key
+    calibrations: dict[str, Any] = field(default_factory=dict)
+    """Calibrated sweeps' factors to fit, by key (``config.calibration.CalibrationSpec``)."""
 
     @property
     def all_methods(self) -> tuple[str, ...]:

@@ -29,6 +29,9 @@ class Dataset:
         y_test: int64 test labels.
         n_classes: Number of classes.
         meta: Facts about the source (calibration, file names, generator parameters).
+        groups_train: The planted group of each training row, where the source plants them
+            (``zipf_sparse`` with communities), else None.
+        groups_test: The same for the test rows.
     """
 
     name: str
@@ -38,6 +41,8 @@ class Dataset:
     y_test: np.ndarray
     n_classes: int
     meta: dict[str, Any] = field(default_factory=dict)
+    groups_train: np.ndarray | None = None
+    groups_test: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:

@@ -15,7 +15,10 @@ nothing in the test suite reaches the network.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import sys
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from psml_core.atomic import atomic_path
 from psml_core.errors import DataError
 
-__all__ = ["DOWNLOAD_DIR", "fetch", "local_file"]
+__all__ = ["DOWNLOAD_DIR", "fetch", "fetch_files", "listing_sha256", "local_file"]
 
 DOWNLOAD_DIR = Path("data") / "downloads"
 """Where files named only by their URL are kept (relative to the working directory)."""
@@ -122,3 +125,74 @@ def local_file(
     if not dest.exists():
         fetch(url, dest, sha256, where, prefix)
     return str(dest)
+
+
+def listing_sha256(files: dict[str, str], names: tuple[str, ...]) -> str:
+    """SHA-256 of the ``sha256sum`` listing of ``names`` (``<sha>  <name>`` lines, in order).
+
+    What ``sha256sum NAME... | sha256sum`` prints for the files: one checksum for a set of
+    files (a data set shipped as several files, e.g. MNIST's four).
+
+    Args:
+        files: File name -> its SHA-256, for every name in ``names``.
+        names: The files in listing order.
+    """
+    listing = "".join(f"{files[name]}  {name}\n" for name in names)
+    return hashlib.sha256(listing.encode("ascii")).hexdigest()
+
+
+def _stream(url: str, dest: Path) -> str:
+    """Copy ``url`` to the file ``dest``; return the SHA-256 of what was written."""
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp, open(dest, "wb") as out:
+        while chunk := resp.read(_CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
+
+
+def fetch_files(base_url: str, names: tuple[str, ...], dest: Path, sha256: str, where: str) -> None:
+    """Download the files ``names`` under ``base_url`` into the directory ``dest``, atomically.
+
+    The files go to a temporary directory beside ``dest``, which is renamed into place only
+    when the :func:`listing_sha256` of the files equals ``sha256``; otherwise nothing is left.
+
+    Args:
+        base_url: The URL of the directory that holds the files (a trailing ``/`` is added).
+        names: The file names, in listing order.
+        dest: The directory to create.
+        sha256: The expected listing checksum (lowercase hex).
+        where: The data set's config key (``datasets.<name>``), for messages.
+
+    Raises:
+        DataError: A transfer failed, or the listing checksum differs.
+    """
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        shas = {}
+        for name in names:
+            url = urllib.parse.urljoin(base, name)
+            print(f"psml: downloading {url} -> {dest / name}", file=sys.stderr)
+            try:
+                shas[name] = _stream(url, tmp / name)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                reason = getattr(exc, "reason", None) or exc
+                raise DataError(
+                    f"{url}: download failed ({reason}) (config key {where}.url); check the "
+                    f"address and the network, or download the files yourself and give their "
+                    f"directory as {where}.path"
+                ) from None
+        actual = listing_sha256(shas, names)
+        if actual != sha256.lower():
+            raise DataError(
+                f"{base}: the downloaded files' listing SHA-256 is {actual}, not "
+                f"{sha256.lower()} ({where}.sha256); they were deleted. The server has another "
+                f"version or a transfer was damaged: retry, or update {where}.sha256 if the new "
+                "version is intended"
+            )
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)

@@ -36,13 +36,20 @@ def holdout_split(n_rows: int, test_fraction: float, seed: int) -> tuple[np.ndar
 
 
 def holdout_dataset(
-    spec: DatasetSpec, X: Matrix, y: np.ndarray, n_classes: int, meta: dict[str, object]
+    spec: DatasetSpec,
+    X: Matrix,
+    y: np.ndarray,
+    n_classes: int,
+    meta: dict[str, object],
+    groups: np.ndarray | None = None,
 ) -> Dataset:
     """The data set of all rows ``X``, ``y``, with ``spec.test_fraction`` of them held out.
 
-    The split is :func:`holdout_split` with ``spec.seed``.
+    The split is :func:`holdout_split` with ``spec.seed``; ``groups`` (a planted group per
+    row) is split alike.
     """
     train, test = holdout_split(X.shape[0], spec.test_fraction, spec.seed)
+    split = {} if groups is None else {"groups_train": groups[train], "groups_test": groups[test]}
     return Dataset(
         name=spec.name,
         X_train=X[train],
@@ -51,6 +58,7 @@ def holdout_dataset(
         y_test=y[test],
         n_classes=n_classes,
         meta=dict(meta),
+        **split,
     )
 
 

@@ -143,6 +143,9 @@ def save_prepared(ds: Dataset, out_dir: str | os.PathLike[str]) -> Path:
         "y_train": np.asarray(ds.y_train, dtype=np.int64),
         "y_test": np.asarray(ds.y_test, dtype=np.int64),
     }
+    if ds.groups_train is not None and ds.groups_test is not None:  # only where planted
+        arrays["groups_train"] = np.asarray(ds.groups_train, dtype=np.int64)
+        arrays["groups_test"] = np.asarray(ds.groups_test, dtype=np.int64)
     blob = npz_bytes(arrays)
     write_bytes(out / DATA_FILE, blob)
     manifest = {
@@ -233,6 +236,11 @@ def load_prepared(out_dir: str | os.PathLike[str], verify: bool = True) -> Datas
             X_test = _matrix(arrays, "X_test")
             y_train = np.asarray(arrays["y_train"], dtype=np.int64)
             y_test = np.asarray(arrays["y_test"], dtype=np.int64)
+            groups = {
+                key: np.asarray(arrays[key], dtype=np.int64)
+                for key in ("groups_train", "groups_test")
+                if key in arrays.files
+            }
         name, n_classes = str(manifest["name"]), int(manifest["n_classes"])
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise DataError(f"{path}: cannot be read ({exc}); {_fix(out)}") from None
@@ -244,6 +252,7 @@ def load_prepared(out_dir: str | os.PathLike[str], verify: bool = True) -> Datas
         y_test=y_test,
         n_classes=n_classes,
         meta=manifest.get("meta", {}),
+        **groups,
     )
 
 

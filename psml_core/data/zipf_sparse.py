@@ -41,6 +41,11 @@ Generative model (all [ours]):
   on the most popular features was tried first: those features sit in nearly every row, and SGD
   oscillated along that common direction for hundreds of steps; topic words are present or
   absent, which is what makes text classes learnable.)
+* Optional planted communities (``communities``, ``locality``; :mod:`.communities`): K groups of
+  rows, each with a Zipf vocabulary of its own, from which a fraction lambda of a row's draws
+  come. With lambda = 0 the data are exactly those without communities (the groups come from a
+  stream of their own); the groups are stored with the data (``groups_train``,
+  ``groups_test``) so that a placement, and the oracle bound, can use them.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import scipy.sparse as sp
 
 from psml_core.config import DatasetSpec
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
+from psml_core.data.communities import Communities, mixture_rates, plant
 from psml_core.data.prepare import holdout_dataset
 from psml_core.errors import ConfigError
 
@@ -64,6 +70,7 @@ __all__ = [
     "ZipfSparseSource",
     "expected_distinct",
     "generate",
+    "generate_with_groups",
     "resolve_params",
     "solve_draw_rate",
 ]
@@ -86,6 +93,7 @@ class Calibration:
         positive_rate: Fraction of positive labels in the binary task.
         zipf_exponent: Exponent s of the feature-popularity law ``p_r ~ r^-s``.
         source: Where each figure comes from; ``[ours]`` marks figures that are assumptions.
+        topics: Number of topic categories, the default number of planted communities.
     """
 
     features: int
@@ -93,6 +101,7 @@ class Calibration:
     positive_rate: float
     zipf_exponent: float
     source: str
+    topics: int | None = None
 
 
 DEFAULT_CALIBRATION = "rcv1_v2"
@@ -111,8 +120,10 @@ CALIBRATIONS: dict[str, Calibration] = {
             "T. G. Rose, F. Li, 'RCV1: A New Benchmark Collection for Text Categorization "
             "Research', JMLR 5:361-397, 2004; scikit-learn fetch_rcv1 documentation. "
             "Zipf exponent s = 1.0 is [ours]: not published for RCV1, taken from Zipf's law "
-            "for word frequencies."
+            "for word frequencies. 103 topic categories (Lewis et al. 2004), the default number "
+            "of planted communities."
         ),
+        topics=103,
     ),
 }
 
@@ -130,6 +141,8 @@ class ZipfParams:
         topic_mix: Fraction of a row's draws taken from its class's topic words.
         topic_band: Rank band (fractions of d) of the topic words, split between the classes.
         label_flip: Fraction of labels flipped after generation.
+        communities: Number K of planted groups of rows (0: none).
+        locality: Fraction lambda of a row's draws from its group's vocabulary.
     """
 
     rows: int
@@ -140,6 +153,8 @@ class ZipfParams:
     topic_mix: float = 0.1
     topic_band: tuple[float, float] = (0.002, 0.05)
     label_flip: float = 0.05
+    communities: int = 0
+    locality: float = 0.0
 
 
 def _rank_probabilities(d: int, s: float) -> np.ndarray:
@@ -213,8 +228,14 @@ def _draw_chunk(
     cdfs: list[np.ndarray],
     perm: np.ndarray,
     idf: np.ndarray,
+    groups: np.ndarray | None = None,
+    com: Communities | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draw the rows of one chunk.
+
+    With communities (``com`` and the chunk's ``groups``), a Bernoulli(lambda) per draw from
+    the community stream sends it to the row's vocabulary instead of its class's law; the
+    generator's own stream is drawn exactly as without them.
 
     Returns:
         Per non-zero, in row-major order with sorted feature ids: the chunk-local row, the
@@ -228,6 +249,9 @@ def _draw_chunk(
         mine = y[row] == c
         ranks[mine] = np.searchsorted(cdf, u[mine], side="right")
     feat = perm[np.minimum(ranks, d - 1)]
+    if com is not None and groups is not None:
+        local = com.from_group(row.size)
+        feat[local] = com.draw(groups[row[local]])
     keys, tf = np.unique(row * d + feat, return_counts=True)  # sorted: row-major, then feature
     row, feat = np.divmod(keys, d)
     noise = rng.lognormal(0.0, _VALUE_SIGMA, size=keys.size)
@@ -256,31 +280,52 @@ def _features(
     laws: list[np.ndarray],
     y: np.ndarray,
     perm: np.ndarray,
-) -> sp.csr_matrix:
-    """Generate the L2-normalised CSR matrix; row i draws from ``laws[y[i]]``."""
+    com: Communities | None = None,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Generate the L2-normalised CSR matrix; row i draws from ``laws[y[i]]``.
+
+    With communities of lambda > 0, row i draws from ``(1 - lambda) laws[y[i]] + lambda
+    vocab[group[i]]``; draw rates and document frequencies follow that mixture.
+
+    Returns:
+        The matrix and the number of draws of each row.
+    """
     n, d = params.rows, params.features
-    lams = [solve_draw_rate(law, params.nnz_per_row) for law in laws]
     share = [1.0 - params.positive_rate, params.positive_rate]
-    # P(row contains rank r), averaged over the classes, gives the document frequency for idf.
-    q = sum(
-        w * (1.0 - (1.0 - law) * np.exp(-lam * law))
-        for w, law, lam in zip(share, laws, lams, strict=True)
-    )
-    idf = np.empty(d)
-    idf[perm] = 1.0 + np.log(1.0 / q)
+    mixed = com is not None and com.locality > 0.0
+    if mixed:
+        assert com is not None
+        by_feature = [np.empty(d) for _ in laws]
+        for f, law in zip(by_feature, laws, strict=True):
+            f[perm] = law
+        rates, idf = mixture_rates(by_feature, share, com, params.nnz_per_row)
+        draws = 1 + rng.poisson(rates[y, com.group])
+    else:
+        lams = [solve_draw_rate(law, params.nnz_per_row) for law in laws]
+        # P(row contains rank r), averaged over the classes, gives the document frequency.
+        q = sum(
+            w * (1.0 - (1.0 - law) * np.exp(-lam * law))
+            for w, law, lam in zip(share, laws, lams, strict=True)
+        )
+        idf = np.empty(d)
+        idf[perm] = 1.0 + np.log(1.0 / q)
+        draws = 1 + rng.poisson(np.where(y == 1, lams[1], lams[0]))
     cdfs = [np.cumsum(law) for law in laws]
     for cdf in cdfs:
         cdf[-1] = 1.0
-    draws = 1 + rng.poisson(np.where(y == 1, lams[1], lams[0]))
     id_type = np.int32 if d < np.iinfo(np.int32).max else np.int64
     indices, values, counts = [], [], []
     for start, end in _chunks(draws):
-        row, feat, val = _draw_chunk(rng, draws[start:end], y[start:end], cdfs, perm, idf)
+        groups = com.group[start:end] if mixed and com is not None else None
+        row, feat, val = _draw_chunk(
+            rng, draws[start:end], y[start:end], cdfs, perm, idf, groups, com if mixed else None
+        )
         indices.append(feat.astype(id_type))
         values.append(val)
         counts.append(np.bincount(row, minlength=end - start))
     indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
-    return sp.csr_matrix((np.concatenate(values), np.concatenate(indices), indptr), shape=(n, d))
+    X = sp.csr_matrix((np.concatenate(values), np.concatenate(indices), indptr), shape=(n, d))
+    return X, draws
 
 
 def _flip_labels(rng: np.random.Generator, y: np.ndarray, fraction: float) -> np.ndarray:
@@ -305,6 +350,14 @@ def generate(params: ZipfParams, seed: int) -> tuple[sp.csr_matrix, np.ndarray, 
         ``(X, y, stats)``: float32 CSR rows (sorted indices, no duplicates), int64 labels in
         {0, 1}, and the realised statistics (mean nnz per row, positive rate, draw rate).
     """
+    X, y, _groups, stats = generate_with_groups(params, seed)
+    return X, y, stats
+
+
+def generate_with_groups(
+    params: ZipfParams, seed: int
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray | None, dict[str, Any]]:
+    """:func:`generate`, and the planted group of every row (None without communities)."""
     p = _rank_probabilities(params.features, params.zipf_exponent)
     rng = np.random.default_rng(seed)
     # Order of draws is part of the format: permutation, topics, classes, counts, features, flips.
@@ -313,16 +366,24 @@ def generate(params: ZipfParams, seed: int) -> tuple[sp.csr_matrix, np.ndarray, 
     n = params.rows
     y = np.zeros(n, dtype=np.int64)
     y[rng.permutation(n)[: round(params.positive_rate * n)]] = 1
-    X = _features(rng, params, laws, y, perm)
+    com = None
+    if params.communities:  # a stream of its own: lambda = 0 leaves X and y as they were
+        com = plant(
+            n, params.features, params.communities, params.locality, params.zipf_exponent, seed
+        )
+    X, draws = _features(rng, params, laws, y, perm, com)
     y = _flip_labels(rng, y, params.label_flip)
-    stats = {
+    stats: dict[str, Any] = {
         "realised_nnz_per_row": float(X.nnz / params.rows),
         "realised_positive_rate": float(y.mean()),
-        "draws_per_row": float(
-            np.mean([1.0 + solve_draw_rate(law, params.nnz_per_row) for law in laws])
-        ),
     }
-    return X, y, stats
+    if com is None or com.locality == 0.0:
+        stats["draws_per_row"] = float(
+            np.mean([1.0 + solve_draw_rate(law, params.nnz_per_row) for law in laws])
+        )
+    else:  # the realised mean: the rate differs by class and group
+        stats["draws_per_row"] = float(draws.mean())
+    return X, y, (None if com is None else com.group.astype(np.int64)), stats
 
 
 def resolve_params(spec: DatasetSpec) -> ZipfParams:
@@ -357,6 +418,7 @@ def resolve_params(spec: DatasetSpec) -> ZipfParams:
         nnz_per_row=float(pick(spec.nnz_per_row, cal.nnz_per_row)),
         zipf_exponent=float(pick(spec.zipf_exponent, cal.zipf_exponent)),
         positive_rate=float(pick(spec.positive_rate, cal.positive_rate)),
+        **_community_params(spec, cal, where),
     )
     if not 1.0 <= params.nnz_per_row < params.features:
         raise ConfigError(
@@ -368,6 +430,22 @@ def resolve_params(spec: DatasetSpec) -> ZipfParams:
     return params
 
 
+def _community_params(spec: DatasetSpec, cal: Calibration, where: str) -> dict[str, Any]:
+    """``communities`` and ``locality`` (K defaults to the calibration's topics)."""
+    if spec.communities is None and spec.locality is None:
+        return {}
+    k = spec.communities if spec.communities is not None else cal.topics
+    lam = float(spec.locality or 0.0)
+    features = spec.features or cal.features
+    if not k or not 1 <= k <= features:
+        raise ConfigError(
+            f"{where}.communities: must be an integer in [1, features={features}], got {k!r}"
+        )
+    if not 0.0 <= lam < 1.0:
+        raise ConfigError(f"{where}.locality: must be in [0, 1), got {lam:g}")
+    return {"communities": int(k), "locality": lam}
+
+
 @DATASETS.register("zipf_sparse")
 class ZipfSparseSource(DatasetSource):
     """Synthetic Zipf-sparse binary classification, calibrated to published statistics."""
@@ -376,7 +454,7 @@ class ZipfSparseSource(DatasetSource):
         """Generate the set and split it by a seeded permutation."""
         spec = self.spec
         params = resolve_params(spec)
-        X, y, stats = generate(params, spec.seed)
+        X, y, groups, stats = generate_with_groups(params, spec.seed)
         meta = {
             "source": self.name,
             "calibration": spec.calibration or DEFAULT_CALIBRATION,
@@ -386,4 +464,4 @@ class ZipfSparseSource(DatasetSource):
             "test_fraction": spec.test_fraction,
             **stats,
         }
-        return holdout_dataset(spec, X, y, 2, meta)
+        return holdout_dataset(spec, X, y, 2, meta, groups)

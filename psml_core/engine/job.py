@@ -27,6 +27,7 @@ from psml_core.placement import (
     Assignment,
     DynamicChunkPartition,
     DynamicPlacement,
+    Placement,
     PlacementProblem,
 )
 from psml_core.placement.cost import machine_of_shard
@@ -237,6 +238,23 @@ def _shards(
     ]
 
 
+def placement_problem(
+    model: Model, placement: Placement, dataset: Dataset, seed: int
+) -> PlacementProblem:
+    """What ``placement`` may look at: the incidence only where it reads one, the true groups.
+
+    A placement that never reads the incidence (``needs_incidence`` False: the dynamic
+    partition) gets None, so a model with a large one is not made to build it.
+    """
+    return PlacementProblem(
+        n_samples=len(dataset.y_train),
+        n_keys=model.n_params,
+        incidence=model.incidence(dataset.X_train) if placement.needs_incidence else None,
+        seed=seed,
+        groups=dataset.groups_train,
+    )
+
+
 def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
     """Build the run's objects from its settings and its (prepared) data set.
 
@@ -250,12 +268,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
     placement = PLACEMENTS.build(spec.method.placement)
     if assignment is None:
-        problem = PlacementProblem(
-            n_samples=len(dataset.y_train),
-            n_keys=model.n_params,
-            incidence=model.incidence(dataset.X_train),
-            seed=spec.seed,
-        )
+        problem = placement_problem(model, placement, dataset, spec.seed)
         assignment = placement.assign(problem, spec.workers, spec.shards)
     _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
     init = model.init_params(spec.seed)

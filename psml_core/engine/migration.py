@@ -17,8 +17,10 @@ the shard's key set (top-k per shard) picks differently afterwards.
 
 Only state that is a plain per-key vector can be moved this way, so the dynamic placement is
 limited to the codecs below (optionally with ``error_feedback: true``; not with
-``momentum_correction``, whose velocity is not moved), BSP, and the ``params``/``aggregate`` pull
-modes: :func:`psml_core.recipes.check_movable` says so with the fix.
+``momentum_correction``, whose velocity is not moved), BSP, and the ``params``, ``aggregate``
+and ``touched`` pull modes: :func:`psml_core.recipes.check_movable` says so with the fix. In
+``touched`` mode a worker's batch of the step keeps its keys, located in the new shards' lists
+(:meth:`~psml_core.engine.worker.Worker.rekey`), so its push covers what it pulled.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def move_keys(job: Job, key_owner: np.ndarray) -> list[np.ndarray]:
         for shard, part in zip(shards, moved, strict=True):
             setattr(shard.optimizer, attr, part)
     for w in workers:
-        w.shard_keys = new
+        w.rekey(new)
         _move_residuals(w.codecs, old, new, n)
         if w.optimizers is not None:
             for attr in w.optimizers[0].per_key_state:

@@ -21,7 +21,7 @@ from psml_core.engine.progress import Progress
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.torch_device import device_provenance, resolve_device
-from psml_core.errors import DataError
+from psml_core.errors import ConfigError, DataError
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.placement import Assignment
@@ -106,6 +106,12 @@ def train(
     """
     out = Path(out_dir)
     wl = spec.workload
+    mark = spec.method.calibrated
+    if mark and "factor" not in mark:  # its params are still in the paper's units
+        raise ConfigError(
+            f"run {spec.run_id!r}: {mark['params'][0]} is in the paper's units until calibration "
+            f"{mark['id']!r} maps it; train it with `psml train --calibration FILE`"
+        )
     if progress is None:
         clock = "simulated" if spec.backend == "sim" else "wall-clock"
         progress = Progress.from_env(spec.run_id, wl.iterations, clock)

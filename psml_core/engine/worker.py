@@ -96,16 +96,39 @@ class Worker:
         self.last_batch: Matrix | None = None
         self._drawn: np.ndarray | None = None  # the next batch, drawn ahead of its pull
         self.touched = touched
-        self.incidence = model.incidence(X) if touched else None
         # Per shard, positions in its key list of the keys the current batch touches.
         self.batch_keys: list[np.ndarray] | None = None
         if touched:
-            n_keys = sum(len(k) for k in shard_keys)
-            self._owner = np.empty(n_keys, dtype=np.int64)
-            self._pos = np.empty(n_keys, dtype=np.int64)
-            for s, keys in enumerate(shard_keys):
-                self._owner[keys] = s
-                self._pos[keys] = np.arange(len(keys))
+            self._index(shard_keys)
+
+    def _index(self, shard_keys: list[np.ndarray]) -> None:
+        """``touched`` mode: each key's shard and position in that shard's key list."""
+        n_keys = sum(len(k) for k in shard_keys)
+        self._owner = np.empty(n_keys, dtype=np.int64)
+        self._pos = np.empty(n_keys, dtype=np.int64)
+        for s, keys in enumerate(shard_keys):
+            self._owner[keys] = s
+            self._pos[keys] = np.arange(len(keys))
+
+    def rekey(self, shard_keys: list[np.ndarray]) -> None:
+        """Keys moved between shards (dynamic partition): new key lists, same batch's keys.
+
+        In ``touched`` mode the batch drawn for this step keeps its keys, now located in the
+        new lists, so the push after the move covers exactly what was pulled.
+        """
+        old = self.shard_keys
+        self.shard_keys = shard_keys
+        if not self.touched:
+            return
+        keys = None
+        if self.batch_keys is not None:
+            keys = np.sort(
+                np.concatenate([k[b] for k, b in zip(old, self.batch_keys, strict=True)])
+            )
+        self._index(shard_keys)
+        if keys is not None:
+            owner, pos = self._owner[keys], self._pos[keys]
+            self.batch_keys = [pos[owner == s] for s in range(len(shard_keys))]
 
     def next_batch(self) -> np.ndarray:
         """Indices of the next mini-batch, drawn now if not yet; :meth:`compute` uses it.
@@ -123,10 +146,10 @@ class Worker:
         A dense model (``incidence`` None) touches every key.
         """
         idx = self.next_batch()
-        if self.incidence is None:
+        keys = self.model.touched_keys(self.X[idx])  # ascending global keys
+        if keys is None:
             self.batch_keys = [np.arange(len(k), dtype=np.int64) for k in self.shard_keys]
         else:
-            keys = np.unique(self.incidence[idx].indices)  # ascending global keys
             owner, pos = self._owner[keys], self._pos[keys]
             # Ascending global keys are ascending positions within each shard's sorted list.
             self.batch_keys = [pos[owner == s] for s in range(len(self.shard_keys))]

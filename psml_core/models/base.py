@@ -89,6 +89,15 @@ class Model(ABC):
         """Samples x keys pattern of the gradient (sparse models), or None if every key is hit."""
         return None
 
+    def touched_keys(self, X: Matrix) -> np.ndarray | None:
+        """The keys a batch's gradient touches, ascending (``touched`` pulls); None: every key.
+
+        Default: the union of the batch's :meth:`incidence` rows. A model whose incidence is
+        large (:class:`~psml_core.models.sparse_mlp.SparseMLP`) computes it directly.
+        """
+        inc = self.incidence(X)
+        return None if inc is None else np.unique(inc.indices)
+
 
 MODELS: Registry[type[Model]] = Registry("model")
 

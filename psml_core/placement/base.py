@@ -24,12 +24,15 @@ class PlacementProblem:
         incidence: Samples x keys, non-zero where a sample's gradient touches a key (sparse
             linear models); None for dense models, where every sample touches every key.
         seed: Seed for randomised placements.
+        groups: The true group of each sample where the data set plants them
+            (``zipf_sparse`` communities), else None.
     """
 
     n_samples: int
     n_keys: int
     incidence: sp.csr_matrix | None = None
     seed: int = 0
+    groups: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,14 @@ class Placement(ABC):
         moves_keys: Whether keys move between shards during the run (the dynamic partition):
             the placement then has a ``tracker`` the backend drives, and only backends that
             can migrate keys run it.
+        needs_incidence: See below.
     """
 
     name: ClassVar[str]
     moves_keys: ClassVar[bool] = False
+    needs_incidence: ClassVar[bool] = True
+    """Whether :meth:`assign` reads ``problem.incidence``; where it does not, a model whose
+    incidence is large (:class:`~psml_core.models.sparse_mlp.SparseMLP`) is spared building it."""
 
     @abstractmethod
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:

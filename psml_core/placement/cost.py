@@ -47,6 +47,7 @@ __all__ = [
     "machine_of_shard",
     "predicted_traffic",
     "replayed_traffic",
+    "touch_probability",
 ]
 
 REQUEST_BYTES_PER_KEY = 8
@@ -150,6 +151,31 @@ def _step_bytes(
     )
 
 
+def touch_probability(
+    problem: PlacementProblem, assignment: Assignment, p: int, batch_size: int
+) -> np.ndarray:
+    """Probability that one mini-batch of worker ``p`` touches each key (length n_keys).
+
+    A batch of ``b = min(batch_size, n_p)`` of the worker's ``n_p`` samples, drawn without
+    replacement, misses key k (held by ``c_pk`` of them) with probability
+    ``C(n_p - c_pk, b) / C(n_p, b)``; a dense model touches every key.
+    """
+    inc = _worker_incidence(problem, assignment, p)
+    prob = np.ones(problem.n_keys)
+    if inc is None:
+        return prob
+    n = int(assignment.samples_of(p).size)
+    b = min(batch_size, n)
+    users = np.bincount(inc.indices, minlength=problem.n_keys)  # c_pk
+    rest = n - users
+    ok = rest >= b  # else every batch holds one of the key's samples
+    r = rest[ok]
+    # log C(n - c, b) - log C(n, b)
+    log_miss = gammaln(r + 1) - gammaln(r - b + 1) - gammaln(n + 1) + gammaln(n - b + 1)
+    prob[ok] = -np.expm1(log_miss)
+    return prob
+
+
 def expected_step_traffic(
     problem: PlacementProblem,
     assignment: Assignment,
@@ -173,20 +199,7 @@ def expected_step_traffic(
     touched, remote_keys = [], []
     totals = np.zeros(4)
     for p in range(workers):
-        inc = _worker_incidence(problem, assignment, p)
-        n = int(assignment.samples_of(p).size)
-        b = min(batch_size, n)
-        if inc is None:
-            prob = np.ones(problem.n_keys)
-        else:
-            users = np.bincount(inc.indices, minlength=problem.n_keys)  # c_pk
-            prob = np.ones(problem.n_keys)
-            rest = n - users
-            ok = rest >= b  # else every batch holds one of the key's samples
-            r = rest[ok]
-            # log C(n - c, b) - log C(n, b)
-            log_miss = gammaln(r + 1) - gammaln(r - b + 1) - gammaln(n + 1) + gammaln(n - b + 1)
-            prob[ok] = -np.expm1(log_miss)
+        prob = touch_probability(problem, assignment, p, batch_size)
         per_shard = np.bincount(assignment.key_owner, weights=prob, minlength=shards)
         is_remote = machine != p
         touched.append(float(per_shard.sum()))

@@ -52,10 +52,20 @@ import numpy as np
 from psml_core.errors import ConfigError
 from psml_core.placement.base import PLACEMENTS, Assignment, Placement, PlacementProblem
 from psml_core.placement.cost import machine_of_shard
+from psml_core.placement.oracle import group_split
 from psml_core.placement.parsa import capacity, check_eps
 from psml_core.placement.range import even_ranges
 
-__all__ = ["Decision", "DynamicChunkPartition", "DynamicPlacement", "Reassignment"]
+__all__ = [
+    "SAMPLE_SPLITS",
+    "Decision",
+    "DynamicChunkPartition",
+    "DynamicPlacement",
+    "Reassignment",
+]
+
+SAMPLE_SPLITS = ("range", "groups")
+"""How the dynamic placement splits the samples (``params.samples``)."""
 
 
 @dataclass(frozen=True)
@@ -334,9 +344,13 @@ class DynamicPlacement(Placement):
         period: Steps between decisions.
         eps: Balance slack on chunks per shard.
         fixed: Decide once, after ``period`` warm-up steps.
+        samples: ``range`` (even contiguous ranges of the shuffled samples) or ``groups``
+            (whole true groups per worker, :func:`~psml_core.placement.oracle.group_split`:
+            the data locality a chunk's location can exploit under ``touched`` pulls).
     """
 
     moves_keys = True
+    needs_incidence = False
 
     dynamic = True
 
@@ -347,16 +361,23 @@ class DynamicPlacement(Placement):
         period: int = 100,
         eps: float = 0.05,
         fixed: bool = False,
+        samples: str = "range",
     ) -> None:
         _check_params(chunk, decay, period, eps)
+        if samples not in SAMPLE_SPLITS:
+            raise ConfigError(
+                f"placement 'dynamic': params.samples must be one of {', '.join(SAMPLE_SPLITS)}, "
+                f"got {samples!r}"
+            )
         self.chunk = chunk
         self.decay = float(decay)
         self.period = period
         self.eps = float(eps)
         self.fixed = bool(fixed)
+        self.samples = samples
 
     def assign(self, problem: PlacementProblem, workers: int, shards: int) -> Assignment:
-        """Even sample ranges; chunk-aligned even key ranges."""
+        """Samples in even ranges or by true group; chunk-aligned even key ranges."""
         n_chunks = -(-problem.n_keys // self.chunk)
         if n_chunks < shards:
             raise ConfigError(
@@ -365,6 +386,13 @@ class DynamicPlacement(Placement):
             )
         chunk_owner = even_ranges(n_chunks, shards)
         key_owner = np.repeat(chunk_owner, self.chunk)[: problem.n_keys].astype(np.int32)
+        if self.samples == "groups":
+            if problem.groups is None:
+                raise ConfigError(
+                    "placement 'dynamic': params.samples 'groups' needs a data set with planted "
+                    "groups (zipf_sparse with communities or locality); use samples: range"
+                )
+            return Assignment(group_split(problem.groups, workers), key_owner)
         return Assignment(even_ranges(problem.n_samples, workers), key_owner)
 
     def tracker(

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -94,6 +95,10 @@ DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 # The recipes' hashing blocks (jpdc), each hashed once per (dataset, seed) by the hash rule.
 HASHINGS = {r.hashing.key: r.hashing for r in EXP.recipes.values() if r.hashing}
 
+# Calibrated sweeps (a paper's parameter in its own units, config.calibration): one factor per
+# calibration, fitted on its tuning seed before any run of the sweep trains.
+CALIBRATIONS = sorted(EXP.calibrations)
+
 
 wildcard_constraints:
     dataset="|".join(DATASETS),
@@ -102,6 +107,7 @@ wildcard_constraints:
     method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
     seed=r"\d+",
+    calibration="|".join(map(re.escape, CALIBRATIONS)) or "(?!)",
 
 
 def dataset_of(wildcards):
@@ -139,7 +145,7 @@ def hashing_json(wildcards):
 
 def dataset_json(wildcards):
     """A dataset's settings as JSON, for `psml prepare`."""
-    return json.dumps(asdict(EXP.datasets[wildcards.dataset]), sort_keys=True)
+    return json.dumps(EXP.datasets[wildcards.dataset].to_dict(), sort_keys=True)
 
 
 def run_json(wildcards):
@@ -225,7 +231,12 @@ def dataset_sources(wildcards):
 
 def delay_traces(wildcards):
     """A run's trace CSVs (delay, cross-traffic) and device file, so that editing one re-trains."""
-    sc = EXP.scenarios[wildcards.scenario]
+    return scenario_files(wildcards.scenario)
+
+
+def scenario_files(scenario):
+    """A scenario's trace CSVs (delay, cross-traffic) and the tier's device file."""
+    sc = EXP.scenarios[scenario]
     traces = [
         spec.get("path")
         for spec in (sc.delay or {}, sc.cross_traffic or {})
@@ -358,3 +369,35 @@ def write_config_json(out, experiment, points, log):
     data = json.loads(experiment)
     data["operating_points"] = yaml.safe_load(Path(points).read_text())
     write_spec(out, json.dumps(data, sort_keys=True), log)
+
+
+def calibration_of(wildcards):
+    """The calibration file a training run reads ([] unless its recipe is a calibrated sweep's)."""
+    mark = EXP.recipes[wildcards.method].calibrated
+    return [f"results/{TIER}/calibration/{mark['id']}.json"] if mark else []
+
+
+def calibration_arg(wildcards, input):
+    """`psml train`'s --calibration option, where the run has one."""
+    return f"--calibration {input.calibration}" if input.calibration else ""
+
+
+def calibration_json_of(wildcards):
+    """A calibration and its two runs on the tuning seed, as JSON, for `psml calibrate`."""
+    from psml_core.config.calibration import calibration_json
+
+    return calibration_json(EXP, wildcards.calibration)
+
+
+def calibration_data(wildcards):
+    """The prepared data set of a calibration's workload."""
+    name = EXP.workloads[EXP.calibrations[wildcards.calibration].workload].dataset
+    return {
+        "data": f"data/{TIER}/{name}/data.npz",
+        "manifest": f"data/{TIER}/{name}/manifest.json",
+    }
+
+
+def calibration_traces(wildcards):
+    """The trace and device files of a calibration's scenario (as for a training run)."""
+    return scenario_files(EXP.calibrations[wildcards.calibration].scenario)

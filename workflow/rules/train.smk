@@ -7,6 +7,7 @@ rule train:
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
         spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
         traces=delay_traces,
+        calibration=calibration_of,
     output:
         metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
         summary=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/summary.json",
@@ -29,7 +30,8 @@ rule train:
     params:
         data_dir=parent_dir,
         out_dir=out_dir,
+        calibration=calibration_arg,
     shell:
         "psml train --run {input.spec} --data {params.data_dir} "
         "--partition {input.partition} --out {params.out_dir} --launcher {resources.launcher} "
-        "> {log} 2>&1"
+        "{params.calibration} > {log} 2>&1"

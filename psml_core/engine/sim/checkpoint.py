@@ -49,7 +49,7 @@ CHECKPOINT_NAME = "checkpoint.pkl"
 FAULT_ENV = "PSML_FAULT_KILL_AFTER_CHECKPOINT"
 HOLD_ENV = "PSML_FAULT_HOLD_AFTER_CHECKPOINT"
 _FORMAT = 1
-_WORKER_DATA = ("model", "X", "y", "incidence")  # rebuilt from the data set, never saved
+_WORKER_DATA = ("model", "X", "y")  # rebuilt from the data set, never saved
 
 
 @dataclass

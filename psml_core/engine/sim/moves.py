@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from psml_core.engine.migration import move_keys
+from psml_core.codecs.base import CodecContext, Payload
+from psml_core.engine.migration import chunk_traffic, move_keys
 
 __all__ = ["KeyMoves"]
 
@@ -74,6 +75,25 @@ class KeyMoves:
             move_keys(job, move.key_owner)
         del self._points[t]
         done.succeed()
+
+    def note_keys(self, p: int, keys: np.ndarray, nbytes: int) -> None:
+        """Worker ``p`` moved ``nbytes`` on exactly ``keys`` (a touched pull: key list + answer)."""
+        if keys.size:
+            self.traffic[p].append((keys, nbytes / keys.size))
+
+    def note_push(self, p: int, payloads: list[Payload], ctxs: list[CodecContext]) -> None:
+        """Worker ``p``'s pushes of the step, attributed to the keys they carry.
+
+        ``touched`` mode: the batch's keys of each shard (a kv push carries exactly those,
+        zeros included); otherwise the keys whose decoded value is non-zero.
+        """
+        w = self.job.workers[p]
+        for s, pl in enumerate(payloads):
+            if w.touched:
+                self.note_keys(p, w.shard_keys[s][w.batch_keys[s]], pl.wire_bytes)
+            else:
+                vec = w.codecs[s].decode(pl, ctxs[s])
+                self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
 
     def observe_traffic(self, p: int) -> None:
         """Dynamic partition: hand worker ``p``'s traffic of the step to the partitioner."""

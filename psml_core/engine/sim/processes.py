@@ -293,9 +293,7 @@ class RunState(KeyMoves):
         push_start = min(plan.push_start)
         self._open[(p, t)] = [len(job.shards), pull_comm, compute, push_start]
         if self.dynamic is not None:
-            for s, pl in enumerate(payloads):
-                vec = w.codecs[s].decode(pl, ctxs[s])
-                self.traffic[p].append(chunk_traffic(w.shard_keys[s], vec, pl.wire_bytes))
+            self.note_push(p, payloads, ctxs)
         pushes = [
             env.process(self.push(p, s, t, pl, ctxs[s], report, plan.push_start[s]))
             for s, pl in enumerate(payloads)
@@ -422,6 +420,8 @@ class RunState(KeyMoves):
         worker = self.job.workers[p]
         if keys is not None:  # touched: the values of exactly the requested keys
             worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
+            if self.dynamic is not None:
+                self.note_keys(p, shard.keys[keys], len(request) + answer.wire_bytes)
         elif (vector := shard.decode_pull(answer, ctx)) is not None:
             worker.apply_answer(s, shard.pull_mode, vector)
             if self.dynamic is not None:

@@ -36,7 +36,7 @@ def test_prepare_digits(tmp_path) -> None:
 
 def test_unknown_source_names_the_key(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"datasets\.x\.source"):
-        prepare_dataset(DatasetSpec(name="x", source="mnist"), tmp_path)
+        prepare_dataset(DatasetSpec(name="x", source="imagenet"), tmp_path)
 
 
 @pytest.mark.parametrize(("n", "fraction", "n_test"), [(10, 0.2, 2), (2, 0.01, 1), (2, 0.99, 1)])

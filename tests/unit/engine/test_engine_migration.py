@@ -224,7 +224,7 @@ def test_chunk_traffic_shares_a_message_among_the_keys_it_carries():
             {"codec": BlockSpec("topk", {"ratio": 0.1, "down_ratio": 0.1})},
             "codec 'topk'.*no down_ratio",
         ),
-        ({"pull": "delta"}, "pull: params or aggregate"),
+        ({"pull": "delta"}, "pull: params, aggregate or touched"),
         ({"lossless": "snappy"}, "lossless"),
     ],
 )

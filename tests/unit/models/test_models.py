@@ -101,5 +101,5 @@ def test_evaluate_accuracy():
 
 
 def test_unknown_model_is_a_config_error():
-    with pytest.raises(ConfigError, match="unknown model 'cnn'.*known models: logreg, mlp"):
-        make_model(workload("cnn"), 2, 2)
+    with pytest.raises(ConfigError, match="unknown model 'lstm'.*known models: cnn, logreg, mlp"):
+        make_model(workload("lstm"), 2, 2)

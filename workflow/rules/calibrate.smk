@@ -1,0 +1,40 @@
+# Calibrated sweeps: each calibration's factor, fitted once on its tuning seed (psml calibrate);
+# every training run of the sweep reads it (train.smk). Trial runs stay in <key>.runs/.
+
+
+localrules:
+    calibration_spec,
+
+
+rule calibration_spec:
+    output:
+        f"results/{TIER}/specs/calibration/{{calibration}}.json",
+    log:
+        f"logs/{TIER}/specs/calibration/{{calibration}}.log",
+    params:
+        spec=calibration_json_of,
+    run:
+        write_spec(output[0], params.spec, log[0])
+
+
+rule calibrate:
+    input:
+        unpack(calibration_data),
+        spec=f"results/{TIER}/specs/calibration/{{calibration}}.json",
+        traces=calibration_traces,
+    output:
+        f"results/{TIER}/calibration/{{calibration}}.json",
+    log:
+        f"logs/{TIER}/calibrate/{{calibration}}.log",
+    benchmark:
+        f"logs/{TIER}/bench/calibrate/{{calibration}}.tsv"
+    conda:
+        "../envs/psml.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        data_dir=parent_dir,
+    shell:
+        "psml calibrate --spec {input.spec} --data {params.data_dir} --out {output} > {log} 2>&1"
