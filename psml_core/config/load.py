@@ -223,9 +223,10 @@ def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path)
     """Add to each experiment every run its paper claims need (method, baselines, scenarios).
 
     A tier that includes a claim's experiment runs the claim: its method, its named comparator
-    and its robustness baselines join the experiment's methods, and its fixed scenarios join the experiment's scenarios
-    where the tier defines them (a scenario the tier lacks leaves the claim NOT RUN, with the
-    missing runs named). Regime maps are left as they are: they run what they list.
+    and its robustness baselines join the experiment's methods, and its fixed scenarios join
+    the experiment's scenarios where the tier defines them (a scenario the tier lacks leaves the
+    claim NOT RUN, with the missing runs named). Regime maps are left as they are: they run what
+    they list.
     """
     experiments = cfg.get("experiments", {})
     if not experiments or not papers.is_dir():

@@ -116,7 +116,7 @@ class DatasetSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, the community keys only where set (older specs keep their hash)."""
-        out = _plain(dataclasses.asdict(self))
+        out = plain(dataclasses.asdict(self))
         return {k: v for k, v in out.items() if v is not None or k not in _LATER_KEYS}
 
 

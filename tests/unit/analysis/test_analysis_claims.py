@@ -476,8 +476,8 @@ def test_a_claim_beyond_the_papers_own_bound_is_inconsistent():
 
 
 def test_every_verdict_but_reproduced_names_its_cause():
-    c = claim("speedup", 41.0, metrics=("time_to_target_s",),
-              explanation={"not_reproduced": "The law compresses too hard. More words."})  # fmt: skip
+    why = {"not_reproduced": "The law compresses too hard. More words."}
+    c = claim("speedup", 41.0, metrics=("time_to_target_s",), explanation=why)
     res = verdict(c, seeds([1.0] * 3, [1.0] * 3, metric="time_to_target_s"))
     assert res.verdict == "NOT REPRODUCED" and res.cause == "method: The law compresses too hard"
     runs = seeds([0.1, math.nan, 0.1], [1.0] * 3, metric="time_to_target_s")
