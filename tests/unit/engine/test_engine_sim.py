@@ -121,7 +121,8 @@ def test_single_worker_iteration_time_is_analytic(smoke, prepared):
     n = job.model.n_params
     per_msg = ovh + lat
     for r in recs:
-        expected = 3 * per_msg + 2 * 4 * n / bw + r.compute_s
+        # Two dense messages (pull answer, push), each held on the link for bytes / efficiency.
+        expected = 3 * per_msg + 2 * 4 * n / (bw * sc.wire_efficiency) + r.compute_s
         assert r.time_s - (r.iteration and recs[r.iteration - 1].time_s) == pytest.approx(expected)
         assert r.wait_s == 0
 
@@ -153,7 +154,8 @@ def test_codec_costs_appear_in_the_simulated_time(smoke, prepared):
         assert r.codec_s == pytest.approx(encode + decode, rel=1e-12) and r.codec_s > 0
         assert r.wait_s == 0 and f.codec_s == 0  # the server's answer is communication time
         assert r.comm_s == pytest.approx(f.comm_s + answer, rel=1e-9)
-        step = 3 * per_msg + 2 * 4 * n / bw + r.compute_s + r.codec_s + answer
+        step = 3 * per_msg + 2 * 4 * n / (bw * sc.wire_efficiency) + r.compute_s + r.codec_s
+        step += answer
         assert r.time_s - (r.iteration and recs[r.iteration - 1].time_s) == pytest.approx(step)
     assert recs[-1].time_s > free_recs[-1].time_s
 
