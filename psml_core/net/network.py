@@ -238,14 +238,27 @@ class FairShareNetwork:
         """
         return self.env.process(self._transfer(src, dst, nbytes, extra_delay_s))
 
+    def send(
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
+    ) -> tuple[simpy.Event, simpy.Process]:
+        """Like :meth:`transfer`, with an event for when the message has left ``src``'s NIC.
+
+        The sender is free then (a socket's send completes once the bytes are handed over,
+        and what it sends next queues behind them); the process still ends on arrival.
+        """
+        sent = self.env.event()
+        return sent, self.env.process(self._transfer(src, dst, nbytes, extra_delay_s, sent))
+
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a message of ``nbytes`` payload occupies on the wire (header included)."""
         return nbytes + self.header_bytes
 
     def _transfer(
-        self, src: int, dst: int, nbytes: int, extra_delay_s: float
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float, sent: simpy.Event | None = None
     ) -> Generator[Any, Any, None]:
         if src == dst:
+            if sent is not None:
+                sent.succeed()
             return
         if self.overhead_s:
             yield self.env.timeout(self.overhead_s)
@@ -257,6 +270,8 @@ class FairShareNetwork:
             self._flows.add(src, self.machines + dst, float(size), done)
             self._reschedule_soon()
             yield done
+        if sent is not None:
+            sent.succeed()
         latency = max(
             self.nic_latency.get(src, self.latency_s), self.nic_latency.get(dst, self.latency_s)
         )
