@@ -1,8 +1,8 @@
 """The ``psml`` command line: one sub-command per workflow step.
 
-``psml prepare|analyze|partition|train|compare|report|config|bench``. Each Snakemake rule calls
-exactly one of them. Errors caused by input (config, data, a crashed run) print one line naming the
-culprit and the fix, and exit non-zero without a traceback.
+``psml prepare|analyze|partition|train|compare|report|config|bench|validate``. Each Snakemake
+rule calls exactly one of them. Errors caused by input (config, data, a crashed run) print one
+line naming the culprit and the fix, and exit non-zero without a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
 from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
+from psml_core.validate.command import cmd_validate, validate_args
 
 __all__ = ["main"]
 
@@ -491,6 +492,7 @@ _COMMANDS: tuple[
         "performance benchmark (prints ratios to same-run references), or `calibrate`: measure "
         "this machine into a device profile (config/devices/<name>.yaml)",
     ),
+    ("validate", cmd_validate, validate_args, "real processes on shaped links against the sim"),
 )
 """Each subcommand: its name, its function, its arguments and its help line."""
 
