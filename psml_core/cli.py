@@ -296,6 +296,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_pdf=Path(args.out),
         workdir=Path(args.workdir),
         regime_map=Path(args.regime_map) if args.regime_map else None,
+        validation=Path(args.validation) if args.validation else None,
     )
     if args.figures or args.tables:
         from psml_core.report.export import export_outputs
@@ -456,6 +457,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
         "--papers", required=True, help="directory of the paper files (config/papers/*.yaml)"
     )
     p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
+    p.add_argument("--validation", help="a validation table from `psml validate` (JSON)")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
     p.add_argument("--figures", help="also copy the figures (SVG + PNG) here, by paper")

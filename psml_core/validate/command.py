@@ -36,11 +36,18 @@ def validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", default="digits_mlp")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=1)
-    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--iterations", type=int, default=60)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-error", type=float, default=0.10, help="the bound on |sim/real - 1|")
     p.add_argument(
         "--rt-priority", type=int, default=10, help="the delay line's SCHED_FIFO priority (0: off)"
+    )
+    p.add_argument(
+        "--rank-rt",
+        type=int,
+        default=5,
+        help="the ranks' SCHED_FIFO priority, so that the host's other load does not delay "
+        "their wake-ups (0: normal scheduling)",
     )
     p.add_argument(
         "--out",
@@ -73,6 +80,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         seed=exp.seeds[0],
         max_error=args.max_error,
         rt_priority=args.rt_priority,
+        rank_rt=args.rank_rt,
     )
     command = shlex.join(["psml", "validate", *sys.argv[2:]])
     table = run_validation(exp, plan, command)

@@ -15,6 +15,7 @@ NICs, heterogeneous workers) are refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
@@ -53,6 +54,7 @@ class Plan:
     seed: int
     max_error: float
     rt_priority: int = 10
+    rank_rt: int = 5
     timeout_s: float = 600.0
 
 
@@ -125,7 +127,7 @@ def _sim(spec: RunSpec, data: Path) -> float:
 
 
 def _dist(
-    tb: Testbed, spec: RunSpec, data: Path, work: Path, port: int, timeout_s: float, nice: int = 0
+    tb: Testbed, spec: RunSpec, data: Path, work: Path, port: int, timeout_s: float, rank_rt: int
 ) -> float:
     """One dist run inside the testbed; its seconds per iteration."""
     import pyarrow.parquet as pq
@@ -149,8 +151,8 @@ def _dist(
             "PSML_PROGRESS": "off",
         }
         argv = [sys.executable, "-m", LAUNCHER, "--run", str(run), "--data", str(data)]
-        if nice:
-            argv = ["nice", "-n", str(nice), *argv]
+        if rank_rt:  # SCHED_FIFO: the host's other load does not delay the ranks' wake-ups
+            argv = ["chrt", "-f", str(rank_rt), *argv]
         log = open(work / f"rank{r}.log", "wb")  # noqa: SIM115 - closed below
         logs.append(log)
         procs.append(
@@ -197,36 +199,88 @@ def _machine() -> dict[str, Any]:
     }
 
 
+ZERO = Link(None, 0.0)
+"""The calibration link: no delay, no shaping (the testbed's own stack and the ranks' software)."""
+
+
+def _zero_scenario() -> ScenarioSpec:
+    """The sim's zero link: 1 Tbit/s, no latency, no per-message overhead."""
+    sc = ScenarioSpec(name="link_zero", bandwidth_gbps=1000.0)
+    return dataclasses.replace(sc, latency_us=0.0, message_overhead_us=0.0)
+
+
+class _Runner:
+    """The runs of one validation: dist runs inside testbeds, sim runs in this process."""
+
+    def __init__(self, exp: Experiment, plan: Plan, tmp: Path) -> None:
+        from psml_core.data.prepare import prepare_dataset
+
+        self.exp, self.plan, self.tmp = exp, plan, tmp
+        self.data = tmp / "data"
+        first = _spec(exp, plan, plan.links[0][1], plan.methods[0], "dist")
+        prepare_dataset(first.dataset, self.data)
+        self.port = 29400
+
+    def sims(self, sc: ScenarioSpec) -> dict[str, float]:
+        """Seconds per iteration of every method on the sim with ``sc``."""
+        return {
+            m: _sim(_spec(self.exp, self.plan, sc, m, "sim"), self.data) for m in self.plan.methods
+        }
+
+    def reals(
+        self, links: list[tuple[Link, ScenarioSpec]]
+    ) -> tuple[dict[tuple[str, str], list[float]], list[str]]:
+        """Each (link, method)'s real seconds per iteration per repeat; each line's report.
+
+        Every link's testbed stands at once and the runs go round them, repeat by repeat, so
+        that the host's load drifts over all of them alike.
+        """
+        plan = self.plan
+        out: dict[tuple[str, str], list[float]] = {}
+        with contextlib.ExitStack() as stack:
+            beds = [
+                stack.enter_context(
+                    Testbed(
+                        plan.workers + plan.shards, link, rt_priority=plan.rt_priority, name=f"l{k}"
+                    )
+                )
+                for k, (link, _) in enumerate(links)
+            ]
+            for rep in range(plan.repeats):
+                for tb, (link, sc) in zip(beds, links, strict=True):
+                    for m in plan.methods:
+                        self.port += 1
+                        work = self.tmp / link.label / m / f"r{rep}"
+                        spec = _spec(self.exp, plan, sc, m, "dist")
+                        real = _dist(
+                            tb, spec, self.data, work, self.port, plan.timeout_s, plan.rank_rt
+                        )
+                        out.setdefault((link.label, m), []).append(real)
+                        print(
+                            f"psml validate: {link.label} {m} repeat {rep + 1}/{plan.repeats}: "
+                            f"{real:.4f} s/iter (load {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
+        return out, [tb.report for tb in beds]
+
+
 def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable:
-    """Run the plan: every link, repeat and method on dist, then each on sim; the table."""
-    from psml_core.data.prepare import prepare_dataset
+    """Calibrate on the zero link, then run every link's methods on dist and on sim."""
     from psml_core.provenance import git_state
 
     machine = _machine()
-    rows: dict[tuple[str, str], Row] = {}
+    rows: list[Row] = []
     links: list[dict[str, Any]] = []
-    port = 29400
     with tempfile.TemporaryDirectory(prefix="psml-validate-") as tmp:
-        first = _spec(exp, plan, plan.links[0][1], plan.methods[0], "dist")
-        data = Path(tmp) / "data"
-        prepare_dataset(first.dataset, data)
-        for link, sc in plan.links:
-            sims = {m: _sim(_spec(exp, plan, sc, m, "sim"), data) for m in plan.methods}
-            with Testbed(plan.workers + plan.shards, link, rt_priority=plan.rt_priority) as tb:
-                for rep in range(plan.repeats):
-                    for m in plan.methods:
-                        port += 1
-                        work = Path(tmp) / link.label / m / f"r{rep}"
-                        spec = _spec(exp, plan, sc, m, "dist")
-                        real = _dist(tb, spec, data, work, port, plan.timeout_s)
-                        row = rows.setdefault((link.label, m), Row(link.label, m, [], sims[m]))
-                        row.real_s.append(real)
-                        row.load.append(os.getloadavg()[0])
-                        print(
-                            f"psml validate: {link.label} {m} repeat {rep + 1}/{plan.repeats}: "
-                            f"real {real:.4f} s/iter, sim {sims[m]:.4f} (load {row.load[-1]:.1f})",
-                            flush=True,
-                        )
+        runner = _Runner(exp, plan, Path(tmp))
+        every = [(ZERO, _zero_scenario()), *plan.links]
+        reals, lines = runner.reals(every)
+        zero_sim = runner.sims(_zero_scenario())
+        for (link, sc), line in zip(plan.links, lines[1:], strict=True):
+            sims = runner.sims(sc)
+            for m in plan.methods:
+                zero = reals[(ZERO.label, m)]
+                rows.append(Row(link.label, m, reals[(link.label, m)], sims[m], zero, zero_sim[m]))
             links.append(
                 {
                     "label": link.label,
@@ -235,7 +289,7 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
                     "scenario": sc.name,
                     "wire_efficiency": sc.wire_efficiency,
                     "message_overhead_us": sc.message_overhead_us,
-                    "delay_line": tb.report,
+                    "delay_line": line,
                 }
             )
     commit, dirty = git_state()
@@ -262,7 +316,9 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
             "shaping": "tbf on each TUN device (uplink), on an ifb per node (downlink, > 2 ranks)",
             "congestion_control": "cubic",
             "launcher": "env (RANK, MASTER_ADDR, GLOO_SOCKET_IFNAME)",
+            "rank_scheduling": f"SCHED_FIFO {plan.rank_rt}" if plan.rank_rt else "normal",
+            "calibration": {"link": "no delay, unshaped", "delay_line": lines[0]},
         },
         links=links,
-        rows=list(rows.values()),
+        rows=rows,
     )

@@ -1,6 +1,6 @@
 """A shaped testbed on one Linux host: one network namespace per rank, joined by a delay line.
 
-Topology: a star. Node ``i`` lives in namespace ``psmlv<pid>n<i>`` with a TUN device ``pv<i>``
+Topology: a star. Node ``i`` lives in namespace ``psmlv<pid>[name]n<i>`` with a TUN device ``pv<i>``
 and the address ``10.77.0.<i+1>/24``; the delay line forwards every packet between the TUN
 devices after the link's one-way delay (``netem`` where the kernel has it would do the same, but
 none of the machines this was built on had it). Rates are the kernel's: ``tbf`` on each TUN
@@ -105,6 +105,7 @@ class Testbed:
         link: The link every node's NIC gets.
         max_seconds: The delay line stops by itself after this long.
         rt_priority: The delay line's SCHED_FIFO priority (0: normal scheduling).
+        name: Tells this testbed's namespaces from another's of the same process.
         congestion: TCP congestion control on the testbed's route (None: the host's default).
             cubic by default, Linux's own default: a host default of BBR paces small
             application-limited messages below the link's rate (measured here: +1.3 ms for
@@ -117,13 +118,14 @@ class Testbed:
         link: Link,
         max_seconds: float = 3600,
         rt_priority: int = 10,
+        name: str = "",
         congestion: str | None = "cubic",
     ) -> None:
         if not 2 <= nodes <= 32:
             raise RunError(f"a testbed has 2 to 32 nodes, not {nodes}")
         self.link, self.max_seconds, self.rt_priority = link, max_seconds, rt_priority
         self.congestion = congestion
-        tag = f"psmlv{os.getpid()}"
+        tag = f"psmlv{os.getpid()}{name}"
         self.nodes = [Node(f"{tag}n{i}", f"pv{i}", f"{SUBNET}.{i + 1}") for i in range(nodes)]
         self.line: DelayLine | None = None
         self.made: list[str] = []

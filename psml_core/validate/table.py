@@ -6,10 +6,13 @@ writes the file and imports nothing of the engine, so the report can use it.
 
 Layout (``format`` 1): ``date``, ``commit``, ``dirty``, ``machine`` (host, CPU, cores, kernel,
 load), ``command``, ``settings`` (tier, workload, workers, shards, iterations, repeats,
-``max_error``), ``testbed`` (how links were built), ``links`` (label, rate, delay, scenario,
-the delay line's lateness line) and ``rows``: link, method, the real seconds per iteration of
-each repeat, their median, lowest and highest, the simulated seconds per iteration and the
-error ``sim / real median - 1``.
+``max_error``), ``testbed`` (how links were built, the calibration), ``links`` (label, rate,
+delay, scenario, the delay line's lateness line) and ``rows``: link, method, the real seconds
+per iteration of each repeat, their median, lowest and highest, the simulated seconds per
+iteration and the error ``sim / real median - 1``; the same method on the calibration link
+(no delay, no shaping), whose real-minus-sim difference is the overhead of the real processes'
+software and the testbed's stack, and the error once the sim is charged that overhead (the link
+model's error, the one held to ``max_error``).
 """
 
 from __future__ import annotations
@@ -29,27 +32,53 @@ __all__ = ["FORMAT", "Row", "ValidationTable", "covering_link", "read_table"]
 FORMAT = 1
 
 
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    mid = len(ys) // 2
+    return ys[mid] if len(ys) % 2 else (ys[mid - 1] + ys[mid]) / 2
+
+
 @dataclass
 class Row:
-    """One (link, method): real seconds per iteration per repeat, and the sim's."""
+    """One (link, method): real seconds per iteration per repeat, and the sim's.
+
+    ``zero_real_s`` and ``zero_sim_s`` are the same method on the calibration link (no delay,
+    no shaping): what the real processes' software and the testbed's stack cost beyond what the
+    simulator charges (compute from the device profile, codec costs, 10 us per message), the
+    ``overhead_s`` that :attr:`calibrated_s` adds to the sim.
+    """
 
     link: str
     method: str
     real_s: list[float]
     sim_s: float
-    load: list[float] = field(default_factory=list)
+    zero_real_s: list[float] = field(default_factory=list)
+    zero_sim_s: float = 0.0
 
     @property
     def real_median_s(self) -> float:
         """The median over repeats."""
-        xs = sorted(self.real_s)
-        mid = len(xs) // 2
-        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+        return _median(self.real_s)
 
     @property
     def error(self) -> float:
         """The simulator's relative error, sim / real median - 1 (negative: optimistic)."""
         return self.sim_s / self.real_median_s - 1.0
+
+    @property
+    def overhead_s(self) -> float:
+        """Real minus sim seconds per iteration on the calibration link (0 without one)."""
+        return _median(self.zero_real_s) - self.zero_sim_s if self.zero_real_s else 0.0
+
+    @property
+    def calibrated_s(self) -> float:
+        """The sim's seconds per iteration plus the calibrated overhead."""
+        return self.sim_s + self.overhead_s
+
+    @property
+    def calibrated_error(self) -> float:
+        """Calibrated / real median - 1: the link model's error."""
+        return self.calibrated_s / self.real_median_s - 1.0
 
     def as_dict(self) -> dict[str, Any]:
         """The row as stored (the derived figures too, for readers without this module)."""
@@ -62,7 +91,11 @@ class Row:
             "real_max_s": max(self.real_s),
             "sim_s": self.sim_s,
             "error": self.error,
-            "load": self.load,
+            "zero_real_s": self.zero_real_s,
+            "zero_sim_s": self.zero_sim_s,
+            "overhead_s": self.overhead_s,
+            "calibrated_s": self.calibrated_s,
+            "calibrated_error": self.calibrated_error,
         }
 
 
@@ -86,8 +119,8 @@ class ValidationTable:
         return float(self.settings.get("max_error", 0.1))
 
     def within(self, row: Row) -> bool:
-        """Whether ``row``'s error is within the bound."""
-        return abs(row.error) <= self.max_error
+        """Whether ``row``'s calibrated error (the link model's) is within the bound."""
+        return abs(row.calibrated_error) <= self.max_error
 
     def write(self, path: str | Path) -> None:
         """Write the table as JSON, atomically."""
@@ -108,15 +141,17 @@ class ValidationTable:
     def markdown(self) -> str:
         """The table as Markdown, one row per (link, method)."""
         lines = [
-            "| link | method | real s/iter (median) | real range | sim s/iter | error |",
-            "|---|---|---:|---:|---:|---:|",
+            "| link | method | real s/iter (median) | real range | sim s/iter | error | "
+            "overhead s/iter | sim + overhead | error |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in self.rows:
             mark = "" if self.within(r) else " (outside)"
             lines.append(
                 f"| {r.link} | {r.method} | {r.real_median_s:.4f} | "
                 f"{min(r.real_s):.4f}–{max(r.real_s):.4f} | {r.sim_s:.4f} | "
-                f"{100 * r.error:+.1f}%{mark} |"
+                f"{100 * r.error:+.1f}% | {r.overhead_s:.4f} | {r.calibrated_s:.4f} | "
+                f"{100 * r.calibrated_error:+.1f}%{mark} |"
             )
         return "\n".join(lines)
 
@@ -138,11 +173,17 @@ def read_table(path: str | Path) -> ValidationTable:
         raise DataError(f"validation table {str(p)!r}: not a `psml validate` table (format 1)")
     try:
         rows = [
-            Row(r["link"], r["method"], [float(x) for x in r["real_s"]], float(r["sim_s"]))
+            Row(
+                r["link"],
+                r["method"],
+                [float(x) for x in r["real_s"]],
+                float(r["sim_s"]),
+                [float(x) for x in r.get("zero_real_s", [])],
+                float(r.get("zero_sim_s", 0.0)),
+            )
             for r in obj["rows"]
         ]
-        for r, raw in zip(rows, obj["rows"], strict=True):
-            r.load = [float(x) for x in raw.get("load", [])]
+        for r in rows:
             if not r.real_s or not all(math.isfinite(x) and x > 0 for x in [*r.real_s, r.sim_s]):
                 raise ValueError(f"row {r.link}/{r.method} has no positive times")
         return ValidationTable(
