@@ -40,19 +40,29 @@ def make_table(rows: list[Row] | None = None) -> ValidationTable:
         links=[{"label": "100mbit_2ms", "rate_mbit": 100.0, "delay_us": 2000.0}],
         rows=rows
         or [
-            Row("100mbit_2ms", "dense_bsp", [0.010, 0.0095, 0.011], 0.008, [0.002, 0.0015], 0.0003),
-            Row("100mbit_2ms", "topk_ef", [0.010], 0.005, [0.001], 0.0),
+            Row(
+                "100mbit_2ms",
+                "dense_bsp",
+                [0.010, 0.0095, 0.011],
+                0.008,
+                [0.002, 0.0015],
+                0.0003,
+                0.0096,
+            ),
+            Row("100mbit_2ms", "topk_ef", [0.010], 0.005, [0.001], 0.0, 0.006),
         ],
     )
 
 
 def test_a_row_derives_medians_errors_and_the_calibrated_error() -> None:
-    r = Row("l", "m", [0.010, 0.0095, 0.011], 0.008, [0.002, 0.0015], 0.0003)
+    r = Row("l", "m", [0.010, 0.0095, 0.011], 0.008, [0.002, 0.0015], 0.0003, 0.0096)
     assert r.real_median_s == 0.010
     assert r.error == pytest.approx(-0.2)
     assert r.overhead_s == pytest.approx(0.00175 - 0.0003)
-    assert r.calibrated_error == pytest.approx((0.008 + 0.00145) / 0.010 - 1)
-    assert Row("l", "m", [1.0], 1.1).overhead_s == 0.0  # no calibration: the sim as it is
+    assert r.message_overhead_us == pytest.approx(1e6 * 0.00145 / 3)
+    assert r.calibrated_error == pytest.approx(-0.04)
+    bare = Row("l", "m", [1.0], 1.1)  # no calibration: the sim as it is
+    assert (bare.overhead_s, bare.calibrated_error) == (0.0, pytest.approx(0.1))
 
 
 def test_the_table_round_trips_and_holds_rows_to_the_bound(tmp_path: Path) -> None:
@@ -60,7 +70,7 @@ def test_the_table_round_trips_and_holds_rows_to_the_bound(tmp_path: Path) -> No
     table.write(tmp_path / "v.json")
     back = read_table(tmp_path / "v.json")
     assert [r.as_dict() for r in back.rows] == [r.as_dict() for r in table.rows]
-    assert [back.within(r) for r in back.rows] == [True, False]  # -5.5 % and -40 %
+    assert [back.within(r) for r in back.rows] == [True, False]  # -4 % and -40 %
     md = back.markdown()
     assert "| 100mbit_2ms | dense_bsp | 0.0100 |" in md and "(outside)" in md
 
