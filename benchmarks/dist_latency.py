@@ -155,10 +155,12 @@ def measure(
     argv = [sys.executable, os.path.abspath(__file__), "--sizes", ",".join(map(str, sizes))]
     argv += ["--trials", str(trials), "--gap-s", str(gap_s)]
     with Testbed(2, link, max_seconds=1800) as tb:
+        # The ranks run under SCHED_FIFO, as psml validate's: the host's other load must not
+        # delay their wake-ups by a scheduler slice (milliseconds on a busy 2-vCPU machine).
         procs = [
             tb.popen(
                 r,
-                [*argv, "--rank", str(r)],
+                ["chrt", "-f", "5", *argv, "--rank", str(r)],
                 stdout=subprocess.PIPE,
                 env={**os.environ, "GLOO_SOCKET_IFNAME": tb.nodes[r].ifname},
             )

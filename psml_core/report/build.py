@@ -375,7 +375,9 @@ def build_report(
     placements = partition_files(partition)
     checked = read_table(validation) if validation is not None else None
     tables = [Path(runs_csv), Path(aggregate_csv), Path(claims_csv)]
-    inputs = _inputs(experiment, Path(papers_dir), *tables, *([Path(validation)] * bool(checked)))
+    if validation is not None:
+        tables.append(Path(validation))
+    inputs = _inputs(experiment, Path(papers_dir), *tables)
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
