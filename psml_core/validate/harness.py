@@ -269,6 +269,7 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
     from psml_core.provenance import git_state
 
     machine = _machine()
+    commit, dirty = git_state()  # the code that runs: the state at the start
     rows: list[Row] = []
     links: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="psml-validate-") as tmp:
@@ -296,7 +297,6 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
                     "delay_line": line,
                 }
             )
-    commit, dirty = git_state()
     machine["load_after"] = list(os.getloadavg())
     return ValidationTable(
         date=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
