@@ -162,3 +162,29 @@ def test_both_backends_run_the_same_spec_on_the_validation_layout(smoke) -> None
     )
     zero = _zero_scenario()
     assert (zero.latency_us, zero.message_overhead_us) == (0.0, 0.0)
+
+
+def test_without_root_psml_validate_says_so_in_one_line(monkeypatch, capsys) -> None:
+    from psml_core.cli import main
+
+    monkeypatch.setattr("psml_core.validate.netns.os.geteuid", lambda: 1000)
+    assert main(["validate"]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "psml validate: error: cannot build the shaped testbed: needs root (network namespaces, "
+        "TUN devices and tc); run it as root"
+    ]
+
+
+def test_without_tun_psml_validate_says_so(monkeypatch) -> None:
+    from psml_core.validate import netns
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    real = netns.Path.exists
+    monkeypatch.setattr(
+        netns.Path, "exists", lambda p: False if str(p) == "/dev/net/tun" else real(p)
+    )
+    assert (
+        netns.preflight()
+        == "no TUN device (/dev/net/tun): load the tun module or run where it exists"
+    )
