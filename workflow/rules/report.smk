@@ -6,8 +6,13 @@ localrules:
     report,
 
 
-# The validation table the config points to (report.validation), an input when set.
+# The validation table the config points to (report.validation), an input when set: a path
+# relative to the working directory, else to the folder holding the config (a deployment that
+# uses the workflow's own config/ finds the workflow's tables).
 VALIDATION = (config.get("report") or {}).get("validation")
+if VALIDATION and not Path(VALIDATION).is_file():
+    _beside = Path(CONFIG_DIR).parent / VALIDATION
+    VALIDATION = str(_beside) if _beside.is_file() else VALIDATION
 if VALIDATION and not Path(VALIDATION).is_file():
     sys.exit(
         f"error: key 'report.validation': {VALIDATION!r} does not exist; measure one with "
