@@ -108,7 +108,8 @@ class RunState(KeyMoves):
         self.cpu = [simpy.Resource(env, capacity=1) for _ in job.shards]
         self._serving = 0  # pushes in flight or still being processed by the servers
         self._idle: simpy.Event | None = None
-        # Each worker's last push to each shard: it lands before that worker's next request.
+        # Each worker's last push to each shard, until served: the server takes that worker's
+        # next request (queued behind it on their connection) only after it.
         self._landing: dict[tuple[int, int], simpy.Event] = {}
         # What codecs cost: workers on the run's device, servers on a CPU core [ours].
         self.charges = CodecCharges(job.spec.compute)
@@ -401,7 +402,7 @@ class RunState(KeyMoves):
         yield self.net.transfer(p, machine, len(request), d)
         landing = self._landing.get((p, s))
         if landing is not None and not landing.triggered:
-            yield landing  # the request left behind the worker's last push: it arrives after it
+            yield landing  # the request left behind the worker's last push: served after it
         arrived = self.env.now
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived  # held by the sync policy
@@ -450,7 +451,7 @@ class RunState(KeyMoves):
 
         A push is asynchronous, as a socket's send is (PS-lite's and the dist backend's): the
         worker goes on once the bytes have left its NIC, and what it sends the shard next (its
-        next pull request) queues behind them, so it arrives after the push lands
+        next pull request) queues behind them, so the shard takes it after the push
         (:meth:`pull`). The shard's processing (decode, aggregation) is :meth:`serve_push`.
         """
         if at is not None and at > self.env.now:
@@ -464,8 +465,8 @@ class RunState(KeyMoves):
         def land() -> Generator[Any, Any, None]:
             yield arrival
             self._observe_push(p, t)  # before the shard applies it: a released pull sees it
-            self.env.process(self.serve_push(p, s, t, payload, ctx, report))
-            landed.succeed()  # after the server's turn is asked for: it serves the push first
+            yield from self.serve_push(p, s, t, payload, ctx, report)
+            landed.succeed()  # served: the request queued behind it is the server's next
 
         self.env.process(land())
         yield sent
