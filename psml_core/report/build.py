@@ -374,10 +374,8 @@ def build_report(
     sparsity_stats = named_json(sparsity, "sparsity", "dataset")
     placements = partition_files(partition)
     checked = read_table(validation) if validation is not None else None
-    tables = [Path(runs_csv), Path(aggregate_csv), Path(claims_csv)]
-    if validation is not None:
-        tables.append(Path(validation))
-    inputs = _inputs(experiment, Path(papers_dir), *tables)
+    named = [runs_csv, aggregate_csv, claims_csv, *([validation] if validation else [])]
+    inputs = _inputs(experiment, Path(papers_dir), *map(Path, named))
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
