@@ -1,8 +1,8 @@
 """The ``psml`` command line: one sub-command per workflow step.
 
-``psml prepare|analyze|partition|train|compare|report|config|bench``. Each Snakemake rule calls
-exactly one of them. Errors caused by input (config, data, a crashed run) print one line naming the
-culprit and the fix, and exit non-zero without a traceback.
+``psml prepare|analyze|partition|train|compare|report|config|bench|validate``. Each Snakemake
+rule calls exactly one of them. Errors caused by input (config, data, a crashed run) print one
+line naming the culprit and the fix, and exit non-zero without a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.recipes import read_run_spec
 from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
 from psml_core.tuning.command import cmd_tune, tune_args
+from psml_core.validate.command import cmd_validate, validate_args
 
 __all__ = ["main"]
 
@@ -296,6 +297,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_pdf=Path(args.out),
         workdir=Path(args.workdir),
         regime_map=Path(args.regime_map) if args.regime_map else None,
+        validation=Path(args.validation) if args.validation else None,
     )
     if args.figures or args.tables:
         from psml_core.report.export import export_outputs
@@ -457,6 +459,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
         "--papers", required=True, help="directory of the paper files (config/papers/*.yaml)"
     )
     p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
+    p.add_argument("--validation", help="a validation table from `psml validate` (JSON)")
     p.add_argument("--workdir", required=True, help="directory for figures and tables")
     p.add_argument("--out", required=True, help="output PDF")
     p.add_argument("--figures", help="also copy the figures (SVG + PNG) here, by paper")
@@ -500,6 +503,7 @@ _COMMANDS: tuple[
         "performance benchmark (prints ratios to same-run references), or `calibrate`: measure "
         "this machine into a device profile (config/devices/<name>.yaml)",
     ),
+    ("validate", cmd_validate, validate_args, "real processes on shaped links against the sim"),
 )
 """Each subcommand: its name, its function, its arguments and its help line."""
 

@@ -161,6 +161,10 @@ class NicOverride:
     latency_us: float | None = None
 
 
+TCP_IPV4_MTU1500 = 1448 / 1500
+"""TCP payload per byte of a 1500-byte IPv4 packet (20 B IPv4 + 20 B TCP + 12 B timestamps)."""
+
+
 @dataclass(frozen=True)
 class ScenarioSpec:
     """A network scenario (``scenarios.<name>``)."""
@@ -171,6 +175,7 @@ class ScenarioSpec:
     message_overhead_us: float = 10.0
     overlap: bool = True
     header_bytes: int = 0
+    wire_efficiency: float = TCP_IPV4_MTU1500
     rate_window: float = 0.02
     description: str = ""
     delay: dict[str, Any] | None = None

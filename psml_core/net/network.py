@@ -8,6 +8,10 @@ bandwidth: the server-NIC contention of a parameter server. A message costs
     per-message overhead  +  (payload + header bytes) at the fair-share rate  +  latency,
 
 and a message between a worker and its colocated shard (same machine) costs nothing on the wire.
+The transfer holds the links as long as ``(payload + header bytes) / efficiency`` bytes would:
+``efficiency`` is the transport's payload per byte of the link's rate (the scenario's
+``wire_efficiency``; TCP/IPv4 at MTU 1500 carries 1448 payload bytes per 1500-byte packet).
+The bytes a message is recorded with stay its payload plus header bytes.
 
 Optional cross-traffic (:mod:`psml_core.net.cross_traffic`) adds competing long-lived elastic
 flows on the NIC links, a time-varying number per link: they take their max-min fair share of
@@ -167,6 +171,7 @@ class FairShareNetwork:
         latency_s: One-way latency per message, seconds.
         overhead_s: Per-message software overhead, seconds.
         header_bytes: Bytes added to every message on the wire.
+        efficiency: Payload bytes per byte of the links' rate (framing of the transport).
         bandwidth_steps: ``(at_s, bytes_per_s)`` pairs: the NIC bandwidth from that simulated
             time on. Flows in progress continue at the new fair-share rates.
         nic_bandwidth: Machine -> its own NIC bandwidth (bytes/s, both directions), fixed
@@ -190,6 +195,7 @@ class FairShareNetwork:
     latency_s: float
     overhead_s: float
     header_bytes: int = 0
+    efficiency: float = 1.0
     bandwidth_steps: tuple[tuple[float, float], ...] = ()
     nic_bandwidth: dict[int, float] = field(default_factory=dict)
     nic_latency: dict[int, float] = field(default_factory=dict)
@@ -232,18 +238,31 @@ class FairShareNetwork:
         """
         return self.env.process(self._transfer(src, dst, nbytes, extra_delay_s))
 
+    def send(
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
+    ) -> tuple[simpy.Event, simpy.Process]:
+        """Like :meth:`transfer`, with an event for when the message has left ``src``'s NIC.
+
+        The sender is free then (a socket's send completes once the bytes are handed over,
+        and what it sends next queues behind them); the process still ends on arrival.
+        """
+        sent = self.env.event()
+        return sent, self.env.process(self._transfer(src, dst, nbytes, extra_delay_s, sent))
+
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a message of ``nbytes`` payload occupies on the wire (header included)."""
         return nbytes + self.header_bytes
 
     def _transfer(
-        self, src: int, dst: int, nbytes: int, extra_delay_s: float
+        self, src: int, dst: int, nbytes: int, extra_delay_s: float, sent: simpy.Event | None = None
     ) -> Generator[Any, Any, None]:
         if src == dst:
+            if sent is not None:
+                sent.succeed()
             return
         if self.overhead_s:
             yield self.env.timeout(self.overhead_s)
-        size = self.wire_bytes(nbytes)
+        size = self.wire_bytes(nbytes) / self.efficiency
         if size > 0:
             done = self.env.event()
             self._advance()
@@ -251,6 +270,8 @@ class FairShareNetwork:
             self._flows.add(src, self.machines + dst, float(size), done)
             self._reschedule_soon()
             yield done
+        if sent is not None:
+            sent.succeed()
         latency = max(
             self.nic_latency.get(src, self.latency_s), self.nic_latency.get(dst, self.latency_s)
         )

@@ -51,6 +51,8 @@ from psml_core.report.inputs import (
 )
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import experiment_aggregate, head_to_head_section, paper_sections
+from psml_core.report.validation import validation_block
+from psml_core.validate.table import read_table
 
 __all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
 
@@ -149,9 +151,12 @@ def _inputs(experiment: Mapping[str, Any], papers_dir: Path, *tables: Path) -> d
 
 
 def _setup_section(
-    experiment: Mapping[str, Any], sparsity: Mapping[str, Mapping[str, Any]], workdir: Path
+    experiment: Mapping[str, Any],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    workdir: Path,
+    validation: dict[str, Any],
 ) -> dict[str, Any]:
-    """The setup section: the tier, its data sets, workloads, scenarios and compute model."""
+    """The setup: the tier, its data sets, workloads, scenarios, compute model, validation."""
 
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
@@ -167,6 +172,7 @@ def _setup_section(
             {"heading": "Workloads", "tables": [w(ts.workloads_table(experiment))]},
             {"heading": "Network scenarios", "tables": [w(ts.scenarios_table(experiment))]},
             {"heading": "Compute model", "tables": [w(ts.compute_table(experiment))]},
+            {**validation, "tables": [w(t) for t in validation["tables"]]},
         ],
     }
 
@@ -207,6 +213,7 @@ def _report_data(
     sparsity: Mapping[str, Mapping[str, Any]],
     partition: Mapping[str, Mapping[str, Any]],
     workdir: Path,
+    validation: dict[str, Any],
 ) -> dict[str, Any]:
     """Write every figure and table and return the document model the template reads."""
 
@@ -214,7 +221,7 @@ def _report_data(
         return table.write(workdir)
 
     _stage("tables: setup")
-    setup = _setup_section(experiment, sparsity, workdir)
+    setup = _setup_section(experiment, sparsity, workdir, validation)
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
     by_pair = {
@@ -347,6 +354,7 @@ def build_report(
     out_pdf: Path,
     workdir: Path,
     regime_map: Path | None = None,
+    validation: Path | None = None,
 ) -> None:
     """Build the PDF report.
 
@@ -367,6 +375,8 @@ def build_report(
         workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
         regime_map: The regime maps' points (``psml compare --regime-map``), if the tier runs
             any.
+        validation: The validation table ``report.validation`` names (``psml validate``), if
+            any; without one the report says the simulator is unvalidated for the tier's links.
 
     Raises:
         DataError: An input file is missing or malformed (the message names it), the metrics
@@ -396,9 +406,9 @@ def build_report(
     claims = _read_claims(claims_csv, papers)
     sparsity_stats = named_json(sparsity, "sparsity", "dataset")
     placements = partition_files(partition)
-    inputs = _inputs(
-        experiment, Path(papers_dir), Path(runs_csv), Path(aggregate_csv), Path(claims_csv)
-    )
+    checked = read_table(validation) if validation is not None else None
+    named = [runs_csv, aggregate_csv, claims_csv, *([validation] if validation else [])]
+    inputs = _inputs(experiment, Path(papers_dir), *map(Path, named))
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
@@ -417,6 +427,7 @@ def build_report(
         sparsity=sparsity_stats,
         partition=placements,
         workdir=workdir,
+        validation=validation_block(checked, validation, experiment),
     )
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:

@@ -6,6 +6,20 @@ localrules:
     report,
 
 
+# The validation table the config points to (report.validation), an input when set: a path
+# relative to the working directory, else to the folder holding the config (a deployment that
+# uses the workflow's own config/ finds the workflow's tables).
+VALIDATION = (config.get("report") or {}).get("validation")
+if VALIDATION and not Path(VALIDATION).is_file():
+    _beside = Path(CONFIG_DIR).parent / VALIDATION
+    VALIDATION = str(_beside) if _beside.is_file() else VALIDATION
+if VALIDATION and not Path(VALIDATION).is_file():
+    sys.exit(
+        f"error: key 'report.validation': {VALIDATION!r} does not exist; measure one with "
+        "`psml validate` (as root) or remove the key"
+    )
+
+
 rule report:
     input:
         runs=f"results/{TIER}/runs.csv",
@@ -19,6 +33,7 @@ rule report:
         listed_metrics=f"results/{TIER}/specs/metrics.txt",
         listed_partitions=f"results/{TIER}/specs/partitions.txt",
         config=f"results/{TIER}/config.json",
+        validation=[VALIDATION] if VALIDATION else [],
     output:
         pdf=report(
             f"reports/{TIER}/report.pdf",
@@ -56,6 +71,7 @@ rule report:
     params:
         papers=PAPERS_DIR,
         workdir=f"results/{TIER}/report",
+        validation=f"--validation {shlex.quote(VALIDATION)}" if VALIDATION else "",
     shell:
         "psml report --runs {input.runs} --aggregate {input.aggregate} "
         "--claims {input.claims} --papers {params.papers} "
@@ -63,5 +79,6 @@ rule report:
         "--metrics @{input.listed_metrics} --sparsity {input.sparsity} "
         "--partition @{input.listed_partitions} "
         "--experiment {input.config} --workdir {params.workdir} --out {output.pdf} "
+        "{params.validation} "
         "--figures {output.figures} --tables {output.tables} "
         "> {log} 2>&1"

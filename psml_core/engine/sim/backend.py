@@ -129,6 +129,7 @@ class SimBackend(Backend):
             latency_s=sc.latency_us * 1e-6,
             overhead_s=sc.message_overhead_us * 1e-6,
             header_bytes=sc.header_bytes,
+            efficiency=sc.wire_efficiency,
             bandwidth_steps=tuple((b.at_s, b.gbps * 1e9 / 8) for b in sc.bandwidth_steps),
             cross_traffic=make_cross_traffic(sc.cross_traffic, spec.seed, job.machines),
             rate_window_s=sc.rate_window * sc.latency_us * 1e-6,

@@ -80,8 +80,8 @@ class _Pushed(NamedTuple):
     ratio: float  # the ratio it was encoded at
     payloads: list[Payload]
     encode_s: float  # the device's encode time
-    start: float  # when the first push left
-    landed: float  # when the last one arrived
+    start: float  # when the first push started
+    sent: float  # when the last one had left the worker's NIC (they land later)
     exposed: float  # push time beyond the device's work: communication on the critical path
 
 
@@ -106,8 +106,11 @@ class RunState(KeyMoves):
         self.gates = [Gate(env) for _ in job.shards]
         # Each shard's server thread: decoding pushes, aggregating, encoding answers.
         self.cpu = [simpy.Resource(env, capacity=1) for _ in job.shards]
-        self._serving = 0  # pushes the servers are still processing
+        self._serving = 0  # pushes in flight or still being processed by the servers
         self._idle: simpy.Event | None = None
+        # Each worker's last push to each shard, until served: the server takes that worker's
+        # next request (queued behind it on their connection) only after it.
+        self._landing: dict[tuple[int, int], simpy.Event] = {}
         # What codecs cost: workers on the run's device, servers on a CPU core [ours].
         self.charges = CodecCharges(job.spec.compute)
         self.overlap = job.spec.scenario.overlap
@@ -264,7 +267,7 @@ class RunState(KeyMoves):
         if self.dynamic is not None:
             self.observe_traffic(p)
         self.progress.tick(t, env.now)
-        return pull_comm + (pushed.landed - pushed.start)
+        return pull_comm + (pushed.sent - pushed.start)
 
     def push_all(
         self,
@@ -299,10 +302,10 @@ class RunState(KeyMoves):
             for s, pl in enumerate(payloads)
         ]
         done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
-        landed = max(done[proc] for proc in pushes)
+        sent = max(done[proc] for proc in pushes)
         # The push's time beyond the device's: the communication left exposed.
-        exposed = max(0.0, landed - plan.device_end)
-        return _Pushed(ratio, payloads, plan.encode_s, push_start, landed, exposed)
+        exposed = max(0.0, sent - plan.device_end)
+        return _Pushed(ratio, payloads, plan.encode_s, push_start, sent, exposed)
 
     def drain(self, p: int, t: int, prev_comm: float) -> Generator[Any, Any, float]:
         """Hold worker ``p`` at iteration ``t`` until all are here; the last saves the state.
@@ -395,6 +398,9 @@ class RunState(KeyMoves):
         # The request: header only, or (touched) the key list of the shard's touched keys.
         request = b"" if keys is None else pack_keys(keys, len(shard.keys))
         yield self.net.transfer(p, machine, len(request), d)
+        landing = self._landing.get((p, s))
+        if landing is not None and not landing.triggered:
+            yield landing  # the request left behind the worker's last push: served after it
         arrived = self.env.now
         yield self.gates[s].wait(p, t, shard.may_serve(p, t))
         blocked = self.env.now - arrived  # held by the sync policy
@@ -441,20 +447,30 @@ class RunState(KeyMoves):
         report: RoundReport | None = None,
         at: float | None = None,
     ) -> Generator[Any, Any, float]:
-        """Send one push at time ``at`` (when its encode is done); return when it landed.
+        """Send one push at time ``at`` (when its encode is done); return when it has left.
 
-        The shard's processing of it (decode, aggregation) goes on in :meth:`serve_push`.
+        A push is asynchronous, as a socket's send is (PS-lite's and the dist backend's): the
+        worker goes on once the bytes have left its NIC, and what it sends the shard next (its
+        next pull request) queues behind them, so the shard takes it after the push
+        (:meth:`pull`). The shard's processing (decode, aggregation) is :meth:`serve_push`.
         """
         if at is not None and at > self.env.now:
             yield self.env.timeout(at - self.env.now)
         machine = int(self.job.shard_machine[s])
         nbytes = payload.wire_bytes + (REPORT_BYTES if report is not None else 0)
-        yield self.net.transfer(p, machine, nbytes, self.delay.delay_s(t))
-        landed = self.env.now
-        self._observe_push(p, t)  # before the shard applies it: a released pull sees it
-        self._serving += 1
-        self.env.process(self.serve_push(p, s, t, payload, ctx, report))
-        return landed
+        sent, arrival = self.net.send(p, machine, nbytes, self.delay.delay_s(t))
+        self._serving += 1  # in flight: a checkpoint's drain waits until it is served
+        landed = self._landing[(p, s)] = self.env.event()
+
+        def land() -> Generator[Any, Any, None]:
+            yield arrival
+            self._observe_push(p, t)  # before the shard applies it: a released pull sees it
+            yield from self.serve_push(p, s, t, payload, ctx, report)
+            landed.succeed()  # served: the request queued behind it is the server's next
+
+        self.env.process(land())
+        yield sent
+        return self.env.now
 
     def serve_push(
         self,

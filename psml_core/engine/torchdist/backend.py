@@ -1,8 +1,10 @@
 """The dist backend: the engine's workers and server shards as real processes.
 
 Transport: ``torch.distributed`` point-to-point with the **gloo** backend. Payloads are the
-codecs' byte buffers on the CPU; NCCL moves GPU tensors between GPUs and has no anysource
-receive, so gloo is the transport even on GPU nodes. With ``device: cuda`` each rank's model
+codecs' byte buffers on the CPU. Every receive names its peer (a shard keeps header slots
+posted per worker, :mod:`.inbox`; parts beyond a slot follow between the same pair), so bodies
+between known pairs could move over NCCL; none does yet: gloo is the transport even on GPU
+nodes. With ``device: cuda`` each rank's model
 computes on its own GPU (:func:`~psml_core.engine.torch_device.rank_device`: local rank modulo
 the GPUs seen) and what crosses the wire is still the encoded bytes, counted exactly as on CPU.
 

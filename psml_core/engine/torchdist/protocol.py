@@ -12,8 +12,9 @@ from typing import Any
 
 from psml_core.control.base import Controller
 from psml_core.engine.server import RATIO_KEY
+from psml_core.engine.torchdist.header import Header
 
-__all__ = ["FIGURES", "RATIO_BYTES", "adaptive", "answer_ratio", "codec_name"]
+__all__ = ["FIGURES", "RATIO_BYTES", "adaptive", "answer_ratio", "codec_name", "grown"]
 
 FIGURES = struct.Struct("<ff")
 """A worker's figures of its previous step for shard 0's controller: comm and compute seconds."""
@@ -38,3 +39,12 @@ def answer_ratio(extra: dict[str, Any]) -> float:
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio {ratio!r} is not in (0, 1]")
     return ratio
+
+
+def grown(capacity: int, header: Header) -> int:
+    """A pre-posted payload receive's capacity after ``header``'s message on that pair.
+
+    Both ends apply it to every message of that kind, so they agree on the capacity without a
+    message: the largest payload so far that did not travel inline (0: nothing is pre-posted).
+    """
+    return capacity if header.inline[0] else max(capacity, header.payload_len)

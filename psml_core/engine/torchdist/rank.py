@@ -78,7 +78,7 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
             return None
         gathered = {0: mine}
         for r in range(1, layout.world_size):
-            hdr, _ = wire.recv_header(r, Channel.RESULT)
+            hdr = wire.recv_header(r, Channel.RESULT)
             blob_in, _ = wire.recv_parts(r, hdr, Channel.RESULT)
             assert blob_in is not None
             gathered[r] = pickle.loads(blob_in)

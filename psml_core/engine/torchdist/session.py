@@ -1,8 +1,9 @@
 """A rank's membership of a dist run: rendezvous store, gloo process group, and a watchdog.
 
 Failure handling. Gloo alone cannot guarantee that every process stops when one dies: it
-reports a broken connection only to operations on that very pair, and a shard's receive from
-*any* worker never sees a dead one (it would wait for ``op_timeout_s``). So every rank runs a
+reports a broken connection only to operations on that very pair, and a rank blocked on
+another pair (a worker waiting for one shard's answer while another shard died) never sees it
+(it would wait for ``op_timeout_s``). So every rank runs a
 watchdog thread with its own store connection that, every ``heartbeat_s``:
 
 * bumps this rank's heartbeat counter, and checks the others' (ranks that finished cleanly

@@ -4,7 +4,10 @@ The protocol per iteration is the sim backend's (:mod:`psml_core.engine.step`): 
 request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
 shard. :class:`~psml_core.engine.server.ServerShard` does the math; this module only moves its
 messages and measures wall-clock time. The worker's side is
-:mod:`psml_core.engine.torchdist.worker_loop`.
+:mod:`psml_core.engine.torchdist.worker_loop`. Messages come in through an
+:class:`~psml_core.engine.torchdist.inbox.Inbox`: header slots posted per peer (its workers and,
+on shard 0, the other shards), so no message waits for gloo's rendezvous; each peer closes its
+slots with DONE messages, and the loop ends when every slot has been served.
 
 Evaluation. When a shard has applied every worker's push of an iteration that
 ``Job.should_evaluate`` selects, it snapshots its values and sends them to rank 0 (shard 0),
@@ -50,7 +53,14 @@ from psml_core.control.feed import ControllerFeed
 from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.server import RATIO_KEY, Pull, codec_state
-from psml_core.engine.torchdist.protocol import FIGURES, RATIO_BYTES, adaptive, codec_name
+from psml_core.engine.torchdist.inbox import DEPTH, Inbox
+from psml_core.engine.torchdist.protocol import (
+    FIGURES,
+    RATIO_BYTES,
+    adaptive,
+    codec_name,
+    grown,
+)
 from psml_core.engine.torchdist.settings import Faults, Layout
 from psml_core.engine.torchdist.state import encode_state
 from psml_core.engine.torchdist.wire import (
@@ -147,6 +157,8 @@ class ShardLoop:
         wire: This rank's wire.
         layout: The rank layout.
         faults: Fault injection.
+        progress: Rank 0's progress reporter.
+        inbox: Builds the inbox of the given peers (tests script it).
     """
 
     def __init__(
@@ -157,9 +169,11 @@ class ShardLoop:
         layout: Layout,
         faults: Faults,
         progress: Progress | None = None,
+        inbox: Callable[[Wire, list[int]], Inbox] = Inbox,
     ) -> None:
         self.job, self.s, self.wire, self.layout, self.faults = job, s, wire, layout, faults
         self.progress = progress or NO_PROGRESS  # rank 0's reporter
+        self.make_inbox = inbox
         self.shard = job.shards[s]
         self.workers = job.spec.workers
         self.parked: list[_Request] = []
@@ -174,6 +188,7 @@ class ShardLoop:
         # their capacity: the largest payload that worker pushed here so far.
         self.push_pre: dict[int, Prepost] = {}
         self.push_capacity = [0] * self.workers
+        self.snap_pre: dict[int, Prepost] = {}  # shard 0: each shard's next snapshot
         # The pushes a barrier (or round) policy holds until its round is complete, decoded
         # only then: kept here too, so that a payload that does not decode names its sender.
         self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
@@ -183,7 +198,6 @@ class ShardLoop:
             if s == 0
             else None
         )
-        self.snapshots = 0  # shard 0: snapshots of the other shards still to come
         self.feed = (
             ControllerFeed(job.controller, self.workers)
             if s == 0 and adaptive(job.controller)
@@ -191,65 +205,84 @@ class ShardLoop:
         )
 
     def run(self) -> None:
-        """The serving loop."""
-        done = 0
-        self.snapshots = (len(self.job.shards) - 1) * len(self.evaluate) if self.s == 0 else 0
-        incoming = self.wire.irecv_header(None)
-        while True:
-            hdr, src = incoming.wait_from()
-            self._check_origin(hdr, src)
-            # The next header's receive is posted before this message is served, so a sender
-            # never waits for it; a pull or push is never a worker's last message (its DONE
-            # follows), and after the others the loop may end, so those re-post at the end.
-            busy = hdr.kind in (Kind.PULL, Kind.PUSH)
-            if busy:
-                incoming = self.wire.irecv_header(None)
-            if hdr.kind == Kind.PULL:
-                keys = None
-                if hdr.state_len or hdr.payload_len >= 0:
-                    request, figures = self.wire.recv_parts(src, hdr)
-                    keys = self._requested(hdr, request)
-                    if hdr.state_len:  # the worker's figures of its previous step (controller)
-                        if len(figures) != FIGURES.size:
-                            raise ProtocolError(
-                                f"shard {self.s}: pull {hdr.clock} from "
-                                f"{self.layout.describe(src)} has {len(figures)} bytes of "
-                                f"figures, not {FIGURES.size}"
-                            )
-                        if self.feed is not None:
-                            self.feed.report(hdr.worker, hdr.clock - 1, *FIGURES.unpack(figures))
-                if keys is None and self.shard.pull_mode == "touched":
-                    raise ProtocolError(f"a touched pull without its key list from rank {src}")
-                req = _Request(
-                    hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost, keys
-                )
-                if self.shard.may_serve(req.worker, req.clock):
-                    self._answer(req, blocked=0.0)
-                else:
-                    self.parked.append(req)
-            elif hdr.kind == Kind.PUSH:
-                self.faults.maybe_kill(self.s, hdr.clock)
-                self._push(hdr, src)
-            elif hdr.kind == Kind.DONE:
-                # The worker's DONE completes our pre-posted receive of its next push, if any.
-                self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(hdr.worker, None))
-                done += 1
-            elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
-                part, _ = self.wire.recv_parts(src, hdr)
-                assert part is not None  # _check_origin: the payload is the shard's values
-                self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
-                self.snapshots -= 1
-            else:
-                raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
-            self.outgoing = [o for o in self.outgoing if not o.reap()]
-            if not (done < self.workers or self.snapshots):
-                break
-            if not busy:
-                incoming = self.wire.irecv_header(None)
+        """The serving loop: until every peer has closed its header slots (see :mod:`.inbox`)."""
+        inbox = self.open_inbox()
+        try:
+            while inbox.pending:
+                hdr, src = inbox.next()
+                self._serve(hdr, src)
+                self.outgoing = [o for o in self.outgoing if not o.reap()]
+        finally:
+            inbox.close()
         for o in self.outgoing:
             o.wait()
+        if self.s != 0:  # close our slots at shard 0; the first DONE completes a snapshot receive
+            for i in range(DEPTH):
+                prepost = self.snapshot_capacity(self.s) if i == 0 else 0
+                self.wire.send(0, Header(Kind.DONE, self.s), prepost=prepost)
         if self.parked:
             raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
+        if self.evaluator is not None and self.evaluator.parts:
+            missing = sorted(self.evaluator.parts)
+            raise ProtocolError(f"shard 0 ends without every shard's values of {missing}")
+
+    def open_inbox(self) -> Inbox:
+        """Post the header slots of every peer, and the first pre-posted receives."""
+        workers = [self.layout.worker_rank(w) for w in range(self.workers)]
+        shards = list(range(1, len(self.job.shards))) if self.s == 0 else []
+        for r in shards:
+            if cap := self.snapshot_capacity(r):
+                self.snap_pre[r] = self.wire.prepost(r, cap)
+        return self.make_inbox(self.wire, workers + shards)
+
+    def snapshot_capacity(self, shard: int) -> int:
+        """The pre-posted receive of a snapshot of ``shard``: its size, 0 if it is inline."""
+        size = 4 * len(self.job.shards[shard].keys)
+        return 0 if Header(Kind.SNAPSHOT, payload_len=size).inline[0] else size
+
+    def _serve(self, hdr: Header, src: int) -> None:
+        """One incoming message."""
+        self._check_origin(hdr, src)
+        if hdr.kind == Kind.PULL:
+            self._pull(hdr, src)
+        elif hdr.kind == Kind.PUSH:
+            self.faults.maybe_kill(self.s, hdr.clock)
+            self._push(hdr, src)
+        elif hdr.kind == Kind.DONE and not self.layout.is_shard(src):
+            # A worker's first DONE completes our pre-posted receive of its next push, if any.
+            self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(hdr.worker, None))
+        elif hdr.kind == Kind.DONE and self.evaluator is not None:
+            self.wire.recv_parts(src, hdr, pre=self.snap_pre.pop(src, None))
+        elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
+            part, _ = self.wire.recv_parts(src, hdr, pre=self.snap_pre.pop(src, None))
+            if cap := self.snapshot_capacity(src):
+                self.snap_pre[src] = self.wire.prepost(src, cap)
+            assert part is not None  # _check_origin: the payload is the shard's values
+            self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
+        else:
+            raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
+
+    def _pull(self, hdr: Header, src: int) -> None:
+        keys = None
+        if hdr.state_len or hdr.payload_len >= 0:
+            request, figures = self.wire.recv_parts(src, hdr)
+            keys = self._requested(hdr, request)
+            if hdr.state_len:  # the worker's figures of its previous step (controller)
+                if len(figures) != FIGURES.size:
+                    raise ProtocolError(
+                        f"shard {self.s}: pull {hdr.clock} from "
+                        f"{self.layout.describe(src)} has {len(figures)} bytes of "
+                        f"figures, not {FIGURES.size}"
+                    )
+                if self.feed is not None:
+                    self.feed.report(hdr.worker, hdr.clock - 1, *FIGURES.unpack(figures))
+        if keys is None and self.shard.pull_mode == "touched":
+            raise ProtocolError(f"a touched pull without its key list from rank {src}")
+        req = _Request(hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost, keys)
+        if self.shard.may_serve(req.worker, req.clock):
+            self._answer(req, blocked=0.0)
+        else:
+            self.parked.append(req)
 
     def _check_origin(self, hdr: Header, src: int) -> None:
         """A message must come from the rank it names, for an iteration of the run.
@@ -260,7 +293,10 @@ class ShardLoop:
         """
         who = self.layout.describe(src) if 0 <= src < self.layout.world_size else f"rank {src}"
         iterations = self.job.spec.workload.iterations
-        if hdr.kind in (Kind.PULL, Kind.PUSH, Kind.DONE):
+        if hdr.kind == Kind.DONE and self.evaluator is not None and self.layout.is_shard(src):
+            if hdr.worker != src:  # another shard closes its slots at shard 0
+                raise ProtocolError(f"shard 0: a DONE for shard {hdr.worker} from {who}")
+        elif hdr.kind in (Kind.PULL, Kind.PUSH, Kind.DONE):
             if not 0 <= hdr.worker < self.workers or self.layout.worker_rank(hdr.worker) != src:
                 raise ProtocolError(
                     f"shard {self.s}: a {hdr.kind.name} for worker {hdr.worker} from {who}"
@@ -302,7 +338,7 @@ class ShardLoop:
         payload, state = self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(w, None))
         # Post the receive of w's next push now, sized like its largest so far (the worker
         # tracks the same number): its payload then flows as soon as it is sent.
-        self.push_capacity[w] = max(self.push_capacity[w], hdr.payload_len)
+        self.push_capacity[w] = grown(self.push_capacity[w], hdr)
         if self.push_capacity[w] > 0:
             self.push_pre[w] = self.wire.prepost(src, self.push_capacity[w])
         if payload is None:
@@ -331,12 +367,9 @@ class ShardLoop:
             del self.applied[t]
             self.progress.tick(t)
             if self.shard.policy.rounds and self.job.should_evaluate(t):
-                # Every shard applies the same rounds and knows the last (same reports, same
-                # budgets); shard 0 does so before any worker can finish, so it expects the
-                # other shards' snapshots of the round in time.
+                # Every shard applies the same rounds (same reports, same budgets), so every
+                # shard snapshots the same ones.
                 self.evaluate.add(t)
-                if self.s == 0:
-                    self.snapshots += len(self.job.shards) - 1
             if t in self.evaluate:
                 self._snapshot(t)
         now = time.perf_counter()
@@ -401,4 +434,6 @@ class ShardLoop:
             self.evaluator.add(self.s, t, values)
             return
         hdr = Header(Kind.SNAPSHOT, worker=self.s, clock=t, payload_len=values.nbytes)
-        self.outgoing.append(self.wire.isend(0, hdr, [memoryview(values).cast("B")]))
+        part = memoryview(values).cast("B")
+        prepost = self.snapshot_capacity(self.s)
+        self.outgoing.append(self.wire.isend(0, hdr, [part], prepost=prepost))

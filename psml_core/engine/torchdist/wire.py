@@ -1,45 +1,37 @@
-"""The dist wire layer: a fixed header, variable-size byte parts, exact byte accounting.
+"""The dist wire layer: named receives posted ahead, one latency per message, exact bytes.
 
-A message is one **header** of :data:`HEADER_BYTES` = 64 bytes (eight little-endian int64
-words, sent as one int64 tensor on the channel's header tag) followed by up to two **parts**
-(uint8 tensors on the channel's body tag, same pair): the codec's payload buffer and the
-serialized codec state. Their lengths are in the header, so the receiver allocates exactly.
+Gloo starts a transfer only once its receive is posted: a receive posted at the receiver sends
+a *recv-ready* notice to the sender, and the data follows as soon as the sender has both. A
+receive posted late, or posted from *any* rank (the sender is unknown, so no notice can go out
+before a *send-ready* comes in), costs a rendezvous: send-ready, recv-ready, data, three
+one-way latencies instead of one (measured across a 2 ms link: 8.0 ms against 3.7 ms for a
+19,240-byte message). So every receive on the hot paths is posted, from a named rank, before
+its sender can send:
 
-====  ===================  ================================================================
-word  field                meaning
-====  ===================  ================================================================
-0     ``kind``             :class:`Kind`
-1     ``worker``           the worker the message is from or for (SNAPSHOT: the shard)
-2     ``clock``            the worker's iteration
-3     ``payload_len``      bytes of the payload part; -1 = no payload (nothing to apply)
-4     ``state_len``        bytes of the codec-state part (:mod:`.state`)
-5     ``state_codec``      of those, the bytes the codec declares (``Pull.extra_bytes``)
-6     ``ratio`` / ``stl``  PULL, PUSH: compression ratio (float64 bits); ANSWER: staleness
-7     ``blocked_ns``       ANSWER: how long the pull sat at the shard's sync gate;
-      / ``prepost``        PULL: capacity of the worker's pre-posted payload receive (0: none)
-====  ===================  ================================================================
+* **headers**: a message's header (:mod:`.header`) and the parts that fit travel as one
+  *header message* into a fixed slot of :data:`~.header.SLOT_BYTES`. A shard keeps two slots
+  posted per peer (:mod:`.inbox`), a worker posts the slot of each answer before it sends the
+  request;
+* **large payloads** (beyond the slot) go to a receive *pre-posted* on tag ``c + 2``, sized like
+  the largest such payload of that kind seen so far on that pair (both ends track it):
 
-Parts by kind: a PUSH's payload is the encoded gradient and its state the round report (PCP);
-an ANSWER's payload is the shard's encoded answer and its state the codec state (:mod:`.state`);
-a PULL has no payload (``payload_len`` -1) except in ``touched`` pull mode, where its payload
-is the key list of the shard's keys the worker's batch touches (``8 m + 4`` bytes: uint64 keys
-and a CRC-32, :func:`psml_core.codecs.kv.pack_keys`), and its state part the controller
-figures, if any.
+  - the pull answer: the worker posts it before sending the request and names its capacity in
+    the request (``prepost``);
+  - the push: the shard posts the receive of a worker's next push as soon as it has its current
+    one (the first at the start, sized for a dense push of its keys); the worker's first DONE
+    completes the last one;
+  - a snapshot (shard -> shard 0): its size is fixed, so shard 0 keeps one posted per shard,
+    completed at the end by that shard's first DONE.
 
-Pre-posted payloads. A part can only be received once its header has arrived (its size is
-unknown before), and gloo starts a transfer only once the receive is posted: one more
-round trip per message (0.1-0.2 ms on loopback, against ~1.3 ms for a 4 MB transfer). Both
-hot paths avoid it by posting the payload's receive before its header arrives, on the
-pre-post tag (``c + 2``), sized like the largest payload of that kind seen so far on that pair:
+  With a pre-posted receive the sender sends exactly one message on ``c + 2``: the payload if
+  it fits, else an empty message and the payload as a body message on ``c + 1``;
+* **body messages** (``c + 1``): parts that are neither inline nor pre-posted. The receiver
+  posts them once the header is in, which costs a rendezvous: only a payload larger than every
+  earlier one of its kind, or a state part beyond the slot, takes this path.
 
-* the pull answer: the worker posts it before sending the request and names its capacity in
-  the request (``prepost``);
-* the push: the shard posts the receive of a worker's next push as soon as it has its current
-  one; both ends track the capacity (the largest payload that worker pushed to that shard so
-  far), so no message names it. The worker's DONE completes the last one.
-
-The sender then sends exactly one message on the pre-post tag: the payload if it fits, else an
-empty message followed by the payload on the body tag as usual.
+Both ends know from the header alone which parts follow and their sizes, and every receive
+names its peer: the body messages between a known pair can move to another transport (NCCL
+between GPUs) without touching the header protocol.
 
 Byte accounting. Every tensor handed to gloo goes through :meth:`Wire._isend`, which counts
 its ``nbytes`` in :class:`WireStats`: that is the ground truth. Of a message's bytes,
@@ -48,23 +40,33 @@ its ``nbytes`` in :class:`WireStats`: that is the ground truth. Of a message's b
 * **protocol bytes** = the 64-byte header + the state part's framing
   (``state_len - state_codec``: its length word and JSON manifest).
 
-Receive buffers of large parts come from a :class:`BufferPool` and are handed to codecs as a
-``memoryview`` (zero copies; the codecs read buffers through ``len`` / ``np.frombuffer``).
+Inline parts count as the same codec or protocol bytes as they would as body messages; a header
+slot's unused room is never sent. Receive buffers of large parts come from a
+:class:`~.buffers.BufferPool` and are handed to codecs as a ``memoryview`` (zero copies).
 """
 
 from __future__ import annotations
 
-import threading
-import warnings
-import weakref
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from psml_core.engine.torchdist.buffers import EMPTY, BufferPool, as_tensor
+from psml_core.engine.torchdist.header import (
+    DATA_KINDS,
+    HEADER_BYTES,
+    SLOT_BYTES,
+    Channel,
+    Header,
+    Kind,
+    PeerLost,
+    ProtocolError,
+)
 
 __all__ = [
     "DATA_KINDS",
@@ -81,114 +83,6 @@ __all__ = [
     "Wire",
     "WireStats",
 ]
-
-HEADER_WORDS = 8
-HEADER_BYTES = 8 * HEADER_WORDS
-
-
-class Kind(IntEnum):
-    """Message types."""
-
-    PULL = 1  # worker -> shard: iteration `clock` starts, answer when the sync policy allows
-    ANSWER = 2  # shard -> worker: the pull answer (payload + codec state)
-    PUSH = 3  # worker -> shard: the encoded gradient of iteration `clock`
-    DONE = 4  # worker -> shard: this worker sends nothing more
-    SNAPSHOT = 5  # shard -> shard 0: its values once every push of `clock` is applied (eval)
-    RESULT = 6  # rank -> rank 0: records, final values, wire statistics (pickled)
-
-
-DATA_KINDS = frozenset({Kind.PULL, Kind.ANSWER, Kind.PUSH})
-"""The kinds that carry training traffic and are counted in the records; the rest is control."""
-
-
-class Channel(IntEnum):
-    """Gloo tags: headers on tag ``c``, parts on ``c + 1``, pre-posted payloads on ``c + 2``."""
-
-    DATA = 1
-    RESULT = 4
-
-
-class ProtocolError(RuntimeError):
-    """A message that this protocol cannot produce (a bug, or a mismatched peer)."""
-
-
-class PeerLost(RuntimeError):
-    """Gloo reported a broken connection (a peer died); ``peer`` is the rank, if known."""
-
-    def __init__(self, message: str, peer: int | None) -> None:
-        super().__init__(message)
-        self.peer = peer
-
-
-@dataclass(frozen=True)
-class Header:
-    """One message header; see the module docstring for the word layout."""
-
-    kind: Kind
-    worker: int = 0
-    clock: int = 0
-    payload_len: int = -1
-    state_len: int = 0
-    state_codec: int = 0
-    ratio: float = 0.0
-    staleness: int = 0
-    blocked_ns: int = 0
-    prepost: int = 0
-
-    @property
-    def part_lengths(self) -> tuple[int, int]:
-        """Bytes of the payload part and of the state part (0 = not sent)."""
-        return max(self.payload_len, 0), self.state_len
-
-    @property
-    def codec_bytes(self) -> int:
-        """Bytes of the message the codec accounts for (what the sim backend counts)."""
-        return max(self.payload_len, 0) + self.state_codec
-
-    @property
-    def protocol_bytes(self) -> int:
-        """Header plus state framing: the protocol's own overhead."""
-        return HEADER_BYTES + self.state_len - self.state_codec
-
-    def tensor(self) -> torch.Tensor:
-        """The eight int64 words."""
-        w6 = (
-            int(np.float64(self.ratio).view(np.int64))
-            if self.kind in (Kind.PULL, Kind.PUSH)
-            else self.staleness
-        )
-        words = [
-            int(self.kind),
-            self.worker,
-            self.clock,
-            self.payload_len,
-            self.state_len,
-            self.state_codec,
-            w6,
-            self.prepost if self.kind == Kind.PULL else self.blocked_ns,
-        ]
-        return torch.tensor(words, dtype=torch.int64)
-
-    @classmethod
-    def from_tensor(cls, t: torch.Tensor) -> Header:
-        """Parse and validate eight received words (ProtocolError: what is wrong with them)."""
-        w = [int(v) for v in t.reshape(-1).tolist()]
-        if len(w) != HEADER_WORDS:
-            raise ProtocolError(f"a header of {len(w)} words, not {HEADER_WORDS}: {w}")
-        try:
-            kind = Kind(w[0])
-        except ValueError:
-            raise ProtocolError(f"unknown message kind {w[0]} in header {w}") from None
-        if w[3] < -1 or w[4] < 0 or not 0 <= w[5] <= w[4]:
-            raise ProtocolError(f"bad part lengths in header {w}")
-        ratio, staleness, blocked, prepost = 0.0, 0, w[7], 0
-        if kind in (Kind.PULL, Kind.PUSH):
-            ratio = float(np.int64(w[6]).view(np.float64))
-        else:
-            staleness = w[6]
-        if kind == Kind.PULL:
-            blocked, prepost = 0, w[7]
-        return cls(kind, w[1], w[2], w[3], w[4], w[5], ratio, staleness, blocked, prepost)
 
 
 @dataclass
@@ -217,55 +111,6 @@ class WireStats:
     def protocol_sent(self, kinds: Sequence[Kind] | frozenset[Kind] = DATA_KINDS) -> int:
         """Protocol bytes (headers, state framing) among them."""
         return sum(self.sent.get(k.name, [0, 0, 0])[2] for k in kinds)
-
-
-class BufferPool:
-    """Receive buffers for large parts, reused once nothing refers to them any more.
-
-    Fresh 64-100 MB allocations cost page faults that cut loopback goodput to 0.5-0.75x of
-    gloo's (measured on a 2-vCPU VM); a buffer handed out
-    returns to the pool when its last view dies (``weakref.finalize`` on the view), so a codec
-    that keeps a payload (a BSP round waiting for its last push) simply keeps its buffer.
-
-    Args:
-        min_bytes: Smaller parts get plain fresh buffers.
-        keep: Free buffers kept per size class (1 MiB granularity).
-    """
-
-    def __init__(self, min_bytes: int = 1 << 20, keep: int = 4) -> None:
-        self.min_bytes, self.keep = min_bytes, keep
-        self._free: dict[int, list[np.ndarray]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, n: int) -> np.ndarray:
-        """A uint8 array of length ``n`` (contents undefined)."""
-        if n < self.min_bytes:
-            return np.empty(n, dtype=np.uint8)
-        cap = -(-n // (1 << 20)) << 20
-        with self._lock:
-            free = self._free.get(cap)
-            base = free.pop() if free else None
-        if base is None:
-            base = np.empty(cap, dtype=np.uint8)
-        view = base[:n]
-        weakref.finalize(view, self._give_back, base)
-        return view
-
-    def _give_back(self, base: np.ndarray) -> None:
-        with self._lock:
-            free = self._free.setdefault(base.size, [])
-            if len(free) < self.keep:
-                free.append(base)
-
-
-def _as_tensor(buf: Any) -> torch.Tensor:
-    # Zero-copy view of a bytes-like object; gloo only reads it, so a read-only buffer is fine.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.frombuffer(buf, dtype=torch.uint8)
-
-
-_EMPTY = torch.empty(0, dtype=torch.uint8)
 
 
 def _transport(exc: RuntimeError, peer: int | None) -> PeerLost:
@@ -312,29 +157,25 @@ class Prepost:
 
 @dataclass
 class Incoming:
-    """A header receive posted in advance, from one rank or (``peer`` None) from any."""
+    """A header slot posted in advance for one named peer."""
 
     work: Any
-    buf: torch.Tensor
-    peer: int | None
+    buf: np.ndarray
+    peer: int
     wire: Wire
     channel: Channel
 
     def wait(self) -> Header:
-        """Block until the header is in; count it."""
-        return self.wait_from()[0]
-
-    def wait_from(self) -> tuple[Header, int]:
-        """Block until the header is in; count it; return it and its sender."""
+        """Block until the header message is in; count it; return its header."""
         try:
             self.work.wait()
         except RuntimeError as exc:
             raise _transport(exc, self.peer) from None
-        # The default group spans every rank, so its rank numbers are the global ones.
-        src = self.peer if self.peer is not None else int(self.work._source_rank())
-        hdr = self.wire._parse_header(self.buf, src)
-        self.wire._count_header_in(hdr)
-        return hdr, src
+        return self.header()
+
+    def header(self) -> Header:
+        """The header of the completed message (with its inline parts), counted as received."""
+        return self.wire._take_header(self.buf, self.peer)
 
 
 class Wire:
@@ -355,13 +196,20 @@ class Wire:
     ) -> Any:
         """The one place a tensor goes to gloo: count exactly what is passed, then send.
 
-        A header passes ``msg=1`` and its message's protocol bytes (header plus state framing).
+        A header message passes ``msg=1`` and its message's protocol bytes (header plus state
+        framing).
         """
         self.stats.count("sent", kind, t.nbytes, protocol, msg)
         try:
             return dist.isend(t, dst, tag=tag)
         except RuntimeError as exc:
             raise _transport(exc, dst) from None
+
+    def _irecv(self, buf: np.ndarray, src: int, tag: int) -> Any:
+        try:
+            return dist.irecv(torch.from_numpy(buf), src=src, tag=tag)
+        except RuntimeError as exc:
+            raise _transport(exc, src) from None
 
     def isend(
         self,
@@ -379,8 +227,8 @@ class Wire:
             parts: Up to two bytes-like parts: payload, state.
             channel: The tag family.
             prepost: The capacity of the receiver's pre-posted payload receive (an answer to a
-                PULL that named one; a PUSH, or the DONE that completes the last push receive):
-                exactly one message goes to it (see the module docstring).
+                PULL that named one; a PUSH or SNAPSHOT, or the DONE that completes the last
+                one): exactly one message goes to it (see the module docstring).
         """
         lengths = header.part_lengths
         if (
@@ -389,17 +237,26 @@ class Wire:
             or sum(lengths) != sum(len(p) for p in parts)
         ):
             raise ProtocolError(f"parts of {[len(p) for p in parts]} bytes for header {header}")
-        h = header.tensor()
+        inline = header.inline
+        body = [(i, part) for i, part in enumerate(parts) if len(part) and not inline[i]]
+        msg = np.empty(HEADER_BYTES + header.inline_bytes, dtype=np.uint8)
+        msg[:HEADER_BYTES] = np.array(header.words(), dtype="<i8").view(np.uint8)
+        at = HEADER_BYTES
+        for i, part in enumerate(parts):
+            if len(part) and inline[i]:
+                msg[at : at + len(part)] = np.frombuffer(part, dtype=np.uint8)
+                at += len(part)
+        h = torch.from_numpy(msg)
         works = [self._isend(h, dst, int(channel), header.kind, header.protocol_bytes, msg=1)]
         keep: list[Any] = [h]
-        fits = prepost > 0 and 0 <= header.payload_len <= prepost
+        fits = bool(body) and body[0][0] == 0 and header.payload_len <= prepost
         if prepost > 0:
-            t = _as_tensor(parts[0]) if fits and header.payload_len else _EMPTY
+            t = as_tensor(body[0][1]) if fits else EMPTY
             works.append(self._isend(t, dst, int(channel) + 2, header.kind))
-            keep += [t, parts[0] if parts else None]
-        for i, part in enumerate(parts):
-            if len(part) and not (i == 0 and fits):
-                t = _as_tensor(part)
+            keep += [t, body[0][1] if fits else None]
+        for i, part in body:
+            if not (i == 0 and fits):
+                t = as_tensor(part)
                 works.append(self._isend(t, dst, int(channel) + 1, header.kind))
                 keep += [t, part]
         return Outgoing(works, keep, dst)
@@ -407,11 +264,7 @@ class Wire:
     def prepost(self, src: int, capacity: int, channel: Channel = Channel.DATA) -> Prepost:
         """Post the receive of ``src``'s next pre-posted payload, of up to ``capacity`` bytes."""
         buf = self.pool.take(capacity)
-        try:
-            work = dist.irecv(torch.from_numpy(buf), src=src, tag=int(channel) + 2)
-        except RuntimeError as exc:
-            raise _transport(exc, src) from None
-        return Prepost(work, buf, capacity)
+        return Prepost(self._irecv(buf, src, int(channel) + 2), buf, capacity)
 
     def send(
         self,
@@ -424,47 +277,35 @@ class Wire:
         """Send and wait (see :meth:`isend`)."""
         self.isend(dst, header, parts, channel, prepost).wait()
 
-    def _parse_header(self, buf: torch.Tensor, src: int) -> Header:
-        """The header in ``buf``; a malformed one is a ProtocolError naming both ranks."""
+    def _take_header(self, buf: np.ndarray, src: int) -> Header:
+        """The header in a completed slot, with its inline bytes; counted as received.
+
+        A malformed header is a ProtocolError naming both ranks (and is not counted).
+        """
+        words = np.frombuffer(buf, dtype="<i8", count=8).tolist()
         try:
-            return Header.from_tensor(buf)
+            hdr = Header.from_words(words)
         except ProtocolError as exc:
             raise ProtocolError(
                 f"rank {self.rank} got a bad header from rank {src}: {exc}"
             ) from None
+        n = hdr.inline_bytes
+        self.stats.count("received", hdr.kind, HEADER_BYTES + n, hdr.protocol_bytes, 1)
+        view = memoryview(buf)[HEADER_BYTES : HEADER_BYTES + n]
+        return dataclasses.replace(hdr, received=view)
 
-    def _count_header_in(self, hdr: Header) -> None:
-        self.stats.count("received", hdr.kind, HEADER_BYTES, hdr.protocol_bytes, 1)
+    def irecv_header(self, src: int, channel: Channel = Channel.DATA) -> Incoming:
+        """Post a header slot for ``src``'s next message on ``channel``.
 
-    def recv_header(
-        self, src: int | None = None, channel: Channel = Channel.DATA
-    ) -> tuple[Header, int]:
-        """Block for the next header from ``src`` (None: from any rank); return it and its sender.
-
-        A receive from any rank cannot see a dead peer (gloo reports broken pairs only to
-        operations on them): the session's heartbeat watchdog covers that wait.
+        Posting it before the sender sends saves the receive's rendezvous (two one-way
+        latencies); a rank's messages on one channel fill its posted slots in order.
         """
-        buf = torch.empty(HEADER_WORDS, dtype=torch.int64)
-        try:
-            sender = dist.recv(buf, src=src, tag=int(channel))
-        except RuntimeError as exc:
-            raise _transport(exc, src) from None
-        hdr = self._parse_header(buf, int(sender))
-        self._count_header_in(hdr)
-        return hdr, int(sender)
+        buf = np.empty(SLOT_BYTES, dtype=np.uint8)
+        return Incoming(self._irecv(buf, src, int(channel)), buf, src, self, channel)
 
-    def irecv_header(self, src: int | None, channel: Channel = Channel.DATA) -> Incoming:
-        """Post the receive of ``src``'s next header on ``channel`` (None: from any rank).
-
-        Posting it before the sender sends saves the receive's rendezvous (one round trip);
-        a receive from any rank is subject to the same limit as :meth:`recv_header`.
-        """
-        buf = torch.empty(HEADER_WORDS, dtype=torch.int64)
-        try:
-            work = dist.irecv(buf, src=src, tag=int(channel))
-        except RuntimeError as exc:
-            raise _transport(exc, src) from None
-        return Incoming(work, buf, src, self, channel)
+    def recv_header(self, src: int, channel: Channel = Channel.DATA) -> Header:
+        """Block for the next header message from ``src`` (posted now: it pays a rendezvous)."""
+        return self.irecv_header(src, channel).wait()
 
     def recv_parts(
         self,
@@ -473,28 +314,35 @@ class Wire:
         channel: Channel = Channel.DATA,
         pre: Prepost | None = None,
     ) -> tuple[memoryview | None, memoryview]:
-        """Receive the parts announced by ``header``: (payload or None, state).
+        """The parts announced by ``header``: (payload or None, state).
 
-        ``pre`` is the pre-posted payload receive of this message, if one was posted: it holds
-        the payload when that fits its capacity, else an empty message.
+        Inline parts come from the header message itself; ``pre`` is the pre-posted payload
+        receive of this message, if one was posted: it holds the payload when that is not
+        inline and fits its capacity, else an empty message. The rest arrive as body messages.
         """
-        fits = pre is not None and 0 <= header.payload_len <= pre.capacity
+        inline = header.inline
+        lengths = header.part_lengths
+        fits = pre is not None and not inline[0] and header.payload_len <= pre.capacity
+        received = header.received if header.received is not None else memoryview(b"")
+        if len(received) < header.inline_bytes:
+            raise ProtocolError(f"rank {self.rank}: {header} came without its inline parts")
         bufs: list[Any] = []
         works = []
-        for i, n in enumerate(header.part_lengths):
-            if i == 0 and fits:
+        at = 0
+        for i, n in enumerate(lengths):
+            if inline[i]:
+                bufs.append(received[at : at + n])
+                at += n
+            elif i == 0 and fits:
                 assert pre is not None
                 # A memoryview slice keeps ``pre.buf`` alive, so the pool gets the buffer back
                 # only once the payload is dropped (a NumPy slice would reference the base only).
                 bufs.append(memoryview(pre.buf)[:n])
-                continue
-            arr = self.pool.take(n)
-            bufs.append(arr)
-            if n:
-                try:
-                    works.append(dist.irecv(torch.from_numpy(arr), src=src, tag=int(channel) + 1))
-                except RuntimeError as exc:
-                    raise _transport(exc, src) from None
+            else:
+                arr = self.pool.take(n)
+                bufs.append(memoryview(arr))
+                if n:
+                    works.append(self._irecv(arr, src, int(channel) + 1))
         try:
             if pre is not None:
                 pre.work.wait()
@@ -502,6 +350,6 @@ class Wire:
                 w.wait()
         except RuntimeError as exc:
             raise _transport(exc, src) from None
-        self.stats.count("received", header.kind, sum(header.part_lengths))
-        payload = memoryview(bufs[0]) if header.payload_len >= 0 else None
-        return payload, memoryview(bufs[1])
+        self.stats.count("received", header.kind, sum(lengths) - header.inline_bytes)
+        payload = bufs[0] if header.payload_len >= 0 else None
+        return payload, bufs[1]

@@ -31,7 +31,8 @@ from psml_core.engine.step import (
     step_budget,
     step_row,
 )
-from psml_core.engine.torchdist.protocol import FIGURES, adaptive, answer_ratio, codec_name
+from psml_core.engine.torchdist.inbox import DEPTH
+from psml_core.engine.torchdist.protocol import FIGURES, adaptive, answer_ratio, codec_name, grown
 from psml_core.engine.torchdist.settings import DistOptions, Faults, Layout
 from psml_core.engine.torchdist.state import decode_state
 from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
@@ -69,10 +70,10 @@ class _WorkerLoop:
         # The context of this worker's last push to each shard: a broadcast (aggregate mode) of
         # round t - 1 decodes with that round's context, which every pusher of the round shared.
         self.round_ctx: list[CodecContext | None] = [None] * n
-        # Capacity of the pre-posted answer receive per shard: the largest payload seen so far.
+        # Capacity of the pre-posted answer receive per shard (protocol.grown).
         self.capacity = [0] * n
-        # The shard's pre-posted receive of our next push payload: the largest we pushed so far
-        # (both ends know it, so it needs no message).
+        # The shard's pre-posted receive of our next push payload (protocol.grown: both ends
+        # know it, so it needs no message).
         self.push_capacity = [0] * n
         self.proto = options.count_header
         self.rounds = self.shards[0].policy.rounds
@@ -150,8 +151,10 @@ class _WorkerLoop:
             )
             start = end
         for s, c in enumerate(self.push_capacity):
-            # With a push receive pre-posted, DONE also completes it (an empty message).
-            self.wire.send(s, Header(Kind.DONE, self.p), prepost=c)
+            # DEPTH DONEs close the shard's header slots for us (see .inbox); with a push
+            # receive pre-posted, the first also completes it (an empty message).
+            for i in range(DEPTH):
+                self.wire.send(s, Header(Kind.DONE, self.p), prepost=c if i == 0 else 0)
         return rows
 
     def pull(self, t: int) -> tuple[list[int], list[int], int, int, float, int]:
@@ -178,7 +181,7 @@ class _WorkerLoop:
                     f"worker {self.p} expected its answer {t} from shard {s}, got {hdr}"
                 )
             payload, state = wire.recv_parts(s, hdr, pre=pre[s])
-            self.capacity[s] = max(self.capacity[s], hdr.payload_len)
+            self.capacity[s] = grown(self.capacity[s], hdr)
             answer = self.install(t, s, hdr, payload, state, keys)
             down[s] = self.counted(hdr)
             if self.lossless:
@@ -291,7 +294,7 @@ class _WorkerLoop:
                 lossless_up += up[s] - pl.wire_bytes + snappy_bytes(pl)
             parts = [pl.buffer, part] if part else [pl.buffer]
             pushes.append(self.wire.isend(s, hdr, parts, prepost=self.push_capacity[s]))
-            self.push_capacity[s] = max(self.push_capacity[s], pl.wire_bytes)
+            self.push_capacity[s] = grown(self.push_capacity[s], hdr)
         for o in pushes:
             o.wait()
         return lossless_up

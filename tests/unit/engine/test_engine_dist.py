@@ -29,6 +29,7 @@ from psml_core.data.store import load_prepared
 from psml_core.engine import DistBackend, SimBackend, build_job
 from psml_core.engine.torchdist import DistOptions, Faults, Layout
 from psml_core.engine.torchdist.env import RankEnv, first_host, rank_env
+from psml_core.engine.torchdist.header import INLINE_BYTES
 from psml_core.engine.torchdist.launch import main as launch_main
 from psml_core.engine.torchdist.state import decode_state, encode_state
 from psml_core.engine.torchdist.wire import (
@@ -229,20 +230,21 @@ def test_a_pre_posted_payload_keeps_its_buffer_until_it_is_dropped():
         def wait(self) -> None:
             pass
 
+    n = INLINE_BYTES + 100  # beyond the header slot: a pre-posted payload
     pool = BufferPool(min_bytes=1024)
     wire = Wire(0, pool)
-    pre = Prepost(Done(), pool.take(8000), 8000)
+    pre = Prepost(Done(), pool.take(n + 8000), n + 8000)
     base = pre.buf.base
-    pre.buf[:100] = 7
-    payload, _ = wire.recv_parts(1, Header(Kind.PUSH, payload_len=100), pre=pre)
-    assert payload is not None and len(payload) == 100
+    pre.buf[:n] = 7
+    payload, _ = wire.recv_parts(1, Header(Kind.PUSH, payload_len=n), pre=pre)
+    assert payload is not None and len(payload) == n
     del pre
-    fresh = pool.take(8000)
+    fresh = pool.take(n + 8000)
     assert fresh.base is not base  # the held payload still owns it
     fresh[:] = 0
-    assert bytes(payload) == b"\x07" * 100
+    assert bytes(payload) == b"\x07" * n
     del payload
-    assert pool.take(8000).base is base  # returned once the payload is gone
+    assert pool.take(n + 8000).base is base  # returned once the payload is gone
 
 
 @pytest.mark.parametrize("name", CODECS.names())

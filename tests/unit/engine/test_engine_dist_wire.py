@@ -1,8 +1,8 @@
 """Malformed dist messages (issue 7): a clear ProtocolError naming the sender, never garbage.
 
 In-process: the wire's header parsing runs on received words injected in place of gloo's
-receives, and the shard's and the worker's loops run against a scripted wire that delivers
-headers and parts as a peer would have sent them — here, broken ones.
+receives, and the shard's and the worker's loops run against a scripted wire (and inbox) that
+delivers headers and parts as a peer would have sent them — here, broken ones.
 
 What cannot be tested (or caught) here is gloo's own framing: a part *longer* than the receive
 the header sized makes gloo abort the receiving process (the other ranks' watchdog then names
@@ -62,31 +62,31 @@ def test_malformed_header_is_a_protocol_error(words: list[int], fragment: str) -
     assert fragment in str(info.value) and str(words) in str(info.value)
 
 
-def test_header_from_any_rank_names_the_sender(monkeypatch) -> None:
-    """A bad header received from any rank names that rank (and this one), and is not counted."""
+class SlotWork:
+    """A completed header-slot receive holding ``words`` (gloo replaced)."""
 
-    def recv(buf: torch.Tensor, src: int | None = None, tag: int = 0) -> int:
-        buf.copy_(torch.tensor([42, 0, 0, -1, 0, 0, 0, 0]))
-        return 3
+    def __init__(self, buf: torch.Tensor, words: list[int]) -> None:
+        self.buf, self.words = buf, words
 
-    monkeypatch.setattr(wire_mod.dist, "recv", recv)
+    def wait(self) -> None:
+        raw = np.array(self.words, dtype="<i8").view(np.uint8)
+        self.buf[: raw.size] = torch.from_numpy(raw)
+
+
+def test_bad_header_names_the_sender_and_is_not_counted(monkeypatch) -> None:
+    """A bad header in a posted slot names that rank (and this one), and is not counted."""
+    words = [42, 0, 0, -1, 0, 0, 0, 0]
+    monkeypatch.setattr(wire_mod.dist, "irecv", lambda buf, src, tag: SlotWork(buf, words))
     wire = Wire(rank=1)
     with pytest.raises(ProtocolError, match=r"rank 1 got a bad header from rank 3: unknown .* 42"):
-        wire.recv_header()
+        wire.recv_header(3)
     assert wire.stats.received == {}
 
 
 def test_posted_header_receive_names_the_peer(monkeypatch) -> None:
-    """The same for a header receive posted in advance (the worker's answers)."""
-
-    class Work:
-        def __init__(self, buf: torch.Tensor) -> None:
-            self.buf = buf
-
-        def wait(self) -> None:
-            self.buf.copy_(torch.tensor([2, 0, 0, -5, 0, 0, 0, 0]))
-
-    monkeypatch.setattr(wire_mod.dist, "irecv", lambda buf, src, tag: Work(buf))
+    """The same for a header slot posted in advance (the worker's answers)."""
+    words = [2, 0, 0, -5, 0, 0, 0, 0]
+    monkeypatch.setattr(wire_mod.dist, "irecv", lambda buf, src, tag: SlotWork(buf, words))
     incoming = Wire(rank=2).irecv_header(1)
     with pytest.raises(ProtocolError, match=r"rank 2 got a bad header from rank 1: bad part"):
         incoming.wait()
@@ -162,15 +162,25 @@ class ScriptedWire:
             raise ScriptEnd
         return self.messages.popleft()
 
-    def recv_header(self) -> tuple[Header, int]:
+    def next(self) -> tuple[Header, int]:
+        """The shard's inbox: the next scripted message of any peer."""
         hdr, src, parts = self._next()
         self.parts.setdefault(src, deque()).append(parts)
         # What the real wire does with a received header: parse and check its eight words.
         return Header.from_tensor(hdr.tensor()), src
 
-    def irecv_header(self, src: int | None) -> Any:
-        if src is None:  # the shard's posted receive from any rank: the next message, when waited
-            return type("Incoming", (), {"wait_from": lambda _self: self.recv_header()})()
+    @property
+    def pending(self) -> bool:
+        return bool(self.messages)
+
+    def inbox(self, wire: Any, peers: list[int]) -> ScriptedWire:
+        assert wire is self
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def irecv_header(self, src: int) -> Any:
         hdr, got, parts = self._next()
         assert got == src
         self.parts.setdefault(src, deque()).append(parts)
@@ -212,7 +222,8 @@ def push_from(job: Job, w: int, s: int, t: int = 0, cut: int = 0, extra: bytes =
 
 
 def run_shard(job: Job, s: int, messages: list[tuple]) -> ShardLoop:
-    loop = ShardLoop(job, s, ScriptedWire(s, messages), LAYOUT, Faults())  # type: ignore[arg-type]
+    wire = ScriptedWire(s, messages)
+    loop = ShardLoop(job, s, wire, LAYOUT, Faults(), inbox=wire.inbox)  # type: ignore[arg-type]
     loop.run()
     return loop
 

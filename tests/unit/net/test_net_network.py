@@ -30,6 +30,16 @@ def test_single_message_cost():
     assert t == pytest.approx(0.002 + 600 / 1000 + 0.01)
 
 
+def test_wire_efficiency_stretches_the_transfer_but_not_the_recorded_bytes():
+    """TCP/IPv4 at MTU 1500: 1448 payload bytes per 1500 on the link; records keep the bytes."""
+    env = simpy.Environment()
+    net = FairShareNetwork(env, 2, 1000.0, 0.01, 0.002, 100, efficiency=1448 / 1500)
+    proc = net.transfer(0, 1, 500)
+    env.run(proc)
+    assert env.now == pytest.approx(0.002 + 600 * 1500 / 1448 / 1000 + 0.01)
+    assert net.wire_bytes(500) == 600
+
+
 def test_incast_shares_the_server_ingress():
     # Three workers push 100 B each to machine 3: its ingress is the bottleneck.
     times = run_transfers([(0.0, p, 3, 100) for p in range(3)])

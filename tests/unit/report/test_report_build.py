@@ -416,3 +416,17 @@ def test_the_scenarios_table_gives_each_scenarios_rate_window() -> None:
         "exact": "exact",
         "old": "–",
     }
+
+
+def test_the_scenarios_table_gives_each_scenarios_wire_efficiency() -> None:
+    from psml_core.report.tables_setup import scenarios_table
+
+    table = scenarios_table(
+        {"scenarios": {
+            "tcp": {"bandwidth_gbps": 0.1, "wire_efficiency": 1448 / 1500},
+            "raw": {"bandwidth_gbps": 0.1, "wire_efficiency": 1},
+            "old": {"bandwidth_gbps": 0.1},
+        }}
+    )  # fmt: skip
+    col = table.header.index("Wire eff.")
+    assert {row[0]: row[col] for row in table.rows} == {"tcp": "96.5%", "raw": "100.0%", "old": "–"}

@@ -1,0 +1,1 @@
+"""Validation of the simulator against real processes on shaped links (``psml validate``)."""

@@ -1,0 +1,328 @@
+"""``psml validate``: the same runs as real processes on a shaped link and on the simulator.
+
+For each link, a :class:`~psml_core.validate.netns.Testbed` of P + S namespaces (one per rank,
+so every rank is a machine of its own, as the simulator's non-colocated layout has it); for
+each method and repeat, the dist backend's ranks inside them, started with the env launcher
+(``RANK``, ``MASTER_ADDR`` = rank 0's address, ``GLOO_SOCKET_IFNAME`` = the node's device); then
+the same run spec on the sim backend with the link's scenario. Both are timed the same way:
+the run's end (the last worker's last iteration) divided by its iterations.
+
+A link comes from a tier scenario (``--scenario``: its bandwidth and latency) or is given as
+``RATE_MBIT:DELAY_MS`` (``--link``: a scenario with the schema's other defaults). Scenarios with
+what a static link cannot give (delay processes, cross-traffic, bandwidth steps, per-machine
+NICs, heterogeneous workers) are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from psml_core.config import Experiment, RunSpec, ScenarioSpec
+from psml_core.errors import ConfigError, RunError
+from psml_core.validate.netns import Link, Testbed
+from psml_core.validate.table import Row, ValidationTable
+
+__all__ = ["Plan", "link_scenario", "run_validation"]
+
+LAUNCHER = "psml_core.engine.torchdist.launch"
+_UNSHAPEABLE = ("delay", "cross_traffic", "bandwidth_steps", "nics", "heterogeneity")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to validate: links (each with its sim scenario), methods, layout and repeats."""
+
+    links: tuple[tuple[Link, ScenarioSpec], ...]
+    methods: tuple[str, ...]
+    workload: str
+    workers: int
+    shards: int
+    iterations: int
+    repeats: int
+    seed: int
+    max_error: float
+    rt_priority: int = 10
+    rank_rt: int = 5
+    timeout_s: float = 600.0
+
+
+def link_scenario(exp: Experiment, item: str, by_name: bool) -> tuple[Link, ScenarioSpec]:
+    """A link and its scenario: a tier scenario by name, or ``RATE_MBIT:DELAY_MS``.
+
+    Raises:
+        ConfigError: an unknown scenario, one a static link cannot give, or a malformed link.
+    """
+    if by_name:
+        if item not in exp.scenarios:
+            known = ", ".join(sorted(exp.scenarios))
+            raise ConfigError(f"--scenario {item!r}: not in tier {exp.tier!r}; its: {known}")
+        sc = exp.scenarios[item]
+        extra = [k for k in _UNSHAPEABLE if getattr(sc, k)]
+        if extra:
+            raise ConfigError(
+                f"--scenario {item!r} has {', '.join(extra)}, which a shaped link does not "
+                "reproduce; validate a scenario with a plain link, or give --link RATE:DELAY"
+            )
+        return Link(sc.bandwidth_gbps * 1000, sc.latency_us), sc
+    rate, sep, delay = item.partition(":")
+    try:
+        rate_mbit, delay_ms = float(rate), float(delay)
+        if not sep or rate_mbit <= 0 or delay_ms < 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            f"--link {item!r}: expected RATE_MBIT:DELAY_MS, e.g. 100:2 (100 Mbit/s, 2 ms)"
+        ) from None
+    link = Link(rate_mbit, delay_ms * 1000)
+    sc = ScenarioSpec(name=f"link_{link.label}", bandwidth_gbps=rate_mbit / 1000)
+    return link, dataclasses.replace(sc, latency_us=delay_ms * 1000)
+
+
+def _spec(exp: Experiment, plan: Plan, sc: ScenarioSpec, method: str, backend: str) -> RunSpec:
+    """The run both backends run: the tier's cell settings on the validation's layout."""
+    if method not in exp.recipes:
+        raise ConfigError(f"--methods: {method!r} is no recipe; `psml config` lists them")
+    if plan.workload not in exp.workloads:
+        known = ", ".join(sorted(exp.workloads))
+        raise ConfigError(f"--workload {plan.workload!r}: not in tier {exp.tier!r}; its: {known}")
+    base = exp.run(plan.workload, method, next(iter(exp.scenarios)), plan.seed)
+    return dataclasses.replace(
+        base,
+        run_id=f"validate/{method}/{sc.name}/seed{plan.seed}",
+        backend=backend,
+        workers=plan.workers,
+        shards=plan.shards,
+        colocated=False,
+        workload=dataclasses.replace(base.workload, iterations=plan.iterations),
+        scenario=sc,
+        checkpoint_every=0,
+    )
+
+
+def _per_iteration(records: Any, iterations: int) -> float:
+    """The run's end (its last worker's last iteration) per iteration, seconds."""
+    return float(max(r.time_s for r in records)) / iterations
+
+
+def _sim(spec: RunSpec, data: Path) -> float:
+    from psml_core.data.store import load_prepared
+    from psml_core.engine import SimBackend, build_job
+    from psml_core.engine.training import configure_torch
+
+    configure_torch(spec)
+    records = SimBackend().run(build_job(spec, load_prepared(data)))
+    return _per_iteration(records, spec.workload.iterations)
+
+
+def _dist(
+    tb: Testbed, spec: RunSpec, data: Path, work: Path, port: int, timeout_s: float, rank_rt: int
+) -> float:
+    """One dist run inside the testbed; its seconds per iteration."""
+    import pyarrow.parquet as pq
+
+    work.mkdir(parents=True)
+    run = work / "run.json"
+    run.write_text(spec.to_json(), encoding="utf-8")
+    out, world = work / "out", spec.workers + spec.shards
+    drop = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "PSML_DIST_STORE")
+    base = {k: v for k, v in os.environ.items() if k not in drop}
+    procs, logs = [], []
+    for r in range(world):
+        env = {
+            **base,
+            "RANK": str(r),
+            "WORLD_SIZE": str(world),
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": tb.nodes[0].address,
+            "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": tb.nodes[r].ifname,
+            "PSML_PROGRESS": "off",
+        }
+        argv = [sys.executable, "-m", LAUNCHER, "--run", str(run), "--data", str(data)]
+        if rank_rt:  # SCHED_FIFO: the host's other load does not delay the ranks' wake-ups
+            argv = ["chrt", "-f", str(rank_rt), *argv]
+        log = open(work / f"rank{r}.log", "wb")  # noqa: SIM115 - closed below
+        logs.append(log)
+        procs.append(
+            tb.popen(r, [*argv, "--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() > deadline:
+                raise RunError(f"validation run {spec.run_id!r} took over {timeout_s:g} s")
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    failed = [r for r, p in enumerate(procs) if p.returncode]
+    if failed:
+        text = (work / f"rank{failed[0]}.log").read_text(encoding="utf-8", errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.startswith("psml")] or text.splitlines()
+        why = lines[-1] if lines else "no output"
+        raise RunError(f"validation run {spec.run_id!r}: rank {failed[0]} failed: {why}")
+    times = pq.read_table(out / "metrics.parquet", columns=["time_s"]).column("time_s")
+    return float(max(times.to_pylist())) / spec.workload.iterations
+
+
+def _machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "host": socket.gethostname(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "load_before": list(os.getloadavg()),
+    }
+
+
+ZERO = Link(None, 0.0)
+"""The calibration link: no delay, no shaping (the testbed's own stack and the ranks' software)."""
+
+
+def _zero_scenario() -> ScenarioSpec:
+    """The sim's zero link: 1 Tbit/s, no latency, no per-message overhead."""
+    sc = ScenarioSpec(name="link_zero", bandwidth_gbps=1000.0)
+    return dataclasses.replace(sc, latency_us=0.0, message_overhead_us=0.0)
+
+
+class _Runner:
+    """The runs of one validation: dist runs inside testbeds, sim runs in this process."""
+
+    def __init__(self, exp: Experiment, plan: Plan, tmp: Path) -> None:
+        from psml_core.data.prepare import prepare_dataset
+
+        self.exp, self.plan, self.tmp = exp, plan, tmp
+        self.data = tmp / "data"
+        first = _spec(exp, plan, plan.links[0][1], plan.methods[0], "dist")
+        prepare_dataset(first.dataset, self.data)
+        self.port = 29400
+
+    def sims(self, sc: ScenarioSpec) -> dict[str, float]:
+        """Seconds per iteration of every method on the sim with ``sc``."""
+        return {
+            m: _sim(_spec(self.exp, self.plan, sc, m, "sim"), self.data) for m in self.plan.methods
+        }
+
+    def reals(
+        self, links: list[tuple[Link, ScenarioSpec]]
+    ) -> tuple[dict[tuple[str, str], list[float]], list[str]]:
+        """Each (link, method)'s real seconds per iteration per repeat; each line's report.
+
+        Every link's testbed stands at once and the runs go round them, repeat by repeat, so
+        that the host's load drifts over all of them alike.
+        """
+        plan = self.plan
+        out: dict[tuple[str, str], list[float]] = {}
+        with contextlib.ExitStack() as stack:
+            beds = [
+                stack.enter_context(
+                    Testbed(
+                        plan.workers + plan.shards, link, rt_priority=plan.rt_priority, name=f"l{k}"
+                    )
+                )
+                for k, (link, _) in enumerate(links)
+            ]
+            for rep in range(plan.repeats):
+                for tb, (link, sc) in zip(beds, links, strict=True):
+                    for m in plan.methods:
+                        self.port += 1
+                        work = self.tmp / link.label / m / f"r{rep}"
+                        spec = _spec(self.exp, plan, sc, m, "dist")
+                        real = _dist(
+                            tb, spec, self.data, work, self.port, plan.timeout_s, plan.rank_rt
+                        )
+                        out.setdefault((link.label, m), []).append(real)
+                        print(
+                            f"psml validate: {link.label} {m} repeat {rep + 1}/{plan.repeats}: "
+                            f"{real:.4f} s/iter (load {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
+        return out, [tb.report for tb in beds]
+
+
+def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable:
+    """Calibrate on the zero link, then run every link's methods on dist and on sim."""
+    from psml_core.provenance import git_state
+
+    machine = _machine()
+    commit, dirty = git_state()  # the code that runs: the state at the start
+    rows: list[Row] = []
+    links: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="psml-validate-") as tmp:
+        runner = _Runner(exp, plan, Path(tmp))
+        every = [(ZERO, _zero_scenario()), *plan.links]
+        reals, lines = runner.reals(every)
+        zero_sim = runner.sims(_zero_scenario())
+        for (link, sc), line in zip(plan.links, lines[1:], strict=True):
+            sims = runner.sims(sc)
+            for m in plan.methods:
+                zero = reals[(ZERO.label, m)]
+                row = Row(link.label, m, reals[(link.label, m)], sims[m], zero, zero_sim[m])
+                more = sc.message_overhead_us + row.message_overhead_us
+                calibrated = dataclasses.replace(sc, message_overhead_us=more)
+                row.calibrated_sim_s = _sim(_spec(exp, plan, calibrated, m, "sim"), runner.data)
+                rows.append(row)
+            links.append(
+                {
+                    "label": link.label,
+                    "rate_mbit": link.rate_mbit,
+                    "delay_us": link.delay_us,
+                    "scenario": sc.name,
+                    "wire_efficiency": sc.wire_efficiency,
+                    "message_overhead_us": sc.message_overhead_us,
+                    "delay_line": line,
+                }
+            )
+    machine["load_after"] = list(os.getloadavg())
+    return ValidationTable(
+        date=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        commit=commit,
+        dirty=dirty,
+        machine=machine,
+        command=command,
+        settings={
+            "tier": exp.tier,
+            "workload": plan.workload,
+            "workers": plan.workers,
+            "shards": plan.shards,
+            "iterations": plan.iterations,
+            "repeats": plan.repeats,
+            "seed": plan.seed,
+            "max_error": plan.max_error,
+        },
+        testbed={
+            "ranks": "one network namespace per rank (P workers + S shards, no colocation)",
+            "delay": "psml delay line (C, SCHED_FIFO) between TUN devices",
+            "shaping": "tbf on each TUN device (uplink), on an ifb per node (downlink, > 2 ranks)",
+            "congestion_control": "cubic",
+            "launcher": "env (RANK, MASTER_ADDR, GLOO_SOCKET_IFNAME)",
+            "rank_scheduling": f"SCHED_FIFO {plan.rank_rt}" if plan.rank_rt else "normal",
+            "calibration": {"link": "no delay, unshaped", "delay_line": lines[0]},
+        },
+        links=links,
+        rows=rows,
+    )
