@@ -142,6 +142,7 @@ class WorkloadSpec:
     target_window: int | None = None
     workers: int | None = None
     warmup_iterations: int = 0
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class ScenarioSpec:
     bandwidth_steps: tuple[BandwidthStep, ...] = ()
     nics: tuple[NicOverride, ...] = ()
     heterogeneity: HeterogeneitySpec | None = None
+    codec_costs: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,9 @@ class RunSpec:
             out.pop("operating_point", None)
         if out["workload"].get("warmup_iterations") == 0:
             del out["workload"]["warmup_iterations"]
+        for part, key in (("workload", "device"), ("scenario", "codec_costs")):
+            if out[part].get(key) is None:  # unset: older specs keep their hash
+                out[part].pop(key, None)
         out["dataset"] = self.dataset.to_dict()
         if out["method"].get("calibrated") is None:  # older specs keep their hash
             out["method"].pop("calibrated", None)
@@ -464,7 +469,7 @@ class Experiment:
             workload=wl,
             method=self.recipes[method] if method in self.recipes else self.base_recipes[method],
             scenario=self.scenarios[scenario],
-            compute=self.compute_for(scenario),
+            compute=self.compute_for(scenario, workload),
             checkpoint_every=self.checkpoint_every,
             device=self.device,
         )
@@ -483,10 +488,23 @@ class Experiment:
             return own, own
         return own, min(self.shards, own) if self.colocated else self.shards
 
-    def compute_for(self, scenario: str) -> ComputeSpec:
-        """The compute settings under ``scenario``: its heterogeneity replaces the tier's."""
-        het = self.scenarios[scenario].heterogeneity
-        return self.compute if het is None else dataclasses.replace(self.compute, heterogeneity=het)
+    def compute_for(self, scenario: str, workload: str | None = None) -> ComputeSpec:
+        """The compute settings of a run: the tier's, with what the scenario and workload set.
+
+        The scenario's heterogeneity replaces the tier's, and its ``codec_costs`` (the
+        codec-free sensitivity runs) the tier's; the workload's ``device`` (the hardware class
+        its paper trained on) replaces the tier's device profile.
+        """
+        sc = self.scenarios[scenario]
+        changes: dict[str, Any] = {}
+        if sc.heterogeneity is not None:
+            changes["heterogeneity"] = sc.heterogeneity
+        if sc.codec_costs is not None:
+            changes["codec_costs"] = sc.codec_costs
+        device = self.workloads[workload].device if workload is not None else None
+        if device is not None:
+            changes["device"] = device
+        return dataclasses.replace(self.compute, **changes) if changes else self.compute
 
     def grid(self) -> list[tuple[str, str, str, int]]:
         """All (workload, method, scenario, seed) tuples, in a stable order, each once.

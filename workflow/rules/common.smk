@@ -231,18 +231,23 @@ def dataset_sources(wildcards):
 
 def delay_traces(wildcards):
     """A run's trace CSVs (delay, cross-traffic) and device file, so that editing one re-trains."""
-    return scenario_files(wildcards.scenario)
+    return scenario_files(wildcards.scenario, getattr(wildcards, "workload", None))
 
 
-def scenario_files(scenario):
-    """A scenario's trace CSVs (delay, cross-traffic) and the tier's device file."""
+def scenario_files(scenario, workload=None):
+    """A scenario's trace CSVs (delay, cross-traffic) and the run's device file.
+
+    The device is the workload's own (``workloads.<name>.device``) where it sets one, else
+    the tier's.
+    """
     sc = EXP.scenarios[scenario]
     traces = [
         spec.get("path")
         for spec in (sc.delay or {}, sc.cross_traffic or {})
         if spec.get("kind") == "trace"
     ]
-    return _existing([*traces, str(CONFIG_DIR / "devices" / f"{EXP.compute.device}.yaml")])
+    device = EXP.compute_for(scenario, workload).device
+    return _existing([*traces, str(CONFIG_DIR / "devices" / f"{device}.yaml")])
 
 
 def train_threads(wildcards):
@@ -345,7 +350,7 @@ def tune_json(wildcards):
 def tune_traces(wildcards):
     """The trace and device files of a tune job's scenario (as a training job's)."""
     target = TUNING.targets[f"{wildcards.workload}/{wildcards.method}"]
-    return delay_traces(SimpleNamespace(scenario=target.scenario))
+    return scenario_files(target.scenario, target.workload)
 
 
 def collect_points(out, tuned, log):
@@ -400,4 +405,5 @@ def calibration_data(wildcards):
 
 def calibration_traces(wildcards):
     """The trace and device files of a calibration's scenario (as for a training run)."""
-    return scenario_files(EXP.calibrations[wildcards.calibration].scenario)
+    cal = EXP.calibrations[wildcards.calibration]
+    return scenario_files(cal.scenario, cal.workload)
