@@ -169,14 +169,15 @@ class ServerCodec:
         from psml_core.codecs.integrity import seal
 
         body = encode_auto(check_vector(agg))
-        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body))
+        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast payload (workers and the server apply the same vector)."""
         from psml_core.codecs.formats import decode_auto
         from psml_core.codecs.integrity import unseal
 
-        return decode_auto(unseal(payload.buffer, payload.codec, payload.n), payload.n)
+        body = unseal(payload.buffer, payload.codec, payload.n, ctx.step, down=True)
+        return decode_auto(body, payload.n)
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """State the server publishes for the next step, and its size in bytes per worker.

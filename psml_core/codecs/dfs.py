@@ -296,9 +296,9 @@ class DFSCodec(Codec):
         ids = self.select(x, b, prev, self.budget(n, b, ctx))
         records = encode_blocks(x, ids, b)
         if not self.reports_due(ctx):
-            return Payload(self.name, n, seal(records))
+            return Payload(self.name, n, seal(records, ctx.step))
         report = self._report(x, ctx, b, prev, ids)
-        return Payload(self.name, n, seal(report.to_bytes() + records))
+        return Payload(self.name, n, seal(report.to_bytes() + records, ctx.step))
 
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.
@@ -329,7 +329,7 @@ class DFSCodec(Codec):
         """
         n = payload.n
         b = self.resolve_block_size(ctx)
-        buf: bytes | memoryview = unseal(payload.buffer, self.name, n)
+        buf: bytes | memoryview = unseal(payload.buffer, self.name, n, ctx.step)
         report = None
         if self.reports_due(ctx):
             m = self.cost_report_bytes

@@ -153,7 +153,7 @@ class DFSServer(ServerCodec):
             self.residual = u
             buf = encode_blocks(u32, ids, b)
         self.n, self.mask, self.mask_block = n, sent, b
-        return Payload(f"{self.codec.name}/down", n, seal(buf))
+        return Payload(f"{self.codec.name}/down", n, seal(buf, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast vector (zeros outside the blocks sent down).
@@ -163,7 +163,7 @@ class DFSServer(ServerCodec):
                 ``down_ratio`` allows.
         """
         b = self.codec.resolve_block_size(ctx)
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         ids, dense = decode_blocks(body, payload.n, b)
         k = self.down_budget(payload.n, b)
         if k is not None and ids.size > k:

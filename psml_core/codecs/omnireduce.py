@@ -95,7 +95,7 @@ class OmniReduceCodec(Codec):
             sparse[idx] = x[idx]
             x = sparse
         keep = np.flatnonzero(block_maxabs(x, self.block_size) > self.threshold)
-        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size)))
+        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size), ctx.step))
 
     def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
         """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
@@ -105,7 +105,7 @@ class OmniReduceCodec(Codec):
                 block this codec would have skipped, or more non-zeros than ``topk`` keeps.
         """
         n, b = payload.n, self.block_size
-        ids, dense = decode_blocks(unseal(payload.buffer, self.name, n), n, b)
+        ids, dense = decode_blocks(unseal(payload.buffer, self.name, n, ctx.step), n, b)
         if ids.size:
             nfull = n // b
             full = ids[ids < nfull]
@@ -175,9 +175,10 @@ class OmniReduceServer(ServerCodec):
             ids = np.flatnonzero(self.union)
         else:
             ids = np.flatnonzero(block_maxabs(agg, b) > 0)
-        return Payload(f"{self.codec.name}/down", n, seal(encode_blocks(agg, ids, b)))
+        body = encode_blocks(agg, ids, b)
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast aggregate (zeros outside the union)."""
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         return decode_blocks(body, payload.n, self.codec.block_size)[1]

@@ -63,7 +63,7 @@ class ThresholdCodec(Codec):
         x = check_vector(x)
         n = int(x.size)
         idx = np.flatnonzero(magnitude_mask(x, self._t32, strict=True))
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""
@@ -77,7 +77,7 @@ class ThresholdCodec(Codec):
             a = np.abs(d)
             return bool(np.all(((a > t32) | (a == 0)) & (a <= F32_MAX)))
 
-        return sparse_dense(payload, "threshold", values_ok, dense_ok)
+        return sparse_dense(payload, ctx, "threshold", values_ok, dense_ok)
 
 
 # ----------------------------------------------------------------------------------------- DGC

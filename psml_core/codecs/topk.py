@@ -70,7 +70,7 @@ class TopKCodec(Codec):
         if self._scratch is None or self._scratch.size != n:
             self._scratch = np.empty(n, dtype=np.float32)
         idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""
@@ -83,6 +83,7 @@ class TopKCodec(Codec):
             )
         return sparse_dense(
             payload,
+            ctx,
             "topk",
             all_finite,
             lambda d: all_finite(d) and int(np.count_nonzero(d)) <= k,
@@ -127,7 +128,8 @@ class TopKDownServer(ServerCodec):
         if not np.isfinite(sent).all():
             raise ValueError("topk server: aggregate plus residual overflows float32")
         v[idx] -= sent
-        return Payload(f"{self.codec.name}/down", n, seal(encode_sparse(n, idx, sent)))
+        body = encode_sparse(n, idx, sent)
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast; its length must be ``sparse_size(n, k_down) + 4`` (the trailer)."""
@@ -140,9 +142,11 @@ class TopKDownServer(ServerCodec):
             )
         return sparse_dense(
             payload,
+            ctx,
             "topk down",
             all_finite,
             lambda d: all_finite(d) and int(np.count_nonzero(d)) <= k,
+            down=True,
         )
 
 

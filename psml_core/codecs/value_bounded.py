@@ -236,7 +236,7 @@ class ValueBoundedCodec(Codec):
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Filter ``x`` plus the residual; send the kept part and keep the rest."""
         x = check_vector(x)
-        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx)))
+        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx), ctx.step))
 
     def reset(self) -> None:
         """Forget the carried-over residual (a new run; benchmarks of one vector)."""
@@ -245,7 +245,7 @@ class ValueBoundedCodec(Codec):
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode to a dense float32 vector (zeros where nothing was sent)."""
-        body = unseal(payload.buffer, self.name, payload.n)
+        body = unseal(payload.buffer, self.name, payload.n, ctx.step)
         return self._decode_buffer(body, payload.n, ctx)
 
     def server(self) -> ValueBoundedServer:
@@ -440,11 +440,11 @@ class ValueBoundedServer(ServerCodec):
         """Filter the averaged update ``U`` plus ``R``; broadcast the kept part."""
         u = check_vector(agg)
         buf = self.codec._filter(self._state, u, ctx)
-        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf))
+        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast (same format as the push)."""
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         return self.codec._decode_buffer(body, payload.n, ctx)
 
     def shared(self) -> tuple[dict[str, Any], int]:

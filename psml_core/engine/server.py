@@ -265,7 +265,8 @@ class ServerShard:
         if self.pull_mode == "touched":
             if keys is None:
                 raise ValueError(f"a touched pull of shard {self.rank} needs the requested keys")
-            return Pull(self.kv.encode_keys(self.values, keys, ctx), ctx=ctx)
+            # Sealed unbound (ctx None): the dist worker rebuilds this answer without its context.
+            return Pull(self.kv.encode_keys(self.values, keys, None), ctx=ctx)
         if self.pull_mode == "params":
             if self.policy.rounds and self.rank == 0:
                 budget = {BUDGET_KEY: self.budgets[worker]}
