@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.blocks import block_maxabs, check_block_size, check_fraction
 from psml_core.codecs.formats import block_count, decode_blocks, encode_blocks
 from psml_core.codecs.integrity import seal, unseal
 from psml_core.codecs.select import topk_indices
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["OmniReduceCodec", "OmniReduceServer"]
 
@@ -86,7 +98,14 @@ class OmniReduceCodec(Codec):
         return min(n, math.ceil(rho * n))
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Send the blocks with some ``|x| > threshold``, ascending, as block records."""
+        """Send the blocks with some ``|x| > threshold``, ascending, as block records.
+
+        A tensor is encoded on its device (:mod:`.blocks_torch`), to the same bytes.
+        """
+        if is_tensor(x):
+            from psml_core.codecs.blocks_torch import omni_encode
+
+            return omni_encode(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         if self.topk:
@@ -128,6 +147,12 @@ class OmniReduceCodec(Codec):
         """The dense vector: the sent blocks' values, zeros in the skipped blocks."""
         return self.decode_records(payload, ctx)[1]
 
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.blocks_torch import omni_records
+
+        return omni_records(self, payload, ctx, device)[1]
+
     def server(self) -> OmniReduceServer:
         """The OmniReduce aggregator: block sums returned for the union of blocks."""
         return OmniReduceServer(self)
@@ -167,8 +192,20 @@ class OmniReduceServer(ServerCodec):
         self.union = union
         return out
 
+    def aggregate_on(
+        self, payloads: list[Payload], ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`aggregate` on a torch ``device`` (the union kept on the host)."""
+        from psml_core.codecs.blocks_torch import omni_aggregate
+
+        return omni_aggregate(self, payloads, ctx, device)
+
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """Records of the aggregate's blocks in the union of the last pushes."""
+        if is_tensor(agg):
+            from psml_core.codecs.blocks_torch import omni_encode_down
+
+            return omni_encode_down(self, agg, ctx)
         agg = check_vector(agg)
         n, b = int(agg.size), self.codec.block_size
         if self.union is not None and self.union.size == block_count(n, b):
@@ -182,3 +219,11 @@ class OmniReduceServer(ServerCodec):
         """The broadcast aggregate (zeros outside the union)."""
         body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         return decode_blocks(body, payload.n, self.codec.block_size)[1]
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.blocks_torch import omni_decode_down
+
+        return omni_decode_down(self, payload, ctx, device)

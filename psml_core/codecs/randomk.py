@@ -6,12 +6,24 @@ Shared rules (keep count, ratio, server): :mod:`.sparsify`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.integrity import CHECKSUM_BYTES, seal, unseal
 from psml_core.codecs.sparsify import F32, check_ratio, keep_count, ratio_in_force, step_rng
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["RandomKCodec", "RandomKServer", "shared_random_indices"]
 
@@ -122,7 +134,11 @@ class RandomKCodec(Codec):
         return idx
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """The values of ``x`` at the step's shared indices."""
+        """The values of ``x`` at the step's shared indices (on a tensor's device if a tensor)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_randomk
+
+            return encode_randomk(self, x, ctx)
         x = check_vector(x)
         idx = self.indices(int(x.size), ctx)
         body = x[idx].astype(F32, copy=False).tobytes()
@@ -132,6 +148,12 @@ class RandomKCodec(Codec):
         """Scatter the values to the regenerated indices; the length must be ``4k + 4``."""
         idx = self.indices(payload.n, ctx)
         return _scatter_values(payload, idx, "randomk", ctx.step, down=False)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_randomk
+
+        return decode_randomk(self, payload, ctx, device)
 
     def server(self) -> ServerCodec:
         """A server that broadcasts the ``k`` aggregated values (``4k + 4`` bytes)."""
@@ -171,6 +193,8 @@ class RandomKServer(ServerCodec):
 
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """The aggregate's values at the step's indices; other non-zeros are a ValueError."""
+        if is_tensor(agg):
+            return self._encode_down_tensor(agg, ctx)
         agg = check_vector(agg)
         n = int(agg.size)
         idx = self.codec.indices(n, ctx)
@@ -185,5 +209,27 @@ class RandomKServer(ServerCodec):
         idx = self.codec.indices(payload.n, ctx)
         return _scatter_values(payload, idx, "randomk down", ctx.step, down=True)
 
+    # ----------------------------------------------------------------------------------- threshold
 
-# ----------------------------------------------------------------------------------- threshold
+    def _encode_down_tensor(self, agg: torch.Tensor, ctx: CodecContext) -> Payload:
+        import torch
+
+        from psml_core.codecs import torch_wire as tw
+        from psml_core.codecs.sparsify_torch import device_indices
+
+        agg = tw.check_tensor(agg)
+        n = int(agg.numel())
+        idx = device_indices(self.codec, n, ctx, agg.device)
+        vals = agg[idx]
+        if int(torch.count_nonzero(agg)) != int(torch.count_nonzero(vals)):
+            raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
+        body = tw.as_bytes(vals)
+        return Payload(f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True))
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.sparsify_torch import decode_randomk
+
+        return decode_randomk(self.codec, payload, ctx, device, down=True)

@@ -5,9 +5,19 @@ Shared rules (keep count, ratio, wire, server): :mod:`.sparsify`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.formats import encode_sparse, sparse_size
 from psml_core.codecs.integrity import CHECKSUM_BYTES, seal
 from psml_core.codecs.select import topk_indices
@@ -18,6 +28,9 @@ from psml_core.codecs.sparsify import (
     ratio_in_force,
     sparse_dense,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["TopKCodec", "TopKDownServer"]
 
@@ -64,7 +77,11 @@ class TopKCodec(Codec):
         return keep_count(n, ratio_in_force(self.ratio, ctx))
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Keep the ``k`` largest-magnitude elements of ``x``."""
+        """Keep the ``k`` largest-magnitude elements of ``x`` (on a tensor's device if a tensor)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_topk
+
+            return encode_topk(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         if self._scratch is None or self._scratch.size != n:
@@ -88,6 +105,12 @@ class TopKCodec(Codec):
             all_finite,
             lambda d: all_finite(d) and int(np.count_nonzero(d)) <= k,
         )
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_topk
+
+        return decode_topk(self, payload, ctx, device)
 
     def server(self) -> ServerCodec:
         """The lossless union by default; :class:`TopKDownServer` when ``down_ratio`` is set."""
