@@ -1,11 +1,20 @@
-"""Server-side optimizers: how a shard turns an aggregated gradient into a parameter update."""
+"""Server-side optimizers: how a shard turns an aggregated gradient into a parameter update.
+
+The values, the gradient and the per-key state are NumPy arrays on the host, or torch tensors
+on one device once :meth:`ServerOptimizer.to` moved the state there (a run whose vectors stay
+on its GPU, :mod:`psml_core.engine.device_state`); the update is the same sequence of float32
+operations either way.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 from psml_core.config import WorkloadSpec
 from psml_core.registry import Registry
@@ -33,6 +42,15 @@ class ServerOptimizer(ABC):
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """Apply one update to ``values`` (float32, in place)."""
 
+    def to(self, device: torch.device) -> None:
+        """Keep the per-key state on a torch ``device`` from now on (tensor values and grads)."""
+        import torch
+
+        for name in self.per_key_state:
+            state = getattr(self, name)
+            if isinstance(state, np.ndarray):
+                setattr(self, name, torch.from_numpy(state).to(device))
+
 
 OPTIMIZERS: Registry[type[ServerOptimizer]] = Registry("optimizer")
 
@@ -56,9 +74,9 @@ class SGD(ServerOptimizer):
 
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """Momentum step."""
-        self.velocity *= self.momentum
+        self.velocity *= _scalar(self.momentum, values)
         self.velocity += grad
-        values -= self.lr * self.velocity
+        values -= _scalar(self.lr, values) * self.velocity
 
 
 @OPTIMIZERS.register("adagrad")
@@ -85,7 +103,15 @@ class AdaGrad(ServerOptimizer):
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """AdaGrad step."""
         self.accum += grad * grad
-        values -= self.lr * grad / (np.sqrt(self.accum) + self.eps)
+        if isinstance(values, np.ndarray):
+            values -= self.lr * grad / (np.sqrt(self.accum) + self.eps)
+        else:  # a device tensor: the same float32 operations
+            values -= float(self.lr) * grad / (self.accum.sqrt() + float(self.eps))
+
+
+def _scalar(x: np.float32, values: Any) -> Any:
+    """A float32 constant for an update of ``values`` (a Python float for a tensor)."""
+    return x if isinstance(values, np.ndarray) else float(x)
 
 
 def make_optimizer(

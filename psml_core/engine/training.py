@@ -16,6 +16,7 @@ from psml_core.data.base import Dataset
 from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.device_state import keep_on_device
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.progress import Progress
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
@@ -138,6 +139,14 @@ def train(
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
     job.model.to(device)
+    if spec.backend == "sim" and device.type != "cpu":
+        reason = keep_on_device(job, device)
+        if reason is not None:
+            print(
+                f"{spec.run_id}: device {device}: the gradients come back to the host for the "
+                f"codecs and shards, because {reason}",
+                file=sys.stderr,
+            )
     try:
         records = backend.run(job, progress)
     finally:
