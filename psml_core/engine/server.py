@@ -150,6 +150,7 @@ class ServerShard:
             raise ValueError(f"round policy {policy.name!r} needs pull_mode 'params'")
         self.device: torch.device | None = None
         self._workers_t: Any = None  # P as a float32 scalar on the device (see _mean)
+        self._decoded: tuple[Payload, Any] | None = None  # the last broadcast, decoded
 
     def to(self, device: torch.device) -> None:
         """Keep the values, the optimizer state and the pull views on ``device`` from now on."""
@@ -359,4 +360,13 @@ class ServerShard:
             return self.kv.decode(answer.payload, ctx)
         if self.device is None:
             return self.server_codec.decode_down(answer.payload, ctx)
-        return self.server_codec.decode_down_on(answer.payload, ctx, self.device)
+        # One broadcast reaches every worker: decoded once on the device, read by each replica's
+        # optimizer (the simulated clock still charges every worker its decode).
+        memo = self._decoded
+        if memo is None or memo[0] is not answer.payload:
+            memo = (
+                answer.payload,
+                self.server_codec.decode_down_on(answer.payload, ctx, self.device),
+            )
+            self._decoded = memo
+        return memo[1]
