@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     ref, other = load(argv[0]), load(argv[1])
-    effect = next((c for c in ("effect", "mean_effect", "measured") if c in ref.columns), None)
+    effect = next((c for c in ("ours", "effect", "measured") if c in ref.columns), None)
     differ = []
     for key, row in ref.iterrows():
         got = other.loc[key, "verdict"] if key in other.index else "(missing)"

@@ -42,6 +42,19 @@ def configure_torch(spec: RunSpec) -> None:
         set_deterministic(True, warn_only=False)
 
 
+def _place(job: Job, device: torch.device) -> None:
+    """Move the model to ``device``; a sim run on a GPU keeps its vectors there too."""
+    job.model.to(device)
+    if job.spec.backend == "sim" and device.type != "cpu":
+        reason = keep_on_device(job, device)
+        if reason is not None:
+            print(
+                f"{job.spec.run_id}: device {device}: the gradients come back to the host for "
+                f"the codecs and shards, because {reason}",
+                file=sys.stderr,
+            )
+
+
 def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, Any]:
     """What the run's clock assumed (compute model, codec costs) and what it computed on."""
     out = job.compute.describe()
@@ -138,15 +151,7 @@ def train(
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
-    job.model.to(device)
-    if spec.backend == "sim" and device.type != "cpu":
-        reason = keep_on_device(job, device)
-        if reason is not None:
-            print(
-                f"{spec.run_id}: device {device}: the gradients come back to the host for the "
-                f"codecs and shards, because {reason}",
-                file=sys.stderr,
-            )
+    _place(job, device)
     try:
         records = backend.run(job, progress)
     finally:
