@@ -178,7 +178,14 @@ def bench_topk_parts(x: torch.Tensor, ratio: float, repeats: int, ref: float) ->
     idx = topk_indices(x, k)
     body = tw.encode_sparse(n, idx, x[idx])
     seed = crc_seed(100)
+
+    def on_device() -> torch.Tensor:
+        sel = topk_indices(x, k)
+        packed = tw.encode_sparse(n, sel, x[sel])
+        return torch.cat([packed, _device_crc(packed, seed).view(torch.uint8)])
+
     parts = {
+        "top-k: on the device (all but the copy)": on_device,
         "top-k: exact selection": lambda: topk_indices(x, k),
         "top-k: packing on the device": lambda: tw.encode_sparse(n, idx, x[idx]),
         "top-k: trailer (device CRC-32)": lambda: _device_crc(body, seed),
@@ -278,10 +285,12 @@ def main() -> None:
     rows += bench_grace(x, args.ratio, args.repeats, ref)
     print(format_table(rows))
     topk = next(r for r in rows if r["codec"] == "topk")
+    dev = next(r for r in rows if r["codec"].startswith("top-k: on the device"))
     verdict = "met" if topk["encode_x_memcpy"] >= 0.25 else "NOT met"
     print(
-        f"\ntop-k encode: {topk['encode_x_memcpy']:.3f}x device memcpy (target >= 0.25x: {verdict})"
+        f"\ntop-k encode: {topk['encode_x_memcpy']:.3f}x device memcpy (target >= 0.25x: ", end=""
     )
+    print(f"{verdict}); on the device, before the copy: {dev['encode_x_memcpy']:.3f}x")
     if args.json:
         meta = {"device": device_provenance(device), "n": args.n, "ratio": args.ratio,
                 "memcpy_gbps": ref, "rows": rows}  # fmt: skip

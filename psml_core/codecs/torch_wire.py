@@ -15,6 +15,7 @@ is faster there. :data:`DEVICE_CRC` forces the device CRC everywhere (tests use 
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import numpy as np
@@ -43,8 +44,12 @@ __all__ = [
     "unseal_to",
 ]
 
-DEVICE_CRC: bool | None = None
-"""None: the device CRC on CUDA, zlib on the host for CPU tensors; True/False: always/never."""
+DEVICE_CRC: bool | None = {"1": True, "0": False}.get(os.environ.get("PSML_DEVICE_CRC", ""))
+"""None: the device CRC on CUDA, zlib on the host for CPU tensors; True/False: always/never.
+
+``PSML_DEVICE_CRC=1`` or ``0`` sets it for a process (the same bytes either way; which is
+faster depends on the host's zlib and the payload's size: ``benchmarks/bench_codecs_torch.py``
+times both)."""
 
 _PINNED_FROM = 1 << 16  # bytes from which a CUDA copy goes through pinned host memory
 
