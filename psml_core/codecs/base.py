@@ -22,11 +22,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from psml_core.codecs.tensors import is_tensor
 from psml_core.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "CODECS",
@@ -35,6 +39,7 @@ __all__ = [
     "Payload",
     "ServerCodec",
     "check_vector",
+    "is_tensor",
 ]
 
 
@@ -89,6 +94,8 @@ def check_vector(x: np.ndarray) -> np.ndarray:
             float32's range (checked before the cast, which would make it infinite).
         TypeError: for a non-floating dtype.
     """
+    if is_tensor(x):  # a codec without a torch path: its NumPy path, on a host copy
+        x = x.detach().cpu().numpy()  # type: ignore[union-attr]
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"codecs encode 1-D vectors, got shape {x.shape}")
@@ -115,6 +122,13 @@ class Codec(ABC):
 
     Subclasses register with ``@CODECS.register("name")`` and set ``name``. Constructor keyword
     arguments are the codec's parameters (``params`` in a recipe), each with a documented default.
+
+    **Where it runs.** ``encode`` takes a NumPy vector (the host path) or a torch tensor on any
+    device. The codecs the paper tier uses have a torch path, chosen by the input's type, that
+    packs the payload on the tensor's device and copies the finished bytes to the host once;
+    its bytes equal the host path's for the same input and context. A codec without one
+    encodes a tensor on a host copy (:func:`check_vector`). ``decode_on`` decodes onto a torch
+    device (by default the host decode, copied there once).
     """
 
     name: ClassVar[str]
@@ -132,6 +146,12 @@ class Codec(ABC):
 
         A buffer whose length or content cannot come from this codec raises ValueError.
         """
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device`` (float32); default: the host decode, copied."""
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(self.decode(payload, ctx))).to(device)
 
     def server(self) -> ServerCodec:
         """A fresh server-side companion (one per server shard)."""
@@ -163,20 +183,63 @@ class ServerCodec:
             out += self.codec.decode(p, ctx)
         return out
 
+    def aggregate_on(
+        self, payloads: list[Payload], ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`aggregate` on a torch ``device``: the same sum, in the same order, bit for bit.
+
+        A subclass that overrides :meth:`aggregate` alone gets its host aggregate, copied.
+        """
+        import torch
+
+        if type(self).aggregate is not ServerCodec.aggregate:
+            return torch.from_numpy(np.ascontiguousarray(self.aggregate(payloads, ctx))).to(device)
+        out = torch.zeros(payloads[0].n, dtype=torch.float32, device=device)
+        for p in payloads:
+            out += self.codec.decode_on(p, ctx, device)
+        return out
+
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
-        """Encode what the server broadcasts to every worker (the aggregate, or a filtered part)."""
+        """Encode what the server broadcasts to every worker (the aggregate, or a filtered part).
+
+        A tensor ``agg`` is encoded on its device (:mod:`.torch_wire`), to the same bytes.
+        """
         from psml_core.codecs.formats import encode_auto
         from psml_core.codecs.integrity import seal
 
+        if is_tensor(agg):
+            from psml_core.codecs import torch_wire as tw
+
+            t = tw.check_tensor(agg)  # type: ignore[arg-type]
+            down = tw.seal(tw.encode_dense_nonzeros(t), ctx.step, down=True)
+            return Payload(f"{self.codec.name}/down", int(t.numel()), down)
         body = encode_auto(check_vector(agg))
-        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body))
+        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast payload (workers and the server apply the same vector)."""
         from psml_core.codecs.formats import decode_auto
         from psml_core.codecs.integrity import unseal
 
-        return decode_auto(unseal(payload.buffer, payload.codec, payload.n), payload.n)
+        body = unseal(payload.buffer, payload.codec, payload.n, ctx.step, down=True)
+        return decode_auto(body, payload.n)
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``.
+
+        The default parses the lossless broadcast on the device; a subclass that overrides
+        :meth:`decode_down` alone gets its host decode, copied there once.
+        """
+        import torch
+
+        if type(self).decode_down is not ServerCodec.decode_down:
+            return torch.from_numpy(np.ascontiguousarray(self.decode_down(payload, ctx))).to(device)
+        from psml_core.codecs import torch_wire as tw
+
+        body = tw.unseal_to(payload.buffer, payload.codec, payload.n, ctx.step, device, down=True)
+        return tw.densify(payload.n, *tw.decode_sparse(body, payload.n))
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """State the server publishes for the next step, and its size in bytes per worker.

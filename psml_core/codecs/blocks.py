@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.codecs.formats import block_count
+from psml_core.codecs.reduce import halving_rows
 from psml_core.codecs.select import topk_indices
 
 __all__ = [
@@ -82,35 +83,36 @@ def _split(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_energy(x: np.ndarray, block: int) -> np.ndarray:
-    """Per-block energy ``||x_b||^2`` as float64 (length ``nblk``).
+    """Per-block energy ``||x_b||^2`` as float64 (length ``nblk``), summed in a fixed order.
 
-    float32 input is reduced in float32 by ``einsum`` (one read of the vector, no temporary,
-    faster than memcpy); if a square overflows float32 the energies are recomputed in float64 in
-    cache-sized chunks. float32 sums carry a relative error of about ``B * 6e-8``, and squares
-    below float32's smallest subnormal (``|x| < ~4e-23``) count as 0. float64 input is reduced
-    in float64.
+    float32 input: the float32 squares of each block summed by halving
+    (:func:`~psml_core.codecs.reduce.halving_rows`), the order the torch path
+    (:func:`~psml_core.codecs.torch_select.block_energy`) uses too, so both select the same
+    blocks bit for bit; if a square or a sum overflows float32, every energy is recomputed from
+    float64 squares (exact) by the same tree. float32 sums carry a relative error of about
+    ``log2(B) * 6e-8``, and squares below float32's smallest subnormal (``|x| < ~4e-23``) count
+    as 0. float64 input is squared and summed in float64.
     """
     nblk = block_count(int(x.size), block)
     out = np.empty(nblk, dtype=np.float64)
     full, tail = _split(x, block)
-    m = full.shape[0]
-    if x.dtype == np.float64:
-        _energy64(full, out[:m])
-    elif m:
-        out[:m] = np.einsum("ij,ij->i", full, full)
-        if not np.isfinite(out[:m]).all():
-            _energy64(full, out[:m])
-    if tail.size:
-        t = tail.astype(np.float64)
-        out[m] = float(np.dot(t, t))
+    wide = x.dtype == np.float64
+    with np.errstate(over="ignore"):
+        _energies(full, tail, out, np.float64 if wide else np.float32)
+    if not wide and not np.isfinite(out).all():
+        _energies(full, tail, out, np.float64)
     return out
 
 
-def _energy64(full: np.ndarray, out: np.ndarray) -> None:
-    rows = max(1, _CHUNK // max(1, full.shape[1]))
-    for i in range(0, full.shape[0], rows):
-        c = full[i : i + rows].astype(np.float64)
-        out[i : i + rows] = np.einsum("ij,ij->i", c, c)
+def _energies(full: np.ndarray, tail: np.ndarray, out: np.ndarray, dtype: type) -> None:
+    """Halving-tree sums of the squares of the full blocks and of the tail, in ``dtype``."""
+    m = full.shape[0]
+    if m:
+        f = full.astype(dtype, copy=False)
+        out[:m] = halving_rows(f * f)
+    if tail.size:
+        t = tail.astype(dtype, copy=False)
+        out[m] = halving_rows((t * t)[None, :])[0]
 
 
 def block_maxabs(x: np.ndarray, block: int) -> np.ndarray:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector, is_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DenseCodec"]
 
@@ -22,7 +27,11 @@ class DenseCodec(Codec):
     movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Encode ``x`` as little-endian float32."""
+        """Encode ``x`` as little-endian float32 (a tensor's bytes copied from its device once)."""
+        if is_tensor(x):
+            from psml_core.codecs.quant_torch import encode_dense
+
+            return encode_dense(self, x, ctx)
         x = check_vector(x)
         return Payload(self.name, int(x.size), x.astype("<f4", copy=False).tobytes())
 
@@ -47,3 +56,9 @@ class DenseCodec(Codec):
                 "never sends one"
             )
         return out
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device`` (one copy, checked there)."""
+        from psml_core.codecs.quant_torch import decode_dense
+
+        return decode_dense(payload, device)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector, is_tensor
 from psml_core.codecs.blocks import (
     block_budget,
     block_energy,
@@ -25,6 +26,9 @@ from psml_core.codecs.dfs_cost import KEY_BLOCK, KEY_MASK, KEY_REPORT, LAST_BLOC
 from psml_core.codecs.dfs_server import DFSServer
 from psml_core.codecs.formats import block_count, decode_blocks, encode_blocks
 from psml_core.codecs.integrity import seal, unseal
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -288,7 +292,14 @@ class DFSCodec(Codec):
         return CostReport(n, costs, masks)
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Send the selected blocks of ``x`` as block records, after a cost report if asked."""
+        """Send the selected blocks of ``x`` as block records, after a cost report if asked.
+
+        A tensor is encoded on its device (:mod:`.blocks_torch`), to the same bytes.
+        """
+        if is_tensor(x):
+            from psml_core.codecs.blocks_torch import dfs_encode
+
+            return dfs_encode(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         b = self.resolve_block_size(ctx)
@@ -296,9 +307,9 @@ class DFSCodec(Codec):
         ids = self.select(x, b, prev, self.budget(n, b, ctx))
         records = encode_blocks(x, ids, b)
         if not self.reports_due(ctx):
-            return Payload(self.name, n, seal(records))
+            return Payload(self.name, n, seal(records, ctx.step))
         report = self._report(x, ctx, b, prev, ids)
-        return Payload(self.name, n, seal(report.to_bytes() + records))
+        return Payload(self.name, n, seal(report.to_bytes() + records, ctx.step))
 
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.
@@ -329,7 +340,7 @@ class DFSCodec(Codec):
         """
         n = payload.n
         b = self.resolve_block_size(ctx)
-        buf: bytes | memoryview = unseal(payload.buffer, self.name, n)
+        buf: bytes | memoryview = unseal(payload.buffer, self.name, n, ctx.step)
         report = None
         if self.reports_due(ctx):
             m = self.cost_report_bytes
@@ -362,6 +373,12 @@ class DFSCodec(Codec):
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The dense vector: the kept blocks' values, zeros elsewhere (a report is skipped)."""
         return self.parse(payload, ctx)[2]
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.blocks_torch import dfs_parse
+
+        return dfs_parse(self, payload, ctx, device)[2]
 
     def predicted_costs(self, v: np.ndarray, ctx: CodecContext) -> CostReport:
         """Exact up bytes (and kept masks) at every candidate ``B`` under the same budget.

@@ -7,11 +7,11 @@ calls its helpers); the cost report is :mod:`.dfs_cost`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
 from psml_core.codecs.blocks import (
     block_budget,
     block_energy,
@@ -25,6 +25,9 @@ from psml_core.codecs.blocks import (
 from psml_core.codecs.dfs_cost import KEY_BLOCK, KEY_MASK, KEY_REPORT, CostReport
 from psml_core.codecs.formats import bitmap_bytes, block_count, decode_blocks, encode_blocks
 from psml_core.codecs.integrity import seal, unseal
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DFSServer"]
 
@@ -118,6 +121,14 @@ class DFSServer(ServerCodec):
             self.history.append((ctx.step, self.choose_block_size(reports)))
         return out
 
+    def aggregate_on(
+        self, payloads: list[Payload], ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`aggregate` on a torch ``device`` (union, reports and ``B`` kept on the host)."""
+        from psml_core.codecs.blocks_torch import dfs_aggregate
+
+        return dfs_aggregate(self, payloads, ctx, device)
+
     def down_budget(self, n: int, block: int) -> int | None:
         """Blocks sent down under ``down_ratio`` (None when off)."""
         if self.codec.down_ratio is None:
@@ -128,8 +139,12 @@ class DFSServer(ServerCodec):
         """Records of the union's aggregated blocks, or of the top blocks with ``down_ratio``.
 
         If ``agg`` did not come from :meth:`aggregate` (no union of its length), the blocks with
-        a non-zero value stand for the union.
+        a non-zero value stand for the union. A tensor is encoded on its device.
         """
+        if is_tensor(agg):
+            from psml_core.codecs.blocks_torch import dfs_encode_down
+
+            return dfs_encode_down(self, agg, ctx)
         agg = check_vector(agg)
         n, b = int(agg.size), self._block(ctx)
         nblk = block_count(n, b)
@@ -153,7 +168,7 @@ class DFSServer(ServerCodec):
             self.residual = u
             buf = encode_blocks(u32, ids, b)
         self.n, self.mask, self.mask_block = n, sent, b
-        return Payload(f"{self.codec.name}/down", n, seal(buf))
+        return Payload(f"{self.codec.name}/down", n, seal(buf, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast vector (zeros outside the blocks sent down).
@@ -163,12 +178,20 @@ class DFSServer(ServerCodec):
                 ``down_ratio`` allows.
         """
         b = self.codec.resolve_block_size(ctx)
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         ids, dense = decode_blocks(body, payload.n, b)
         k = self.down_budget(payload.n, b)
         if k is not None and ids.size > k:
             raise ValueError(f"dfs down payload has {ids.size} blocks, down_ratio allows {k}")
         return dense
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.blocks_torch import dfs_decode_down
+
+        return dfs_decode_down(self, payload, ctx, device)
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """The next step's ``ctx.extra`` and its size per worker (see the class docstring).

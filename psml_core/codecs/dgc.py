@@ -6,10 +6,11 @@ Shared rules (keep count, ratio, wire, server): :mod:`.sparsify`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector, is_tensor
 from psml_core.codecs.formats import encode_sparse
 from psml_core.codecs.integrity import seal
 from psml_core.codecs.sparsify import (
@@ -22,6 +23,9 @@ from psml_core.codecs.sparsify import (
     sparse_dense,
     step_rng,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DGCCodec"]
 
@@ -135,16 +139,26 @@ class DGCCodec(Codec):
         return t, mask
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Send the elements at or above the refined sampled threshold."""
+        """Send the elements at or above the refined sampled threshold (on a tensor's device)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_dgc
+
+            return encode_dgc(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         if n == 0:
-            return Payload(self.name, 0, seal(b""))
+            return Payload(self.name, 0, seal(b"", ctx.step))
         ratio = ratio_in_force(self.ratio, ctx)
         _, mask = self.select(x, keep_count(n, ratio), ratio, ctx)
         idx = np.flatnonzero(mask)
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""
-        return sparse_dense(payload, "dgc", all_finite_nonzero)
+        return sparse_dense(payload, ctx, "dgc", all_finite_nonzero)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_dgc
+
+        return decode_dgc(self, payload, ctx, device)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
-from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ErrorFeedback"]
 
@@ -24,6 +29,10 @@ class ErrorFeedback(Codec):
     exactly; for quantizers it holds to float64 rounding of ``v - decode(p)``, which is exact
     whenever the two differ by less than a factor 2**29 in magnitude.
 
+    Given a torch tensor, the residual lives on its device and the inner codec's torch path
+    (:meth:`Codec.decode_on`) decodes what was sent there: the same IEEE operations as on the
+    host, so the payloads and the residual equal the host path's bit for bit.
+
     Args:
         inner: The codec to wrap; its name and server side are reused.
     """
@@ -35,7 +44,11 @@ class ErrorFeedback(Codec):
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Encode ``x`` plus the residual; keep what was not sent."""
+        if is_tensor(x):
+            return self._encode_tensor(x, ctx)
         x = check_vector(x)
+        if self.residual is not None and not isinstance(self.residual, np.ndarray):
+            self.residual = self.residual.cpu().numpy()
         if self.residual is None or self.residual.size != x.size:
             self.residual = np.zeros(x.size, dtype=np.float64)
         v = x.astype(np.float64) + self.residual
@@ -44,16 +57,37 @@ class ErrorFeedback(Codec):
         self.residual = v - self.inner.decode(payload, ctx).astype(np.float64)
         return payload
 
+    def _encode_tensor(self, x: torch.Tensor, ctx: CodecContext) -> Payload:
+        import torch
+
+        from psml_core.codecs.torch_wire import check_tensor
+
+        x = check_tensor(x)
+        r = self.residual
+        if isinstance(r, np.ndarray):  # a host residual (a run moved to the device)
+            r = torch.from_numpy(r).to(x.device)
+        if r is None or r.numel() != x.numel():
+            r = torch.zeros(x.numel(), dtype=torch.float64, device=x.device)
+        v = x.to(torch.float64) + r
+        payload = self.inner.encode(v.to(torch.float32), ctx)
+        self.residual = v - self.inner.decode_on(payload, ctx, x.device).to(torch.float64)
+        return payload
+
     def compensated(self, x: np.ndarray) -> np.ndarray:
         """``x`` plus the residual, as float32: what the next ``encode`` will compress."""
         x = check_vector(x)
-        if self.residual is None or self.residual.size != x.size:
+        r = None if self.residual is None else _host(self.residual)
+        if r is None or r.size != x.size:
             return x
-        return (x.astype(np.float64) + self.residual).astype(np.float32)
+        return (x.astype(np.float64) + r).astype(np.float32)
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decoding is the inner codec's."""
         return self.inner.decode(payload, ctx)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """Decoding onto a device is the inner codec's."""
+        return self.inner.decode_on(payload, ctx, device)
 
     def __getattr__(self, attr: str) -> object:
         # Codec-specific methods (DFS's predicted_costs, ...) stay reachable through the wrapper.
@@ -68,3 +102,8 @@ class ErrorFeedback(Codec):
     def for_worker(self, rank: int) -> None:
         """Pass the rank to the inner codec."""
         self.inner.for_worker(rank)
+
+
+def _host(a: Any) -> np.ndarray:
+    """A residual as a host array (a device residual is copied)."""
+    return a if isinstance(a, np.ndarray) else a.cpu().numpy()

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["FP16_MAX", "FP16Codec", "FP16Server"]
 
@@ -81,13 +93,23 @@ class FP16Codec(Codec):
     movable = True
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Round ``x`` to fp16, saturating out-of-range values at +-65504."""
+        """Round ``x`` to fp16, saturating at +-65504 (a tensor on its own device)."""
+        if is_tensor(x):
+            from psml_core.codecs.quant_torch import encode_fp16
+
+            return encode_fp16(self, x, ctx)
         x = check_vector(x)
         return Payload(self.name, int(x.size), _to_half_bytes(x))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Widen to float32; a length other than ``2n`` or an inf/NaN value is rejected."""
         return _from_half_bytes(payload.buffer, payload.n, "fp16")
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, widened there."""
+        from psml_core.codecs.quant_torch import decode_fp16
+
+        return decode_fp16(payload, device)
 
     def server(self) -> ServerCodec:
         """A server that broadcasts the aggregate in fp16 as well."""
@@ -102,10 +124,24 @@ class FP16Server(ServerCodec):
     """
 
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
-        """The aggregate rounded to fp16 (saturating)."""
+        """The aggregate rounded to fp16 (saturating); a tensor on its device."""
+        if is_tensor(agg):
+            from psml_core.codecs import quant_torch as qt
+            from psml_core.codecs.torch_wire import check_tensor
+
+            t = check_tensor(agg)  # type: ignore[arg-type]
+            return Payload(f"{self.codec.name}/down", int(t.numel()), qt.half_bytes(t))
         agg = check_vector(agg)
         return Payload(f"{self.codec.name}/down", int(agg.size), _to_half_bytes(agg))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Widen the broadcast to float32 (``2n`` bytes, finite values only)."""
         return _from_half_bytes(payload.buffer, payload.n, "fp16 down")
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.quant_torch import decode_fp16
+
+        return decode_fp16(payload, device, "fp16 down")

@@ -13,10 +13,26 @@ body is 0, so any payload that begins with four zero bytes (a first key or index
 to 4 bytes would read as a valid empty message. Seeded, an empty body's trailer is the seed
 itself, which a cut payload matches only by a 2^-32 coincidence, as for any other damage.
 
+**Bound to the step.** A codec seals with the seed of its message's step
+(:func:`crc_seed`: the CRC-32 of the direction's tag and the step, started from
+:data:`CRC_SEED`), which both ends know from the :class:`~psml_core.codecs.base.CodecContext`
+and which is never sent. A payload replayed from another step (a stale push delivered late, a
+broadcast of the previous round) therefore fails its trailer at no extra byte: for steps that
+differ modulo 2**32 the two seeds always differ (the step fills one 32-bit field of the seeded
+message, and CRC-32 tells apart any two messages that differ within 32 bits), and the CRC of
+one body under two seeds always differs (the seed enters the register through an invertible
+map). Pushes and broadcasts use different tags, so a push replayed as a broadcast of the same
+step is refused too. ``step=None`` is the unbound seal (:data:`CRC_SEED` itself): the touched
+pull's key list and answer use it, because the dist backend's worker rebuilds that answer
+without its context (it checks that the answer names exactly the keys it asked for).
+
 Fixed-length formats carry no trailer: both ends know their exact length (``4n`` for ``none``,
-``2n`` for ``fp16``, ``ceil(n/8)`` for the sign codecs, ``4k`` for random-k, QSGD's packed
-codes), their decoders refuse any other length, and every bit pattern of the right length is a
-message the codec could have sent (non-finite values aside, which they refuse).
+``2n`` for ``fp16``, ``ceil(n/8)`` for the sign codecs, QSGD's packed codes), their decoders
+refuse any other length, and every bit pattern of the right length is a message the codec could
+have sent (non-finite values aside, which they refuse); a replay of one is a stale but
+meaningful vector. Random-k is the exception: its ``4k`` values are placed at indices that the
+decoder regenerates from the step, so a replayed payload would land on the wrong indices; it is
+sealed like the variable-length formats (``4k + 4`` bytes).
 """
 
 from __future__ import annotations
@@ -24,7 +40,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-__all__ = ["CHECKSUM_BYTES", "CRC_SEED", "checksum", "seal", "unseal"]
+__all__ = ["CHECKSUM_BYTES", "CRC_SEED", "checksum", "crc_seed", "seal", "unseal"]
 
 CHECKSUM_BYTES = 4
 """Bytes of the CRC-32 trailer on a variable-length payload."""
@@ -32,29 +48,56 @@ CRC_SEED = 0x9E3779B9
 """Starting value of the CRC (``zlib.crc32(body, CRC_SEED)``), so an empty body's is not 0."""
 
 _CRC = struct.Struct("<I")
+_STEP = struct.Struct("<4sI")  # the seeded message: direction tag, step modulo 2**32
+_TAGS = (b"push", b"down")
 
 
-def checksum(body: bytes | bytearray | memoryview) -> int:
-    """The CRC-32 of ``body``, seeded with :data:`CRC_SEED`."""
-    return zlib.crc32(body, CRC_SEED)
+def crc_seed(step: int | None = None, down: bool = False) -> int:
+    """The CRC's starting value for a message of ``step`` (None: unbound, :data:`CRC_SEED`).
+
+    ``zlib.crc32(tag + uint32_le(step mod 2**32), CRC_SEED)``, the tag ``b"push"`` for what a
+    worker sends and ``b"down"`` for what a server sends (``down``). Distinct steps modulo
+    2**32 give distinct seeds.
+    """
+    if step is None:
+        return CRC_SEED
+    return zlib.crc32(_STEP.pack(_TAGS[bool(down)], int(step) & 0xFFFFFFFF), CRC_SEED)
 
 
-def seal(body: bytes | bytearray | memoryview) -> bytes:
-    """``body`` followed by its CRC-32 (:data:`CHECKSUM_BYTES` more bytes)."""
-    return b"".join((body, _CRC.pack(checksum(body))))
+def checksum(
+    body: bytes | bytearray | memoryview, step: int | None = None, down: bool = False
+) -> int:
+    """The CRC-32 of ``body``, seeded with :func:`crc_seed` of ``step`` and the direction."""
+    return zlib.crc32(body, crc_seed(step, down))
 
 
-def unseal(buf: bytes | bytearray | memoryview, codec: str, n: int) -> memoryview:
-    """The body of a sealed payload, after checking its trailer.
+def seal(
+    body: bytes | bytearray | memoryview, step: int | None = None, *, down: bool = False
+) -> bytes:
+    """``body`` followed by its CRC-32 (:data:`CHECKSUM_BYTES` more bytes), bound to ``step``."""
+    return b"".join((body, _CRC.pack(checksum(body, step, down))))
+
+
+def unseal(
+    buf: bytes | bytearray | memoryview,
+    codec: str,
+    n: int,
+    step: int | None = None,
+    *,
+    down: bool = False,
+) -> memoryview:
+    """The body of a sealed payload, after checking its trailer against ``step``'s seed.
 
     Args:
         buf: The payload's bytes as received.
         codec: The codec's name, for the error.
         n: The length of the vector it encodes, for the error.
+        step: The step the receiver expects (``CodecContext.step``); None: the unbound seal.
+        down: Whether it is a server's message (a broadcast or pull answer).
 
     Raises:
         ValueError: an empty or short buffer, or a checksum mismatch (a buffer cut, extended
-            or changed in transit), naming the codec and the sizes.
+            or changed in transit, or sealed for another step), naming the codec and the sizes.
     """
     size = len(buf)
     if size < CHECKSUM_BYTES:
@@ -66,9 +109,10 @@ def unseal(buf: bytes | bytearray | memoryview, codec: str, n: int) -> memoryvie
     view = memoryview(buf)
     body = view[: size - CHECKSUM_BYTES]
     (sent,) = _CRC.unpack_from(view, size - CHECKSUM_BYTES)
-    if checksum(body) != sent:
+    if checksum(body, step, down) != sent:
+        at = "" if step is None else f" of step {step}"
         raise ValueError(
-            f"codec {codec!r}: the {size}-byte payload for {n} elements fails its CRC-32 "
-            "(cut, extended or changed in transit)"
+            f"codec {codec!r}: the {size}-byte payload{at} for {n} elements fails its CRC-32 "
+            "(cut, extended or changed in transit, or sealed for another step)"
         )
     return body

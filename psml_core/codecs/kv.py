@@ -18,9 +18,12 @@ Wire format (no header, little-endian, a CRC-32 trailer):
 :meth:`KVCodec.encode` sends the non-zero entries of a vector (lossless on them);
 :meth:`KVCodec.encode_keys` sends the entries at given keys, zeros included — PS-lite's push and
 pull answer carry every key of a mini-batch, whatever its value, which is what the cost model
-("worker p pulls and pushes every k in N_p") counts. The decoders are strict: a length that is
-not a whole number of entries, keys out of order or out of range, or a non-finite value is a
-ValueError naming the problem. The server side is the default
+("worker p pulls and pushes every k in N_p") counts. A push's trailer is bound to its step
+(:func:`~psml_core.codecs.integrity.crc_seed`); a touched pull's key list and its answer
+(``ctx=None``) are sealed unbound, because the dist backend's worker rebuilds that answer
+without its context; the worker checks that it names exactly the keys it asked for. The
+decoders are strict: a length that is not a whole number of entries, keys out of order or out
+of range, or a non-finite value is a ValueError naming the problem. The server side is the default
 :class:`~psml_core.codecs.base.ServerCodec` (the sum of the decoded pushes).
 """
 
@@ -162,21 +165,32 @@ class KVCodec(Codec):
         """The non-zero entries of ``x``, keys ascending."""
         x = check_vector(x)
         keys = np.flatnonzero(x)
-        return Payload(self.name, int(x.size), seal(encode_entries(int(x.size), keys, x[keys])))
+        body = encode_entries(int(x.size), keys, x[keys])
+        return Payload(self.name, int(x.size), seal(body, ctx.step))
 
-    def encode_keys(self, x: np.ndarray, keys: np.ndarray, ctx: CodecContext) -> Payload:
-        """The entries of ``x`` at ``keys`` (strictly ascending), zeros included."""
+    def encode_keys(self, x: np.ndarray, keys: np.ndarray, ctx: CodecContext | None) -> Payload:
+        """The entries of ``x`` at ``keys`` (strictly ascending), zeros included.
+
+        ``ctx`` None seals the payload unbound (a touched pull's answer; see the module).
+        """
         x = check_vector(x)
         keys = _check_keys(keys, int(x.size), "kv entries")
-        return Payload(self.name, int(x.size), seal(encode_entries(int(x.size), keys, x[keys])))
+        body = encode_entries(int(x.size), keys, x[keys])
+        return Payload(self.name, int(x.size), seal(body, None if ctx is None else ctx.step))
 
-    def decode_entries(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
-        """The ``(keys, values)`` of a payload (strict; see :func:`decode_entries`)."""
-        return decode_entries(unseal(payload.buffer, self.name, payload.n), payload.n)
+    def decode_entries(
+        self, payload: Payload, ctx: CodecContext | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(keys, values)`` of a payload (strict; see :func:`decode_entries`).
+
+        ``ctx`` None expects the unbound seal (a touched pull's answer).
+        """
+        step = None if ctx is None else ctx.step
+        return decode_entries(unseal(payload.buffer, self.name, payload.n, step), payload.n)
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The dense float32 vector: the entries in place, zeros elsewhere (strict)."""
-        keys, vals = self.decode_entries(payload)
+        keys, vals = self.decode_entries(payload, ctx)
         out = np.zeros(payload.n, dtype=np.float32)
         out[keys] = vals
         return out

@@ -67,11 +67,12 @@ class MatchedTopKCodec(Codec):
         self.residual = v
         self.residual[idx] = 0.0
         self.last_k = k
-        return Payload(self.name, n, seal(encode_sparse(n, idx, vals)))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, vals), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The sent elements in place, zeros elsewhere (format from the length alone)."""
-        idx, vals = decode_sparse(unseal(payload.buffer, self.name, payload.n), payload.n)
+        body = unseal(payload.buffer, self.name, payload.n, ctx.step)
+        idx, vals = decode_sparse(body, payload.n)
         if not np.all(np.isfinite(vals)):
             raise ValueError("topk_matched payload holds non-finite values")
         out = np.zeros(payload.n, dtype=np.float32)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MomentumCorrection"]
 
@@ -62,6 +65,10 @@ class MomentumCorrection(Codec):
     here. Pointless with quantizers (QSGD, signs): nearly every coordinate is non-zero after
     decoding, so nearly all momentum is masked every step.
 
+    Given a torch tensor, ``u`` and ``v`` live on its device and the inner codec's torch path
+    decodes what was sent there (:meth:`Codec.decode_on`); the operations are the host's, one
+    IEEE operation each, so the payloads and the state equal the host path's bit for bit.
+
     Args:
         inner: The codec to wrap; its name, decoder and server side are reused.
         momentum: ``m`` in [0, 1), the workload's momentum (0 = error feedback). Default 0.0.
@@ -85,6 +92,9 @@ class MomentumCorrection(Codec):
         self.accumulated: np.ndarray | None = None
 
     def _state(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.velocity is not None and not isinstance(self.velocity, np.ndarray):
+            self.velocity = self.velocity.cpu().numpy()  # a device state, back on the host
+            self.accumulated = self.accumulated.cpu().numpy()  # type: ignore[union-attr]
         if self.velocity is None or self.accumulated is None or self.velocity.size != n:
             self.velocity = np.zeros(n, dtype=np.float64)
             self.accumulated = np.zeros(n, dtype=np.float64)
@@ -98,11 +108,36 @@ class MomentumCorrection(Codec):
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Accumulate the velocity, encode the accumulation, mask what was sent."""
+        if is_tensor(x):
+            return self._encode_tensor(x, ctx)
         x = check_vector(x)
         u, v = self._advance(x)
         payload = self.inner.encode(v.astype(np.float32), ctx)
         sent = self.inner.decode(payload, ctx)
         v -= sent.astype(np.float64)
+        u[sent != 0] = 0.0
+        self.velocity, self.accumulated = u, v
+        return payload
+
+    def _encode_tensor(self, x: torch.Tensor, ctx: CodecContext) -> Payload:
+        import torch
+
+        from psml_core.codecs.torch_wire import check_tensor
+
+        x = check_tensor(x)
+        n, device = int(x.numel()), x.device
+        u, v = self.velocity, self.accumulated
+        if isinstance(u, np.ndarray):  # a host state (a run moved to the device)
+            u, v = torch.from_numpy(u).to(device), torch.from_numpy(v).to(device)  # type: ignore[arg-type]
+        if u is None or v is None or u.numel() != n:
+            u = torch.zeros(n, dtype=torch.float64, device=device)
+            v = torch.zeros(n, dtype=torch.float64, device=device)
+        u = u * self.momentum  # two operations, as on the host: m u, then + x
+        u = u + x.to(torch.float64)
+        v = v + u
+        payload = self.inner.encode(v.to(torch.float32), ctx)
+        sent = self.inner.decode_on(payload, ctx, device)
+        v -= sent.to(torch.float64)
         u[sent != 0] = 0.0
         self.velocity, self.accumulated = u, v
         return payload
@@ -113,13 +148,17 @@ class MomentumCorrection(Codec):
         DFS's cost report (``predicted_costs``) must see this vector.
         """
         x = check_vector(x)
-        if self.velocity is None or self.velocity.size != x.size:
+        if self.velocity is None or self.velocity.shape[0] != x.size:
             return x
         return self._advance(x)[1].astype(np.float32)
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decoding is the inner codec's."""
         return self.inner.decode(payload, ctx)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """Decoding onto a device is the inner codec's."""
+        return self.inner.decode_on(payload, ctx, device)
 
     def __getattr__(self, attr: str) -> object:
         # Codec-specific methods (DFS's predicted_costs, ...) stay reachable through the wrapper.

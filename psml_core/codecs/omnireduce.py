@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.blocks import block_maxabs, check_block_size, check_fraction
 from psml_core.codecs.formats import block_count, decode_blocks, encode_blocks
 from psml_core.codecs.integrity import seal, unseal
 from psml_core.codecs.select import topk_indices
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["OmniReduceCodec", "OmniReduceServer"]
 
@@ -86,7 +98,14 @@ class OmniReduceCodec(Codec):
         return min(n, math.ceil(rho * n))
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Send the blocks with some ``|x| > threshold``, ascending, as block records."""
+        """Send the blocks with some ``|x| > threshold``, ascending, as block records.
+
+        A tensor is encoded on its device (:mod:`.blocks_torch`), to the same bytes.
+        """
+        if is_tensor(x):
+            from psml_core.codecs.blocks_torch import omni_encode
+
+            return omni_encode(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         if self.topk:
@@ -95,7 +114,7 @@ class OmniReduceCodec(Codec):
             sparse[idx] = x[idx]
             x = sparse
         keep = np.flatnonzero(block_maxabs(x, self.block_size) > self.threshold)
-        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size)))
+        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size), ctx.step))
 
     def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
         """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
@@ -105,7 +124,7 @@ class OmniReduceCodec(Codec):
                 block this codec would have skipped, or more non-zeros than ``topk`` keeps.
         """
         n, b = payload.n, self.block_size
-        ids, dense = decode_blocks(unseal(payload.buffer, self.name, n), n, b)
+        ids, dense = decode_blocks(unseal(payload.buffer, self.name, n, ctx.step), n, b)
         if ids.size:
             nfull = n // b
             full = ids[ids < nfull]
@@ -127,6 +146,12 @@ class OmniReduceCodec(Codec):
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The dense vector: the sent blocks' values, zeros in the skipped blocks."""
         return self.decode_records(payload, ctx)[1]
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.blocks_torch import omni_records
+
+        return omni_records(self, payload, ctx, device)[1]
 
     def server(self) -> OmniReduceServer:
         """The OmniReduce aggregator: block sums returned for the union of blocks."""
@@ -167,17 +192,38 @@ class OmniReduceServer(ServerCodec):
         self.union = union
         return out
 
+    def aggregate_on(
+        self, payloads: list[Payload], ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`aggregate` on a torch ``device`` (the union kept on the host)."""
+        from psml_core.codecs.blocks_torch import omni_aggregate
+
+        return omni_aggregate(self, payloads, ctx, device)
+
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """Records of the aggregate's blocks in the union of the last pushes."""
+        if is_tensor(agg):
+            from psml_core.codecs.blocks_torch import omni_encode_down
+
+            return omni_encode_down(self, agg, ctx)
         agg = check_vector(agg)
         n, b = int(agg.size), self.codec.block_size
         if self.union is not None and self.union.size == block_count(n, b):
             ids = np.flatnonzero(self.union)
         else:
             ids = np.flatnonzero(block_maxabs(agg, b) > 0)
-        return Payload(f"{self.codec.name}/down", n, seal(encode_blocks(agg, ids, b)))
+        body = encode_blocks(agg, ids, b)
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast aggregate (zeros outside the union)."""
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         return decode_blocks(body, payload.n, self.codec.block_size)[1]
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.blocks_torch import omni_decode_down
+
+        return omni_decode_down(self, payload, ctx, device)

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector, is_tensor
+from psml_core.codecs.qsgd_wire import (
+    MAX_LEVELS,
+    QSGD_STREAM_TAG,
+    pack_codes,
+    qsgd_bits,
+    qsgd_uniforms,
+    qsgd_wire_bytes,
+    unpack_codes,
+)
+from psml_core.codecs.reduce import tree_sum
+
+if TYPE_CHECKING:
+    import torch
+
+_F32 = np.dtype("<f4")
 
 __all__ = [
     "QSGD_STREAM_TAG",
@@ -15,120 +32,6 @@ __all__ = [
     "qsgd_wire_bytes",
     "unpack_codes",
 ]
-
-QSGD_STREAM_TAG = 0x51534744
-"""Domain-separation word ("QSGD") appended to the seed so no other codec shares the stream."""
-
-_F32 = np.dtype("<f4")
-_U64 = np.dtype("<u8")
-_MAX_LEVELS = 32767
-
-
-def qsgd_bits(levels: int) -> int:
-    """Bits per element for ``levels`` levels: ``b = 1 + ceil(log2(levels + 1))``.
-
-    One bit of sign and the fewest whole bits that hold ``0..levels``; the (sign, level) pair is
-    stored as the ``b``-bit two's complement of ``sign * level``, which fits since
-    ``levels <= 2**(b-1) - 1``. ``levels=127`` gives 8 bits, ``levels=32767`` gives 16.
-    """
-    return 1 + int(levels).bit_length()
-
-
-def qsgd_wire_bytes(n: int, levels: int = 127) -> int:
-    """Exact wire size of an ``n``-vector: ``4 + ceil(n * b / 8)`` (``4 + n`` for 127 levels)."""
-    return 4 + (n * qsgd_bits(levels) + 7) // 8
-
-
-def qsgd_uniforms(n: int, seed: int, step: int, stream: int) -> np.ndarray:
-    """The ``n`` float32 uniforms in [0, 1) that round an ``n``-vector at (seed, step, stream).
-
-    ``np.random.Generator(np.random.SFC64(np.random.SeedSequence([seed, step, stream,
-    QSGD_STREAM_TAG]))).random(n, dtype=np.float32)``: multiples of 2**-24. Only the encoder
-    draws them; they are public so that tests can reproduce the rounding exactly.
-
-    Raises:
-        ValueError: if ``seed``, ``step`` or ``stream`` is negative.
-    """
-    for what, v in (("ctx.seed", seed), ("ctx.step", step), ("stream", stream)):
-        if int(v) < 0:
-            raise ValueError(f"qsgd: {what} must be a non-negative integer, got {v}")
-    ss = np.random.SeedSequence([int(seed), int(step), int(stream), QSGD_STREAM_TAG])
-    return np.random.Generator(np.random.SFC64(ss)).random(n, dtype=np.float32)
-
-
-def _join(a: np.ndarray, width: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
-    """Pairs ``(a[2i], a[2i+1])`` of ``width``-bit fields as ``a[2i] | a[2i+1] << width``."""
-    p = a.reshape(-1, 2)
-    out = p[:, 1].astype(dtype)
-    out <<= width
-    out |= p[:, 0]
-    return out
-
-
-def _split(a: np.ndarray, width: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
-    """Inverse of :func:`_join`: each ``a[i]`` into its low and high ``width``-bit fields."""
-    out = np.empty((a.size, 2), dtype=dtype)
-    np.bitwise_and(a, (1 << width) - 1, out=out[:, 0], casting="unsafe")
-    np.right_shift(a, width, out=out[:, 1], casting="unsafe")
-    return out.reshape(-1)
-
-
-def pack_codes(codes: np.ndarray, bits: int) -> bytes:
-    """Bit-pack unsigned ``bits``-bit codes (2 <= bits <= 16), little-endian across the buffer.
-
-    Element ``i`` occupies bits ``[i*bits, (i+1)*bits)`` of the stream, least significant bit
-    first; stream bit ``j`` is bit ``j % 8`` of byte ``j // 8``. The ``ceil(n*bits/8)`` bytes end
-    with zero padding bits. Eight codes fill exactly ``bits`` bytes: codes are joined pairwise
-    into 2-, 4- and 8-code words (vectorised; no loop over elements), and each 8-code word
-    (one uint64, or two for ``bits > 8``) gives its first ``bits`` little-endian bytes.
-    """
-    n = int(codes.size)
-    nbytes = (n * bits + 7) // 8
-    groups = -(-n // 8)
-    c = np.zeros(groups * 8, dtype=np.uint16)
-    c[:n] = codes
-    if bits <= 8:
-        quads = _join(_join(c, bits, np.uint16), 2 * bits, np.uint32)
-        words = _join(quads, 4 * bits, np.uint64).astype(_U64, copy=False).reshape(groups, 1)
-    else:
-        quads = _join(_join(c, bits, np.uint32), 2 * bits, np.uint64).reshape(groups, 2)
-        words = np.empty((groups, 2), dtype=_U64)
-        words[:, 0] = quads[:, 0] | (quads[:, 1] << np.uint64(4 * bits))
-        words[:, 1] = quads[:, 1] >> np.uint64(64 - 4 * bits)
-    return words.view(np.uint8)[:, :bits].tobytes()[:nbytes]
-
-
-def unpack_codes(buf: bytes | memoryview, n: int, bits: int) -> np.ndarray:
-    """Inverse of :func:`pack_codes`: ``n`` unsigned codes as uint16.
-
-    Raises:
-        ValueError: for a buffer that is not ``ceil(n*bits/8)`` bytes or has padding bits set.
-    """
-    nbytes = (n * bits + 7) // 8
-    if len(buf) != nbytes:
-        raise ValueError(f"{len(buf)} bytes cannot hold {n} codes of {bits} bits ({nbytes} B)")
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    tail = (n * bits) % 8
-    if tail and raw[-1] >> tail:
-        raise ValueError("packed codes have padding bits set past the last element")
-    groups = -(-n // 8)
-    padded = np.zeros(groups * bits, dtype=np.uint8)
-    padded[:nbytes] = raw
-    width = 8 if bits <= 8 else 16
-    rows = np.zeros((groups, width), dtype=np.uint8)
-    rows[:, :bits] = padded.reshape(groups, bits)
-    words = rows.view(_U64)
-    if bits <= 8:
-        quads = _split(words.reshape(-1), 4 * bits, np.uint32)
-        pairs = _split(quads, 2 * bits, np.uint16)
-    else:
-        lo, hi = words[:, 0], words[:, 1]
-        quads = np.empty((groups, 2), dtype=np.uint64)
-        mask = np.uint64((1 << (4 * bits)) - 1)
-        np.bitwise_and(lo, mask, out=quads[:, 0])
-        quads[:, 1] = ((lo >> np.uint64(4 * bits)) | (hi << np.uint64(64 - 4 * bits))) & mask
-        pairs = _split(quads.reshape(-1), 2 * bits, np.uint32)
-    return _split(pairs, bits, np.uint16)[:n]
 
 
 @CODECS.register("qsgd")
@@ -150,9 +53,10 @@ class QSGDCodec(Codec):
 
     so ``E[decode] = x`` (unbiased, to float32 resolution of ``t_i + u_i``) and
     ``E||Q(x) - x||^2 <= min(n / s^2, sqrt(n) / s) ||x||^2`` (the paper's Lemma 3.1). A zero
-    norm (an all-zero vector) sends all-zero levels. The squares are summed in float64, so the
-    norm is the float32-rounded norm whatever the thread count or BLAS (no overflow or underflow
-    of the squares); a norm beyond float32 range is a ValueError.
+    norm (an all-zero vector) sends all-zero levels. The squares are summed in float64 in a
+    fixed order (:mod:`~psml_core.codecs.reduce`), so the norm is the same float32 whatever
+    the thread count, BLAS or device (no overflow or underflow of the squares); a norm beyond
+    float32 range is a ValueError.
 
     Randomness: ``u`` is :func:`qsgd_uniforms` of ``(ctx.seed, ctx.step, stream)``. The engine
     must give each worker its own ``stream`` (e.g. the worker rank): workers that share a
@@ -191,9 +95,9 @@ class QSGDCodec(Codec):
 
     def __init__(self, levels: int = 127, stream: int = 0) -> None:
         if isinstance(levels, bool) or not isinstance(levels, int | np.integer):
-            raise ValueError(f"qsgd: levels must be an integer in [1, {_MAX_LEVELS}], got {levels}")
-        if not 1 <= levels <= _MAX_LEVELS:
-            raise ValueError(f"qsgd: levels must be in [1, {_MAX_LEVELS}], got {levels}")
+            raise ValueError(f"qsgd: levels must be an integer in [1, {MAX_LEVELS}], got {levels}")
+        if not 1 <= levels <= MAX_LEVELS:
+            raise ValueError(f"qsgd: levels must be in [1, {MAX_LEVELS}], got {levels}")
         if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
             raise ValueError(f"qsgd: stream must be an integer >= 0, got {stream!r}")
         self.levels = int(levels)
@@ -213,8 +117,13 @@ class QSGDCodec(Codec):
 
     @staticmethod
     def _norm(x: np.ndarray) -> np.float32:
-        """``float32(sqrt(sum x_i^2))`` with the squares summed in float64."""
-        norm = np.sqrt(np.einsum("i,i->", x, x, dtype=np.float64))
+        """``float32(sqrt(sum x_i^2))``, the exact float64 squares summed in a fixed order.
+
+        The order (:func:`~psml_core.codecs.reduce.tree_sum`) is the torch path's too, so the
+        norm in the wire bytes is the same bits on both.
+        """
+        x64 = x.astype(np.float64)
+        norm = np.sqrt(tree_sum(x64 * x64))
         with np.errstate(over="ignore"):
             norm32 = np.float32(norm)
         if not np.isfinite(norm32):
@@ -222,7 +131,11 @@ class QSGDCodec(Codec):
         return norm32
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Quantise ``x`` (see the class docstring)."""
+        """Quantise ``x`` (see the class docstring); a tensor on its device, to the same bytes."""
+        if is_tensor(x):
+            from psml_core.codecs.quant_torch import encode_qsgd
+
+            return encode_qsgd(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         norm = self._norm(x)
@@ -276,3 +189,9 @@ class QSGDCodec(Codec):
             raise ValueError("qsgd payload has non-zero levels under a zero norm")
         step = np.float32(np.float64(norm) / s)
         return np.multiply(q, step, dtype=np.float32)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device`` (decoded on the host, copied once)."""
+        from psml_core.codecs.quant_torch import decode_qsgd
+
+        return decode_qsgd(self, payload, ctx, device)

@@ -1,4 +1,4 @@
-"""Random-k with shared-seed indices: only the ``4k`` values travel (GRACE).
+"""Random-k with shared-seed indices: only the ``4k`` values travel, sealed (GRACE).
 
 Shared rules (keep count, ratio, server): :mod:`.sparsify`.
 """
@@ -6,11 +6,24 @@ Shared rules (keep count, ratio, server): :mod:`.sparsify`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
+from psml_core.codecs.integrity import CHECKSUM_BYTES, seal, unseal
 from psml_core.codecs.sparsify import F32, check_ratio, keep_count, ratio_in_force, step_rng
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["RandomKCodec", "RandomKServer", "shared_random_indices"]
 
@@ -79,10 +92,14 @@ class RandomKCodec(Codec):
     different tensors of one step give them different ``ctx.seed`` values.
 
     Wire format: the ``k`` kept values as little-endian float32 in ascending index order, no
-    indices: ``wire_bytes = 4k`` exactly.
+    indices, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity` bound to the
+    step: ``wire_bytes = 4k + 4`` exactly. The length alone is known to both ends, but the
+    values land on indices regenerated from the step, so a payload replayed from another step
+    would be decoded onto the wrong indices without its step-bound trailer (4 bytes per message:
+    0.004% of a 1% push of 11.2M elements).
 
     Server side (:class:`RandomKServer`): the aggregate is zero outside the shared indices, so the
-    server broadcasts its ``k`` values at those indices: ``4k`` bytes down, lossless.
+    server broadcasts its ``k`` values at those indices: ``4k + 4`` bytes down, lossless.
 
     The decoder regenerates the indices from the context; the codec caches the last index set, so
     the server decoding ``P`` pushes of one step (and error feedback decoding its own payload)
@@ -117,28 +134,44 @@ class RandomKCodec(Codec):
         return idx
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """The values of ``x`` at the step's shared indices."""
+        """The values of ``x`` at the step's shared indices (on a tensor's device if a tensor)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_randomk
+
+            return encode_randomk(self, x, ctx)
         x = check_vector(x)
         idx = self.indices(int(x.size), ctx)
-        return Payload(self.name, int(x.size), x[idx].astype(F32, copy=False).tobytes())
+        body = x[idx].astype(F32, copy=False).tobytes()
+        return Payload(self.name, int(x.size), seal(body, ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Scatter the values to the regenerated indices; the length must be ``4k``."""
+        """Scatter the values to the regenerated indices; the length must be ``4k + 4``."""
         idx = self.indices(payload.n, ctx)
-        return _scatter_values(payload, idx, "randomk")
+        return _scatter_values(payload, idx, "randomk", ctx.step, down=False)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_randomk
+
+        return decode_randomk(self, payload, ctx, device)
 
     def server(self) -> ServerCodec:
-        """A server that broadcasts the ``k`` aggregated values (``4k`` bytes)."""
+        """A server that broadcasts the ``k`` aggregated values (``4k + 4`` bytes)."""
         return RandomKServer(self)
 
 
-def _scatter_values(payload: Payload, idx: np.ndarray, what: str) -> np.ndarray:
-    """Dense vector with ``payload``'s float32 values at ``idx``."""
-    if len(payload.buffer) != 4 * idx.size:
+def _scatter_values(
+    payload: Payload, idx: np.ndarray, what: str, step: int, down: bool
+) -> np.ndarray:
+    """Dense vector with ``payload``'s float32 values at ``idx`` (trailer checked first)."""
+    size = 4 * idx.size + CHECKSUM_BYTES
+    if len(payload.buffer) != size:
         raise ValueError(
-            f"{what} payload of {len(payload.buffer)} bytes; {idx.size} values take {4 * idx.size}"
+            f"{what} payload of {len(payload.buffer)} bytes; {idx.size} values take {size} "
+            "(with the checksum)"
         )
-    vals = np.frombuffer(payload.buffer, dtype=F32)
+    body = unseal(payload.buffer, what, payload.n, step, down=down)
+    vals = np.frombuffer(body, dtype=F32)
     if not np.isfinite(vals).all():
         raise ValueError(f"{what} payload holds non-finite values, which this codec cannot send")
     out = np.zeros(payload.n, dtype=np.float32)
@@ -160,17 +193,43 @@ class RandomKServer(ServerCodec):
 
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """The aggregate's values at the step's indices; other non-zeros are a ValueError."""
+        if is_tensor(agg):
+            return self._encode_down_tensor(agg, ctx)
         agg = check_vector(agg)
         n = int(agg.size)
         idx = self.codec.indices(n, ctx)
         vals = agg[idx]
         if np.count_nonzero(agg) != np.count_nonzero(vals):
             raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
-        return Payload(f"{self.codec.name}/down", n, vals.astype(F32, copy=False).tobytes())
+        body = vals.astype(F32, copy=False).tobytes()
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Scatter the broadcast values to the step's indices (``4k`` bytes)."""
-        return _scatter_values(payload, self.codec.indices(payload.n, ctx), "randomk down")
+        """Scatter the broadcast values to the step's indices (``4k + 4`` bytes)."""
+        idx = self.codec.indices(payload.n, ctx)
+        return _scatter_values(payload, idx, "randomk down", ctx.step, down=True)
 
+    # ----------------------------------------------------------------------------------- threshold
 
-# ----------------------------------------------------------------------------------- threshold
+    def _encode_down_tensor(self, agg: torch.Tensor, ctx: CodecContext) -> Payload:
+        import torch
+
+        from psml_core.codecs import torch_wire as tw
+        from psml_core.codecs.sparsify_torch import device_indices
+
+        agg = tw.check_tensor(agg)
+        n = int(agg.numel())
+        idx = device_indices(self.codec, n, ctx, agg.device)
+        vals = agg[idx]
+        if int(torch.count_nonzero(agg)) != int(torch.count_nonzero(vals)):
+            raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
+        body = tw.as_bytes(vals)
+        return Payload(f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True))
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device``."""
+        from psml_core.codecs.sparsify_torch import decode_randomk
+
+        return decode_randomk(self.codec, payload, ctx, device, down=True)

@@ -17,12 +17,13 @@ Shared rules:
 * **Wire** (top-k, threshold, DGC): :func:`~psml_core.codecs.formats.encode_sparse`, the cheapest
   of COO (``8k`` bytes: int32 indices then float32 values), bitmap (``ceil(n/8) + 4k``) and dense
   (``4n``); the decoder tells them apart by the length alone. Random-k sends only the ``4k`` bytes
-  of values, since every worker regenerates the same indices from the shared seed.
+  of values (and the 4-byte step-bound trailer), since every worker regenerates the same
+  indices from the shared seed.
 * **Server** (the DC2 spec: "PS down: aggregated union, up to P*k elements, capped at the dense
   size"): the default :class:`~psml_core.codecs.base.ServerCodec` sums the pushes and broadcasts
   the union of the supports losslessly in the cheapest sparse format. Top-k can instead
   re-sparsify the aggregate (``down_ratio``) with a server-side residual; random-k broadcasts the
-  ``4k`` values at the shared indices, which hold the whole aggregate.
+  ``4k`` values (+ 4) at the shared indices, which hold the whole aggregate.
 """
 
 from __future__ import annotations
@@ -110,20 +111,24 @@ def magnitude_mask(
 
 def sparse_dense(
     payload: Payload,
+    ctx: CodecContext,
     what: str,
     value_ok: Callable[[np.ndarray], bool],
     dense_ok: Callable[[np.ndarray], bool] | None = None,
+    down: bool = False,
 ) -> np.ndarray:
-    """Decode an :func:`encode_sparse` buffer to a dense float32 vector, validating its values.
+    """Decode a sealed :func:`encode_sparse` buffer to a dense float32 vector, validating it.
 
     Args:
         payload: The payload; its length selects the format.
+        ctx: The step's context (the trailer is bound to ``ctx.step``).
         what: Name used in error messages.
         value_ok: ``f(vals) -> bool`` for the values of a COO or bitmap buffer.
         dense_ok: ``f(dense) -> bool`` for a dense buffer (default: all finite).
+        down: Whether a server sent it (a broadcast).
     """
     n = payload.n
-    buf = unseal(payload.buffer, what.split()[0], n)
+    buf = unseal(payload.buffer, what.split()[0], n, ctx.step, down=down)
     if len(buf) == 4 * n:
         out = np.frombuffer(buf, dtype=F32).astype(np.float32)
         ok = dense_ok(out) if dense_ok is not None else bool(np.isfinite(out).all())

@@ -6,13 +6,17 @@ Shared rules (wire, server): :mod:`.sparsify`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector
+from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, check_vector, is_tensor
 from psml_core.codecs.formats import encode_sparse
 from psml_core.codecs.integrity import seal
 from psml_core.codecs.sparsify import F32_MAX, magnitude_mask, sparse_dense
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ThresholdCodec"]
 
@@ -59,11 +63,15 @@ class ThresholdCodec(Codec):
         self._t32 = t32
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Keep the elements of ``x`` with ``|x| > threshold``."""
+        """Keep the elements of ``x`` with ``|x| > threshold`` (on a tensor's own device)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_threshold
+
+            return encode_threshold(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         idx = np.flatnonzero(magnitude_mask(x, self._t32, strict=True))
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""
@@ -77,7 +85,12 @@ class ThresholdCodec(Codec):
             a = np.abs(d)
             return bool(np.all(((a > t32) | (a == 0)) & (a <= F32_MAX)))
 
-        return sparse_dense(payload, "threshold", values_ok, dense_ok)
+        return sparse_dense(payload, ctx, "threshold", values_ok, dense_ok)
 
+    # ----------------------------------------------------------------------------------------- DGC
 
-# ----------------------------------------------------------------------------------------- DGC
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_threshold
+
+        return decode_threshold(self, payload, ctx, device)

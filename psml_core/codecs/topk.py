@@ -5,9 +5,19 @@ Shared rules (keep count, ratio, wire, server): :mod:`.sparsify`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.formats import encode_sparse, sparse_size
 from psml_core.codecs.integrity import CHECKSUM_BYTES, seal
 from psml_core.codecs.select import topk_indices
@@ -18,6 +28,9 @@ from psml_core.codecs.sparsify import (
     ratio_in_force,
     sparse_dense,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["TopKCodec", "TopKDownServer"]
 
@@ -64,13 +77,17 @@ class TopKCodec(Codec):
         return keep_count(n, ratio_in_force(self.ratio, ctx))
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Keep the ``k`` largest-magnitude elements of ``x``."""
+        """Keep the ``k`` largest-magnitude elements of ``x`` (on a tensor's device if a tensor)."""
+        if is_tensor(x):
+            from psml_core.codecs.sparsify_torch import encode_topk
+
+            return encode_topk(self, x, ctx)
         x = check_vector(x)
         n = int(x.size)
         if self._scratch is None or self._scratch.size != n:
             self._scratch = np.empty(n, dtype=np.float32)
         idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx])))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""
@@ -83,10 +100,17 @@ class TopKCodec(Codec):
             )
         return sparse_dense(
             payload,
+            ctx,
             "topk",
             all_finite,
             lambda d: all_finite(d) and int(np.count_nonzero(d)) <= k,
         )
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device``, parsed there."""
+        from psml_core.codecs.sparsify_torch import decode_topk
+
+        return decode_topk(self, payload, ctx, device)
 
     def server(self) -> ServerCodec:
         """The lossless union by default; :class:`TopKDownServer` when ``down_ratio`` is set."""
@@ -127,7 +151,8 @@ class TopKDownServer(ServerCodec):
         if not np.isfinite(sent).all():
             raise ValueError("topk server: aggregate plus residual overflows float32")
         v[idx] -= sent
-        return Payload(f"{self.codec.name}/down", n, seal(encode_sparse(n, idx, sent)))
+        body = encode_sparse(n, idx, sent)
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast; its length must be ``sparse_size(n, k_down) + 4`` (the trailer)."""
@@ -140,9 +165,11 @@ class TopKDownServer(ServerCodec):
             )
         return sparse_dense(
             payload,
+            ctx,
             "topk down",
             all_finite,
             lambda d: all_finite(d) and int(np.count_nonzero(d)) <= k,
+            down=True,
         )
 
 

@@ -10,18 +10,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from numbers import Real
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from psml_core.codecs.base import CODECS, Codec, CodecContext, Payload, ServerCodec, check_vector
+from psml_core.codecs.base import (
+    CODECS,
+    Codec,
+    CodecContext,
+    Payload,
+    ServerCodec,
+    check_vector,
+    is_tensor,
+)
 from psml_core.codecs.formats import decode_sparse, encode_sparse
 from psml_core.codecs.integrity import seal, unseal
+from psml_core.codecs.value_bounded_keys import (
+    check_decoded,
+    check_sent,
+    decode_keys,
+    filter_keys,
+    key_bounds,
+)
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ValueBoundedCodec", "ValueBoundedServer"]
 
 _F32 = np.dtype("<f4")
-_U64 = np.dtype("<u8")
 _CHUNK = 1 << 16  # elements per pass of the element filter: its temporaries stay in cache
 _MODES = ("element", "key")
 _SCHEDULES = ("decay", "lr", "fixed")
@@ -234,9 +251,17 @@ class ValueBoundedCodec(Codec):
         return self._state.last_sent
 
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
-        """Filter ``x`` plus the residual; send the kept part and keep the rest."""
+        """Filter ``x`` plus the residual; send the kept part and keep the rest.
+
+        A tensor in element mode is filtered on its device (:mod:`.value_bounded_torch`), its
+        residual kept there; key mode filters a host copy.
+        """
+        if is_tensor(x) and self.mode == "element":
+            from psml_core.codecs.value_bounded_torch import filter_elements
+
+            return filter_elements(self, self._state, x, ctx, down=False)
         x = check_vector(x)
-        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx)))
+        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx), ctx.step))
 
     def reset(self) -> None:
         """Forget the carried-over residual (a new run; benchmarks of one vector)."""
@@ -245,8 +270,16 @@ class ValueBoundedCodec(Codec):
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode to a dense float32 vector (zeros where nothing was sent)."""
-        body = unseal(payload.buffer, self.name, payload.n)
+        body = unseal(payload.buffer, self.name, payload.n, ctx.step)
         return self._decode_buffer(body, payload.n, ctx)
+
+    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
+        """:meth:`decode` onto a torch ``device`` (element mode parsed there)."""
+        if self.mode != "element":
+            return super().decode_on(payload, ctx, device)
+        from psml_core.codecs.value_bounded_torch import decode_elements
+
+        return decode_elements(self, payload, ctx, device)
 
     def server(self) -> ValueBoundedServer:
         """The broadcast filter, with its own residual."""
@@ -263,7 +296,7 @@ class ValueBoundedCodec(Codec):
             idx, vals = self._filter_elements(r, u, theta)
             state.last_sent = int(idx.size)
             return encode_sparse(n, idx, vals)
-        buf, state.last_sent = self._filter_keys(r, u, theta, self._bounds(n, ctx))
+        buf, state.last_sent = filter_keys(r, u, theta, self._bounds(n, ctx))
         return buf
 
     def _filter_elements(
@@ -291,7 +324,7 @@ class ValueBoundedCodec(Codec):
                     continue
                 v = rc[i]
                 v32 = v.astype(_F32)
-                _check_sent(v32)
+                check_sent(v32)
                 rc[i] = v - v32 if exact else 0
                 idx_parts.append(i + start if start else i)
                 val_parts.append(v32)
@@ -299,106 +332,23 @@ class ValueBoundedCodec(Codec):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=_F32)
         return np.concatenate(idx_parts), np.concatenate(val_parts)
 
-    def _filter_keys(
-        self, r: np.ndarray, u: np.ndarray, theta: float, bounds: np.ndarray
-    ) -> tuple[bytes, int]:
-        """Key mode: whole keys whose mean |v| >= theta; returns (wire buffer, elements sent).
-
-        The pass runs over chunks of whole keys of about ``_CHUNK`` elements (a longer key is a
-        chunk of its own), so ``|v|`` never needs a vector-sized temporary.
-        """
-        n = int(u.size)
-        sizes = np.diff(bounds)
-        if n == 0:
-            return b"", 0
-        th = r.dtype.type(theta)
-        with np.errstate(over="ignore"):
-            if th == 0:  # every mean is >= 0: every key is sent
-                np.add(r, u, out=r)
-                sent = np.arange(sizes.size)
-            else:
-                # chunk j covers keys [cuts[j], cuts[j + 1]): the first key starting at or after
-                # each multiple of _CHUNK opens a chunk
-                cuts = np.unique(np.searchsorted(bounds[:-1], np.arange(0, n, _CHUNK)))
-                cuts = np.append(cuts, sizes.size)
-                widths = bounds[cuts[1:]] - bounds[cuts[:-1]]
-                absbuf = np.empty(int(widths.max()), dtype=r.dtype)
-                sums = np.empty(sizes.size, dtype=np.float64)
-                for k0, k1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-                    s, e = int(bounds[k0]), int(bounds[k1])
-                    rc = r[s:e]
-                    np.add(rc, u[s:e], out=rc)
-                    a = np.abs(rc, out=absbuf[: e - s])
-                    sums[k0:k1] = np.add.reduceat(a, bounds[k0:k1] - s, dtype=np.float64)
-                sent = np.flatnonzero(sums / sizes >= th)
-        z = sizes[sent]
-        m = int(z.sum())
-        # element indices of the sent keys: each key's range, back to back
-        idx = np.arange(m, dtype=np.int64)
-        if sent.size:
-            idx += np.repeat(bounds[sent] - (np.cumsum(z) - z), z)
-        out = np.empty(12 * m, dtype=np.uint8)
-        out[: 8 * m].view(_U64)[:] = idx
-        vals = out[8 * m :].view(_F32)
-        v = r[idx]
-        vals[:] = v
-        _check_sent(vals)
-        r[idx] = v - vals if r.dtype == np.float64 else 0
-        return out.tobytes(), m
-
-    def _bounds(self, n: int, ctx: CodecContext) -> np.ndarray:
-        """Key boundaries ``0 = b_0 < ... < b_K = n``: ``ctx.extra["key_bounds"]`` or key_size."""
-        given = ctx.extra.get("key_bounds")
-        if given is None:
-            return np.append(np.arange(0, n, self.key_size, dtype=np.int64), n)
-        b = np.asarray(given)
-        if (
-            b.ndim != 1
-            or b.size < 1
-            or not np.issubdtype(b.dtype, np.integer)
-            or b[0] != 0
-            or b[-1] != n
-            or np.any(np.diff(b) <= 0)
-        ):
-            raise ValueError(
-                f'ctx.extra["key_bounds"] must be integers 0 = b_0 < b_1 < ... < b_K = n = {n}'
-            )
-        return b.astype(np.int64)
-
     def _decode_buffer(self, buf: bytes | memoryview, n: int, ctx: CodecContext) -> np.ndarray:
         """Parse an element- or key-mode buffer of an ``n``-vector into a dense float32 vector."""
-        length = len(buf)
-        if self.mode == "element":
-            if length == 4 * n:
-                out = np.frombuffer(buf, dtype=_F32).astype(np.float32)
-                _check_decoded(out)
-                return out
-            idx, vals = decode_sparse(buf, n)
-            _check_decoded(vals)
-            out = np.zeros(n, dtype=np.float32)
-            out[idx] = vals
+        if self.mode != "element":
+            return decode_keys(buf, n, self._bounds(n, ctx))
+        if len(buf) == 4 * n:
+            out = np.frombuffer(buf, dtype=_F32).astype(np.float32)
+            check_decoded(out)
             return out
-        if length % 12:
-            raise ValueError(
-                f"key-mode payload of {length} bytes is not a list of 12-byte key/value entries"
-            )
-        m = length // 12
-        if m > n:
-            raise ValueError(f"key-mode payload holds {m} entries for a {n}-element vector")
-        keys = np.frombuffer(buf, dtype=_U64, count=m)
-        if m and (keys[-1] >= n or np.any(keys[1:] <= keys[:-1])):
-            raise ValueError(f"key-mode element keys must be ascending and in [0, {n})")
-        idx = keys.astype(np.int64)
-        bounds = self._bounds(n, ctx)
-        sizes = np.diff(bounds)
-        counts = np.diff(np.searchsorted(idx, bounds))  # elements sent of each key
-        if np.any((counts != 0) & (counts != sizes)):
-            raise ValueError("key-mode payload sends a key only in part (keys are sent whole)")
-        vals = np.frombuffer(buf, dtype=_F32, offset=8 * m)
-        _check_decoded(vals)
+        idx, vals = decode_sparse(buf, n)
+        check_decoded(vals)
         out = np.zeros(n, dtype=np.float32)
         out[idx] = vals
         return out
+
+    def _bounds(self, n: int, ctx: CodecContext) -> np.ndarray:
+        """Key boundaries: ``ctx.extra["key_bounds"]``, or every ``key_size`` elements."""
+        return key_bounds(n, self.key_size, ctx.extra.get("key_bounds"))
 
 
 class ValueBoundedServer(ServerCodec):
@@ -438,14 +388,28 @@ class ValueBoundedServer(ServerCodec):
 
     def encode_down(self, agg: np.ndarray, ctx: CodecContext) -> Payload:
         """Filter the averaged update ``U`` plus ``R``; broadcast the kept part."""
+        if is_tensor(agg) and self.codec.mode == "element":
+            from psml_core.codecs.value_bounded_torch import filter_elements
+
+            return filter_elements(self.codec, self._state, agg, ctx, down=True)
         u = check_vector(agg)
         buf = self.codec._filter(self._state, u, ctx)
-        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf))
+        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf, ctx.step, down=True))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast (same format as the push)."""
-        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n)
+        body = unseal(payload.buffer, f"{self.codec.name}/down", payload.n, ctx.step, down=True)
         return self.codec._decode_buffer(body, payload.n, ctx)
+
+    def decode_down_on(
+        self, payload: Payload, ctx: CodecContext, device: torch.device
+    ) -> torch.Tensor:
+        """:meth:`decode_down` onto a torch ``device`` (element mode parsed there)."""
+        if self.codec.mode != "element":
+            return super().decode_down_on(payload, ctx, device)
+        from psml_core.codecs.value_bounded_torch import decode_elements
+
+        return decode_elements(self.codec, payload, ctx, device, down=True)
 
     def shared(self) -> tuple[dict[str, Any], int]:
         """Nothing is published besides the broadcast."""
@@ -462,16 +426,3 @@ def _check_real(name: str, value: Any, allowed: str, ok: Callable[[float], bool]
 def _check_int(name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def _check_sent(v32: np.ndarray) -> None:
-    if not np.isfinite(v32).all():
-        raise ValueError(
-            "value_bounded: the accumulated update overflowed float32 (input + residual is not "
-            "finite); the codec's residual is no longer usable"
-        )
-
-
-def _check_decoded(vals: np.ndarray) -> None:
-    if not np.isfinite(vals).all():
-        raise ValueError("value_bounded payload holds a non-finite value: it is corrupted")

@@ -83,11 +83,22 @@ class Job:
         return self.spec.workers + (0 if self.spec.colocated else self.spec.shards)
 
     def global_params(self) -> np.ndarray:
-        """The model as the servers hold it, assembled from every shard."""
-        out = np.empty(self.model.n_params, dtype=np.float32)
+        """The model as the servers hold it, assembled from every shard.
+
+        A NumPy vector, or a tensor on the shards' device where they keep their values there.
+        """
+        device = self.shards[0].device
+        if device is None:
+            out = np.empty(self.model.n_params, dtype=np.float32)
+            for shard in self.shards:
+                out[shard.keys] = shard.values
+            return out
+        import torch
+
+        flat = torch.empty(self.model.n_params, dtype=torch.float32, device=device)
         for shard in self.shards:
-            out[shard.keys] = shard.values
-        return out
+            flat[torch.from_numpy(shard.keys).to(device)] = shard.values
+        return flat  # type: ignore[return-value]
 
     def ctx(self, step: int, ratio: float, extra: dict[str, Any] | None = None) -> CodecContext:
         """The codec context of ``step``: what both ends of every message of the step know.

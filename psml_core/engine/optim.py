@@ -1,11 +1,20 @@
-"""Server-side optimizers: how a shard turns an aggregated gradient into a parameter update."""
+"""Server-side optimizers: how a shard turns an aggregated gradient into a parameter update.
+
+The values, the gradient and the per-key state are NumPy arrays on the host, or torch tensors
+on one device once :meth:`ServerOptimizer.to` moved the state there (a run whose vectors stay
+on its GPU, :mod:`psml_core.engine.device_state`); the update is the same sequence of float32
+operations either way.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 from psml_core.config import WorkloadSpec
 from psml_core.registry import Registry
@@ -62,6 +71,15 @@ class ServerOptimizer(ABC):
             return self.lr
         return np.float32(self.lr * np.float32(warmup_factor(it, self.warmup)))
 
+    def to(self, device: torch.device) -> None:
+        """Keep the per-key state on a torch ``device`` from now on (tensor values and grads)."""
+        import torch
+
+        for name in self.per_key_state:
+            state = getattr(self, name)
+            if isinstance(state, np.ndarray):
+                setattr(self, name, torch.from_numpy(state).to(device))
+
 
 OPTIMIZERS: Registry[type[ServerOptimizer]] = Registry("optimizer")
 
@@ -85,9 +103,9 @@ class SGD(ServerOptimizer):
 
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """Momentum step."""
-        self.velocity *= self.momentum
+        self.velocity *= _scalar(self.momentum, values)
         self.velocity += grad
-        values -= self.next_lr() * self.velocity
+        values -= _scalar(self.next_lr(), values) * self.velocity
 
 
 @OPTIMIZERS.register("adagrad")
@@ -114,7 +132,16 @@ class AdaGrad(ServerOptimizer):
     def step(self, values: np.ndarray, grad: np.ndarray) -> None:
         """AdaGrad step."""
         self.accum += grad * grad
-        values -= self.next_lr() * grad / (np.sqrt(self.accum) + self.eps)
+        lr = self.next_lr()
+        if isinstance(values, np.ndarray):
+            values -= lr * grad / (np.sqrt(self.accum) + self.eps)
+        else:  # a device tensor: the same float32 operations
+            values -= float(lr) * grad / (self.accum.sqrt() + float(self.eps))
+
+
+def _scalar(x: np.float32, values: Any) -> Any:
+    """A float32 constant for an update of ``values`` (a Python float for a tensor)."""
+    return x if isinstance(values, np.ndarray) else float(x)
 
 
 def make_optimizer(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from psml_core.codecs.kv import KVCodec
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
 from psml_core.sync.pcp import BUDGET_BYTES, PCP, RoundReport
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BUDGET_KEY", "PULL_MODES", "RATIO_KEY", "Pull", "ServerShard", "codec_state"]
 
@@ -102,6 +105,10 @@ class ServerShard:
         pull_mode: One of :data:`PULL_MODES`.
         step_budget: Round policies: the local steps of all workers together after which the
             run ends (None: no budget, rounds run to the iteration count).
+
+    After :meth:`to` the values, the optimizer state and every decoded vector are torch tensors
+    on one device: pushes are decoded and summed there (``ServerCodec.aggregate_on``), the
+    broadcast is encoded from there, and only payloads cross to the host.
     """
 
     def __init__(
@@ -141,6 +148,34 @@ class ServerShard:
         self.kv = KVCodec()  # the answer format of touched pulls
         if policy.rounds and pull_mode != "params":
             raise ValueError(f"round policy {policy.name!r} needs pull_mode 'params'")
+        self.device: torch.device | None = None
+        self._workers_t: Any = None  # P as a float32 scalar on the device (see _mean)
+        self._decoded: tuple[Payload, Any] | None = None  # the last broadcast, decoded
+
+    def to(self, device: torch.device) -> None:
+        """Keep the values, the optimizer state and the pull views on ``device`` from now on."""
+        import torch
+
+        self.device = device
+        self.values = torch.from_numpy(self.values).to(device)
+        self.optimizer.to(device)
+        if self.views is not None:
+            self.views = [torch.from_numpy(np.asarray(v)).to(device) for v in self.views]
+        # A divisor on the device: CUDA divides by a host scalar as a multiplication by its
+        # reciprocal, which can round differently from the host's division.
+        self._workers_t = torch.tensor(float(self.workers), dtype=torch.float32, device=device)
+
+    def _mean(self, total: Any) -> Any:
+        """``total / P`` in float32 (the average of P pushes)."""
+        if self.device is None:
+            return total / np.float32(self.workers)
+        return total / self._workers_t
+
+    def _decode(self, codec: Codec, payload: Payload, ctx: CodecContext) -> Any:
+        """A payload decoded where the values live."""
+        if self.device is None:
+            return codec.decode(payload, ctx)
+        return codec.decode_on(payload, ctx, self.device)
 
     def push(
         self,
@@ -165,9 +200,7 @@ class ServerShard:
         if self.policy.rounds:
             return self._push_round(worker, clock, payload, ctx, report)
         if not self.policy.barrier:
-            self.optimizer.step(
-                self.values, self.codec_up.decode(payload, ctx) / np.float32(self.workers)
-            )
+            self.optimizer.step(self.values, self._mean(self._decode(self.codec_up, payload, ctx)))
             self.clocks[worker] += 1
             return True
         pending = self._pending.setdefault(clock, {})
@@ -176,10 +209,17 @@ class ServerShard:
             return False
         del self._pending[clock]
         ordered = [pending[w] for w in range(self.workers)]  # fixed order: deterministic sums
-        avg = self.server_codec.aggregate(ordered, ctx) / np.float32(self.workers)
+        if self.device is None:
+            total = self.server_codec.aggregate(ordered, ctx)
+        else:
+            total = self.server_codec.aggregate_on(ordered, ctx, self.device)
+        avg = self._mean(total)
         if self.pull_mode == "aggregate":
             down = self.server_codec.encode_down(avg, ctx)
-            avg = self.server_codec.decode_down(down, ctx)
+            if self.device is None:
+                avg = self.server_codec.decode_down(down, ctx)
+            else:
+                avg = self.server_codec.decode_down_on(down, ctx, self.device)
             extra, extra_bytes = self.server_codec.shared()
             self._rounds[clock] = (Pull(down, extra, extra_bytes, ctx), [self.workers])
         self.optimizer.step(self.values, avg)
@@ -265,7 +305,8 @@ class ServerShard:
         if self.pull_mode == "touched":
             if keys is None:
                 raise ValueError(f"a touched pull of shard {self.rank} needs the requested keys")
-            return Pull(self.kv.encode_keys(self.values, keys, ctx), ctx=ctx)
+            # Sealed unbound (ctx None): the dist worker rebuilds this answer without its context.
+            return Pull(self.kv.encode_keys(self.values, keys, None), ctx=ctx)
         if self.pull_mode == "params":
             if self.policy.rounds and self.rank == 0:
                 budget = {BUDGET_KEY: self.budgets[worker]}
@@ -279,7 +320,7 @@ class ServerShard:
             if getattr(self.codec_down, "carries_residual", False):
                 self.codec_down.reset()  # type: ignore[attr-defined]
             payload = self.codec_down.encode(self.values - view, ctx)
-            view += self.codec_down.decode(payload, ctx)
+            view += self._decode(self.codec_down, payload, ctx)
             return Pull(payload, ctx=ctx)
         if clock == 0:
             return Pull(None)  # every replica starts from the same seeded initial values
@@ -314,7 +355,18 @@ class ServerShard:
             return None
         ctx = answer.ctx or ctx
         if self.pull_mode in ("params", "delta"):
-            return self.codec_down.decode(answer.payload, ctx)
+            return self._decode(self.codec_down, answer.payload, ctx)
         if self.pull_mode == "touched":
             return self.kv.decode(answer.payload, ctx)
-        return self.server_codec.decode_down(answer.payload, ctx)
+        if self.device is None:
+            return self.server_codec.decode_down(answer.payload, ctx)
+        # One broadcast reaches every worker: decoded once on the device, read by each replica's
+        # optimizer (the simulated clock still charges every worker its decode).
+        memo = self._decoded
+        if memo is None or memo[0] is not answer.payload:
+            memo = (
+                answer.payload,
+                self.server_codec.decode_down_on(answer.payload, ctx, self.device),
+            )
+            self._decoded = memo
+        return memo[1]

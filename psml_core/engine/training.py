@@ -16,6 +16,7 @@ from psml_core.data.base import Dataset
 from psml_core.data.store import load_prepared, manifest_sha256
 from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.device_state import keep_on_device
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.progress import Progress
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
@@ -39,6 +40,19 @@ def configure_torch(spec: RunSpec) -> None:
         torch.use_deterministic_algorithms(True)
     else:
         set_deterministic(True, warn_only=False)
+
+
+def _place(job: Job, device: torch.device) -> None:
+    """Move the model to ``device``; a sim run on a GPU keeps its vectors there too."""
+    job.model.to(device)
+    if job.spec.backend == "sim" and device.type != "cpu":
+        reason = keep_on_device(job, device)
+        if reason is not None:
+            print(
+                f"{job.spec.run_id}: device {device}: the gradients come back to the host for "
+                f"the codecs and shards, because {reason}",
+                file=sys.stderr,
+            )
 
 
 def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, Any]:
@@ -143,7 +157,7 @@ def train(
     t0 = time.perf_counter()
     assignment = load_assignment(assignment_path) if assignment_path else None
     job = build_job(spec, dataset, assignment)
-    job.model.to(device)
+    _place(job, device)
     try:
         records = backend.run(job, progress)
     finally:

@@ -7,6 +7,7 @@ how messages travel and how time is measured differ.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from psml_core.codecs.base import Codec, CodecContext, Payload
 from psml_core.codecs.kv import KVCodec
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.models.base import Matrix, Model
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BatchSampler", "Worker"]
 
@@ -67,6 +71,10 @@ class Worker:
         touched: ``touched`` pull mode: before each step the worker draws its mini-batch
             (:meth:`next_batch`), asks each shard only for the keys it touches
             (:meth:`touched_keys`) and pushes only those keys (:meth:`encode_push`).
+
+    After :meth:`to` (a run that keeps its vectors on its GPU) the replica, the gradient, the
+    optimizer replicas and the decoded answers are torch tensors on that device; the codecs'
+    torch paths encode the pushes there and only the payloads cross to the host.
     """
 
     def __init__(
@@ -96,6 +104,8 @@ class Worker:
         self.last_batch: Matrix | None = None
         self._drawn: np.ndarray | None = None  # the next batch, drawn ahead of its pull
         self.touched = touched
+        self.device: torch.device | None = None  # set by to(): the vectors' device
+        self._keys_t: list[Any] | None = None  # the key lists on the device (to())
         # Per shard, positions in its key list of the keys the current batch touches.
         self.batch_keys: list[np.ndarray] | None = None
         if touched:
@@ -130,6 +140,25 @@ class Worker:
             owner, pos = self._owner[keys], self._pos[keys]
             self.batch_keys = [pos[owner == s] for s in range(len(shard_keys))]
 
+    def to(self, device: torch.device) -> None:
+        """Keep the replica, its optimizers and the shards' key lists on ``device`` from now on."""
+        import torch
+
+        self.device = device
+        self.params = torch.from_numpy(np.asarray(self.params, dtype=np.float32)).to(device)
+        self._keys_t = [
+            torch.from_numpy(np.asarray(k, dtype=np.int64)).to(device) for k in self.shard_keys
+        ]
+        for opt in self.optimizers or []:
+            opt.to(device)
+        if self.local_optimizer is not None:
+            self.local_optimizer.to(device)
+
+    @property
+    def _keys(self) -> list[Any]:
+        """Each shard's keys where the replica lives: ``shard_keys``, or their device copies."""
+        return self.shard_keys if self._keys_t is None else self._keys_t
+
     def next_batch(self) -> np.ndarray:
         """Indices of the next mini-batch, drawn now if not yet; :meth:`compute` uses it.
 
@@ -143,7 +172,7 @@ class Worker:
         """Per shard, the positions in its key list of the keys the next batch touches.
 
         Draws the next batch (:meth:`next_batch`) and keeps the result for :meth:`encode_push`.
-        A dense model (``incidence`` None) touches every key.
+        A dense model (no key list, ``Model.touched_keys`` None) touches every key.
         """
         idx = self.next_batch()
         keys = self.model.touched_keys(self.X[idx])  # ascending global keys
@@ -161,6 +190,8 @@ class Worker:
         self._drawn = None
         Xb, yb = self.X[idx], self.y[idx]
         self.last_batch = Xb
+        if self.device is not None:  # the gradient stays on the device
+            return self.model.loss_grad_tensor(self.params, Xb, yb)
         return self.model.loss_grad(self.params, Xb, yb)
 
     def encode_push(self, grad: np.ndarray, ctxs: list[CodecContext]) -> list[Payload]:
@@ -174,7 +205,7 @@ class Worker:
         if not self.touched:
             return [
                 codec.encode(grad[keys], ctx)
-                for codec, keys, ctx in zip(self.codecs, self.shard_keys, ctxs, strict=True)
+                for codec, keys, ctx in zip(self.codecs, self._keys, ctxs, strict=True)
             ]
         assert self.batch_keys is not None, "touched mode: call touched_keys() before the pull"
         out = []
@@ -195,7 +226,7 @@ class Worker:
 
     def apply_pull(self, shard: int, values: np.ndarray) -> None:
         """``params`` mode: install a shard's parameter values into the replica."""
-        self.params[self.shard_keys[shard]] = values
+        self.params[self._keys[shard]] = values
 
     def apply_answer(self, shard: int, pull_mode: str, vector: np.ndarray) -> None:
         """Install a shard's decoded pull answer as its pull mode says (not ``touched``)."""
@@ -208,7 +239,7 @@ class Worker:
 
     def apply_delta(self, shard: int, change: np.ndarray) -> None:
         """``delta`` mode: add a shard's change since the last pull to the replica."""
-        keys = self.shard_keys[shard]
+        keys = self._keys[shard]
         self.params[keys] += change
 
     def local_round(
@@ -245,7 +276,7 @@ class Worker:
     def apply_aggregate(self, shard: int, grad: np.ndarray) -> None:
         """``aggregate`` mode: apply a shard's broadcast aggregate with the replica optimizer."""
         assert self.optimizers is not None, "apply_aggregate needs optimizer replicas"
-        keys = self.shard_keys[shard]
+        keys = self._keys[shard]
         values = self.params[keys]
         self.optimizers[shard].step(values, grad)
         self.params[keys] = values

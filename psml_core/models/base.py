@@ -61,6 +61,17 @@ class Model(ABC):
         out = [self.loss_grad(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
         return np.array([o[0] for o in out]), np.stack([o[1] for o in out])
 
+    def loss_grad_tensor(
+        self, params: torch.Tensor, X: Matrix, y: np.ndarray
+    ) -> tuple[float, torch.Tensor]:
+        """:meth:`loss_grad` with the parameters and the gradient as tensors on one device.
+
+        The default computes on the host and copies the gradient back; a model that computes
+        on the device (:class:`~psml_core.models.torch_net.TorchNet`) keeps it there.
+        """
+        loss, grad = self.loss_grad(params.detach().cpu().numpy(), X, y)
+        return loss, torch.from_numpy(grad).to(params.device)
+
     @abstractmethod
     def evaluate(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, float]:
         """Mean loss (without L2) and accuracy on (X, y)."""
@@ -72,8 +83,9 @@ class Model(ABC):
     def to(self, device: torch.device) -> Model:
         """Compute on ``device`` from now on (``device`` setting); NumPy models stay on the CPU.
 
-        Parameters and gradients cross the interface as NumPy arrays on the CPU whatever the
-        device: the codecs and the server shards work on those.
+        Parameters and gradients cross :meth:`loss_grad` as NumPy arrays on the host whatever
+        the device; :meth:`loss_grad_tensor` keeps them on the device (a sim run on a GPU whose
+        codecs and shards work there, :mod:`psml_core.engine.device_state`).
         """
         return self
 

@@ -42,7 +42,10 @@ class TorchNet(Model):
     device: torch.device = torch.device("cpu")
 
     def to(self, device: torch.device) -> TorchNet:
-        """Move the module to ``device``; inputs follow it, gradients come back to the CPU."""
+        """Move the module to ``device``; inputs follow it.
+
+        :meth:`loss_grad` brings gradients back to the host; :meth:`loss_grad_tensor` keeps them.
+        """
         self.device = torch.device(device)
         self.net.to(self.device)
         return self
@@ -57,13 +60,14 @@ class TorchNet(Model):
     def _flat(self) -> torch.Tensor:
         return nn.utils.parameters_to_vector(self.net.parameters()).detach().cpu()
 
-    def _load(self, params: np.ndarray) -> None:
+    def _load(self, params: np.ndarray | torch.Tensor) -> None:
         # A copy: vector_to_parameters makes the parameters views of the vector it is given.
+        if isinstance(params, torch.Tensor):
+            flat = params.detach().to(self.device, torch.float32, copy=True)
+        else:
+            flat = torch.from_numpy(np.array(params, dtype=np.float32)).to(self.device)
         with torch.no_grad():
-            nn.utils.vector_to_parameters(
-                torch.from_numpy(np.array(params, dtype=np.float32)).to(self.device),
-                self.net.parameters(),
-            )
+            nn.utils.vector_to_parameters(flat, self.net.parameters())
 
     def _x(self, X: Matrix) -> torch.Tensor:
         return self._inputs(X).to(self.device)
@@ -73,6 +77,18 @@ class TorchNet(Model):
 
     def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Mean cross-entropy plus (l2/2)||theta||^2, and its gradient."""
+        loss, grad = self._loss_grad(params, X, y)
+        return loss, grad.cpu().numpy().astype(np.float32, copy=True)
+
+    def loss_grad_tensor(
+        self, params: torch.Tensor, X: Matrix, y: np.ndarray
+    ) -> tuple[float, torch.Tensor]:
+        """:meth:`loss_grad` keeping the gradient on the module's device (a fresh tensor)."""
+        return self._loss_grad(params, X, y)
+
+    def _loss_grad(
+        self, params: np.ndarray | torch.Tensor, X: Matrix, y: np.ndarray
+    ) -> tuple[float, torch.Tensor]:
         self._load(params)
         self.net.zero_grad(set_to_none=True)
         out = self.net(self._x(X))
@@ -81,7 +97,7 @@ class TorchNet(Model):
             loss = loss + 0.5 * self.l2 * sum((p * p).sum() for p in self.net.parameters())
         loss.backward()
         grad = torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
-        return float(loss.item()), grad.cpu().numpy().astype(np.float32, copy=True)
+        return float(loss.item()), grad
 
     def loss_grad_batch(
         self, params: np.ndarray, Xs: list[Matrix], ys: list[np.ndarray]

@@ -55,6 +55,7 @@ Evaluation: rank 0 evaluates its replica (= the global model) after the steps th
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -169,11 +170,34 @@ def install(job: Job, result: HorovodResult) -> None:
         job.controller = result.controller
 
 
+def nccl_device(hvd: Any, device: torch.device) -> torch.device | None:
+    """The GPU whose tensors Horovod moves over NCCL, or None (its CPU path).
+
+    With ``device: cuda`` and a Horovod built with NCCL (``HOROVOD_GPU_OPERATIONS=NCCL``), the
+    exchanged tensors (the dense gradient, the payloads' bytes) go on the rank's GPU, so that
+    Horovod moves them with NCCL; the small size and control collectives stay on its CPU path.
+    Otherwise everything goes through the CPU path, and a GPU run says why once.
+    """
+    if device.type != "cuda":
+        return None
+    if bool(hvd.nccl_built()):
+        return device
+    print(
+        "horovod: device cuda, but this Horovod was built without NCCL "
+        "(HOROVOD_GPU_OPERATIONS=NCCL): the payloads go through its CPU path",
+        file=sys.stderr,
+    )
+    return None
+
+
 class _Exchange:
     """One rank's gradient exchange: dense allreduce or codec payloads through allgather."""
 
-    def __init__(self, hvd: Any, job: Job, rank: int, collective: str) -> None:
+    def __init__(
+        self, hvd: Any, job: Job, rank: int, collective: str, nccl: torch.device | None = None
+    ) -> None:
         self.hvd, self.job, self.rank, self.collective = hvd, job, rank, collective
+        self.nccl = nccl  # where the exchanged tensors go (NCCL), or None (the CPU path)
         self.size = hvd.size()
         self.n = job.model.n_params
         spec = job.spec
@@ -190,7 +214,9 @@ class _Exchange:
 
     def _allreduce(self, grad: np.ndarray) -> tuple[np.ndarray, int, int]:
         g = torch.from_numpy(np.ascontiguousarray(grad, dtype=np.float32))
-        total = self.hvd.allreduce(g, op=self.hvd.Sum, name="psml.grad").numpy()
+        if self.nccl is not None:
+            g = g.to(self.nccl)
+        total = self.hvd.allreduce(g, op=self.hvd.Sum, name="psml.grad").cpu().numpy()
         avg = total / np.float32(self.size)
         return avg.astype(np.float32, copy=False), 4 * self.n, 4 * self.n
 
@@ -209,7 +235,9 @@ class _Exchange:
         else:
             if buf is None:
                 buf = torch.empty(0, dtype=torch.uint8)
-            gathered = hvd.allgather(buf, name="psml.payload").numpy().tobytes()
+            if self.nccl is not None:
+                buf = buf.to(self.nccl)
+            gathered = hvd.allgather(buf, name="psml.payload").cpu().numpy().tobytes()
         if len(gathered) != sum(sizes):
             raise RunError(
                 f"rank {self.rank}: allgather delivered {len(gathered)} bytes, sizes say {sizes}"
@@ -267,11 +295,13 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
             f"run {spec.run_id!r} has {spec.workers} workers but horovodrun started {size} "
             f"ranks; use horovodrun -np {spec.workers}"
         )
-    # device: cuda puts this rank's model on its own GPU; the payloads stay host bytes.
-    job.model.to(rank_device(spec.device, hvd.local_rank()))
+    # device: cuda puts this rank's model on its own GPU; the payloads are host bytes that
+    # Horovod moves over NCCL where it was built with NCCL (nccl_device), else its CPU path.
+    device = rank_device(spec.device, hvd.local_rank())
+    job.model.to(device)
     collective = collective_for(job, options)
     worker = job.workers[rank]
-    exchange = _Exchange(hvd, job, rank, collective)
+    exchange = _Exchange(hvd, job, rank, collective, nccl_device(hvd, device))
     optimizer = make_optimizer(spec.workload, job.model.n_params, update_momentum(spec))
     emulate_delay = options.emulate and bool(spec.scenario.delay)
     delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None

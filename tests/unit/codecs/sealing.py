@@ -1,8 +1,10 @@
 """The CRC-32 trailer of variable-length payloads, written independently of psml_core.
 
-``sealed(body)`` is what a sealed codec sends for ``body``; ``body_of(buf)`` strips the
-trailer; ``resealed(buf, edit)`` edits a payload's body and seals it again, so that a test
-reaches the parser's own checks behind the checksum.
+``sealed(body, step)`` is what a sealed codec sends for ``body`` at ``step`` (a push; a
+broadcast with ``down=True``); ``body_of(buf, step)`` strips the trailer; ``resealed(buf,
+edit, step)`` edits a payload's body and seals it again, so that a test reaches the parser's
+own checks behind the checksum. ``step`` defaults to 0, ``CodecContext()``'s; ``None`` is the
+unbound seal (a touched pull's key list and answer).
 """
 
 from __future__ import annotations
@@ -15,14 +17,25 @@ TRAILER = 4
 SEED = 0x9E3779B9  # the CRC's starting value: an empty body's trailer is not 0
 
 
-def sealed(body: bytes) -> bytes:
-    return bytes(body) + struct.pack("<I", zlib.crc32(bytes(body), SEED))
+def seed_of(step: int | None, down: bool = False) -> int:
+    """The seed of a message of ``step``: the CRC of its direction's tag and the step."""
+    if step is None:
+        return SEED
+    tag = b"down" if down else b"push"
+    return zlib.crc32(tag + struct.pack("<I", step % 2**32), SEED)
 
 
-def body_of(buf: bytes) -> bytes:
-    assert struct.unpack("<I", buf[-4:])[0] == zlib.crc32(buf[:-4], SEED), "not a sealed payload"
+def sealed(body: bytes, step: int | None = 0, down: bool = False) -> bytes:
+    return bytes(body) + struct.pack("<I", zlib.crc32(bytes(body), seed_of(step, down)))
+
+
+def body_of(buf: bytes, step: int | None = 0, down: bool = False) -> bytes:
+    crc = zlib.crc32(buf[:-4], seed_of(step, down))
+    assert struct.unpack("<I", buf[-4:])[0] == crc, "not a sealed payload of this step"
     return bytes(buf[:-4])
 
 
-def resealed(buf: bytes, edit: Callable[[bytes], bytes]) -> bytes:
-    return sealed(edit(body_of(buf)))
+def resealed(
+    buf: bytes, edit: Callable[[bytes], bytes], step: int | None = 0, down: bool = False
+) -> bytes:
+    return sealed(edit(body_of(buf, step, down)), step, down)

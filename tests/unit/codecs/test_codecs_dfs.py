@@ -55,9 +55,11 @@ def reference_select(v, b, rho, mask=None, lam=1.0, eta=None) -> list[int]:
     return sorted(chosen)
 
 
-def reference_records(v: np.ndarray, b: int, ids: list[int]) -> bytes:
-    """The sealed payload (CRC-32 trailer) of the block records."""
-    return sealed(reference_body(v, b, ids))
+def reference_records(
+    v: np.ndarray, b: int, ids: list[int], step: int = 0, down: bool = False
+) -> bytes:
+    """The sealed payload (CRC-32 trailer, bound to ``step``) of the block records."""
+    return sealed(reference_body(v, b, ids), step, down)
 
 
 def reference_body(v: np.ndarray, b: int, ids: list[int]) -> bytes:
@@ -391,7 +393,7 @@ def test_server_aggregate_union_down_and_shared():
     )
     union = sorted(set().union(*sets))
     down = server.encode_down(agg, ctx)
-    assert down.buffer == reference_records(agg, b, union)
+    assert down.buffer == reference_records(agg, b, union, down=True)
     assert down.wire_bytes == reference_bytes(n, b, union)  # per worker: P times in all
     np.testing.assert_array_equal(server.decode_down(down, ctx), reference_kept(agg, b, union))
     server.block_size = b  # as if chosen
@@ -435,8 +437,9 @@ def test_server_down_ratio_rejects_too_many_blocks():
     codec = DFSCodec(down_ratio=0.1)
     ctx = ctx_for(1.0, 4)
     full = codec.encode(np.ones(40, np.float32), ctx)
+    as_down = sealed(body_of(full.buffer), down=True)
     with pytest.raises(ValueError, match="down_ratio"):
-        codec.server().decode_down(Payload("dfs/down", 40, full.buffer), ctx)
+        codec.server().decode_down(Payload("dfs/down", 40, as_down), ctx)
 
 
 def test_server_needs_the_shared_context():

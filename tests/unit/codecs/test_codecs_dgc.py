@@ -53,9 +53,9 @@ def ref_dgc(x, ratio, seed, step, sf=0.01, rounds=10, upper=1.3, lower=0.7) -> l
     return [i for i in range(n) if (a[i] >= t if t > 0 else a[i] > 0)]
 
 
-def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
-    """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
-    return sealed(ref_sparse_body(n, idx, vals))
+def ref_sparse_bytes(n: int, idx: list[int], vals: list[float], step: int = 0) -> bytes:
+    """The sealed payload (CRC-32 trailer bound to ``step``) of :func:`ref_sparse_body`."""
+    return sealed(ref_sparse_body(n, idx, vals), step)
 
 
 def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
@@ -96,7 +96,7 @@ def test_dgc_matches_reference(x, ctx, sf):
     codec = DGCCodec(sample_fraction=sf)
     idx = ref_dgc(x, ctx.ratio, ctx.seed, ctx.step, sf=sf)
     p = codec.encode(x, ctx)
-    assert p.buffer == ref_sparse_bytes(x.size, idx, [float(x[i]) for i in idx])
+    assert p.buffer == ref_sparse_bytes(x.size, idx, [float(x[i]) for i in idx], ctx.step)
     assert p.wire_bytes == ref_size(x.size, len(idx))
     expect = np.zeros(x.size, dtype=np.float32)
     expect[idx] = x[idx]

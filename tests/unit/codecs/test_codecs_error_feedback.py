@@ -108,7 +108,7 @@ def test_randomk_error_feedback_residual_is_unsent_mass():
     expect = x.astype(np.float64)
     expect[idx] = 0
     np.testing.assert_array_equal(ef.residual, expect)
-    assert p.wire_bytes == 4 * 2
+    assert p.wire_bytes == 4 * 2 + 4  # two values and the step-bound trailer
 
 
 @pytest.mark.parametrize("name", NAMES)

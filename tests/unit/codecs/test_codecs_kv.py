@@ -62,7 +62,7 @@ def test_encode_matches_reference_and_round_trips(x):
     out = codec.decode(p, CTX)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, x)  # lossless (a -0.0 decodes as 0.0, equal)
-    keys, vals = codec.decode_entries(p)
+    keys, vals = codec.decode_entries(p, CTX)
     assert keys.tolist() == idx and vals.tolist() == [float(x[i]) for i in idx]
 
 
@@ -87,7 +87,7 @@ def test_key_list_round_trip(n_keys):
     ks = np.array(sorted(keys), dtype=np.int64)
     buf = pack_keys(ks, n)
     body = b"".join(struct.pack("<Q", k) for k in sorted(keys))
-    assert buf == sealed(body)
+    assert buf == sealed(body, None)  # a request: unbound (see psml_core.codecs.kv)
     assert len(buf) == 8 * len(keys) + TRAILER
     np.testing.assert_array_equal(unpack_keys(memoryview(buf), n), ks)
 
@@ -206,11 +206,11 @@ def test_non_finite_value_rejected(bad):
 def test_key_list_rejections():
     """A list whose checksum holds is still checked: whole keys, in order, in range."""
     with pytest.raises(ValueError, match="not a whole number of uint64 keys"):
-        unpack_keys(sealed(b"\x00" * 12), 10)
+        unpack_keys(sealed(b"\x00" * 12, None), 10)
     with pytest.raises(ValueError, match="strictly ascending"):
-        unpack_keys(sealed(struct.pack("<QQ", 3, 2)), 10)
+        unpack_keys(sealed(struct.pack("<QQ", 3, 2), None), 10)
     with pytest.raises(ValueError, match="outside"):
-        unpack_keys(sealed(struct.pack("<Q", 10)), 10)
+        unpack_keys(sealed(struct.pack("<Q", 10), None), 10)
 
 
 def test_encode_entries_checks_lengths():

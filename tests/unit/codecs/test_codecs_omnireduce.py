@@ -36,9 +36,9 @@ def reference_kept_blocks(x: np.ndarray, b: int, threshold: float) -> list[int]:
     return kept
 
 
-def reference_records(x: np.ndarray, b: int, ids: list[int]) -> bytes:
-    """The sealed payload (CRC-32 trailer) of the block records."""
-    return sealed(reference_body(x, b, ids))
+def reference_records(x: np.ndarray, b: int, ids: list[int], down: bool = False) -> bytes:
+    """The sealed payload (CRC-32 trailer, bound to step 0) of the block records."""
+    return sealed(reference_body(x, b, ids), 0, down)
 
 
 def reference_body(x: np.ndarray, b: int, ids: list[int]) -> bytes:
@@ -259,7 +259,7 @@ def test_server_sums_and_returns_the_union():
     np.testing.assert_array_equal(agg, xs[0] + xs[1] + xs[2])
     union = sorted({bid for x in xs for bid in reference_kept_blocks(x, b, 0.0)})
     down = server.encode_down(agg, CTX)
-    assert down.buffer == reference_records(agg, b, union)
+    assert down.buffer == reference_records(agg, b, union, down=True)
     assert down.wire_bytes == reference_bytes(n, b, union)  # per worker
     np.testing.assert_array_equal(server.decode_down(down, CTX), reference_kept(agg, b, union))
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sealing import TRAILER, resealed, sealed
 
 from psml_core.codecs import CODECS, CodecContext, Payload, make_codec
 from psml_core.codecs.randomk import RandomKCodec, RandomKServer, shared_random_indices
@@ -26,9 +27,9 @@ def ref_k(n: int, ratio: float) -> int:
     return 0 if n == 0 else max(1, int(n * ratio))
 
 
-def ref_encode(x: np.ndarray, idx: list[int]) -> bytes:
-    """Plain reference: the float32 values at the (ascending) indices, nothing else."""
-    return b"".join(struct.pack("<f", float(x[i])) for i in idx)
+def ref_encode(x: np.ndarray, idx: list[int], step: int) -> bytes:
+    """Plain reference: the float32 values at the (ascending) indices, then the step's seal."""
+    return sealed(b"".join(struct.pack("<f", float(x[i])) for i in idx), step)
 
 
 @settings(max_examples=100, deadline=None)
@@ -40,8 +41,8 @@ def test_randomk_matches_reference(x, ctx):
     assert len(idx) == k == len(set(idx))
     assert idx == sorted(idx) and all(0 <= i < x.size for i in idx)
     p = codec.encode(x, ctx)
-    assert p.buffer == ref_encode(x, idx)
-    assert p.wire_bytes == 4 * k
+    assert p.buffer == ref_encode(x, idx, ctx.step)
+    assert p.wire_bytes == 4 * k + TRAILER
     expect = np.zeros(x.size, dtype=np.float32)
     expect[idx] = x[idx]
     # a separate instance (another worker, or the server) regenerates the same indices
@@ -103,8 +104,8 @@ def test_cache_follows_the_context():
 
 def test_constructor_ratio_overrides_ctx():
     x = np.ones(1000, dtype=np.float32)
-    assert RandomKCodec(ratio=0.01).encode(x, CodecContext(ratio=0.5)).wire_bytes == 40
-    assert RandomKCodec().encode(x, CodecContext(ratio=0.5)).wire_bytes == 2000
+    assert RandomKCodec(ratio=0.01).encode(x, CodecContext(ratio=0.5)).wire_bytes == 40 + TRAILER
+    assert RandomKCodec().encode(x, CodecContext(ratio=0.5)).wire_bytes == 2000 + TRAILER
 
 
 def test_all_zeros_and_one_huge_value():
@@ -120,7 +121,7 @@ def test_all_zeros_and_one_huge_value():
 
 def test_empty_vector():
     p = RandomKCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == b""
+    assert p.buffer == sealed(b"")
     assert RandomKCodec().decode(p, CodecContext(ratio=0.1)).size == 0
 
 
@@ -164,14 +165,17 @@ def test_registry_and_make_codec():
 def test_truncated_payload_rejected(cut):
     ctx = CodecContext(ratio=0.1)
     p = RandomKCodec().encode(np.ones(100, dtype=np.float32), ctx)
-    with pytest.raises(ValueError, match="10 values take 40"):
+    with pytest.raises(ValueError, match="10 values take 44"):
         RandomKCodec().decode(Payload("randomk", 100, p.buffer[:-cut]), ctx)
 
 
 def test_corrupted_value_rejected():
     ctx = CodecContext(ratio=0.1)
     p = RandomKCodec().encode(np.ones(100, dtype=np.float32), ctx)
-    buf = p.buffer[:-4] + struct.pack("<f", float("inf"))
+    with pytest.raises(ValueError, match="CRC-32"):  # a changed value fails the trailer
+        changed = p.buffer[:-8] + struct.pack("<f", 2.0) + p.buffer[-4:]
+        RandomKCodec().decode(Payload("randomk", 100, changed), ctx)
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("inf")))
     with pytest.raises(ValueError, match="non-finite"):
         RandomKCodec().decode(Payload("randomk", 100, buf), ctx)
 
@@ -189,7 +193,7 @@ def test_server_broadcasts_values_at_the_shared_indices():
     expect[idx] = xs[0][idx] + xs[1][idx] + xs[2][idx]
     np.testing.assert_allclose(agg, expect, rtol=1e-6)
     down = server.encode_down(agg, ctx)
-    assert down.wire_bytes == 4 * 50
+    assert down.wire_bytes == 4 * 50 + TRAILER
     np.testing.assert_array_equal(server.decode_down(down, ctx), agg)
     np.testing.assert_array_equal(workers[1].server().decode_down(down, ctx), agg)
 

@@ -40,14 +40,14 @@ def ref_topk(v: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def ref_records(x: np.ndarray, b: int) -> tuple[bytes, list[int]]:
+def ref_records(x: np.ndarray, b: int, step: int = 0) -> tuple[bytes, list[int]]:
     """Records of the blocks with a non-zero value, and their ids."""
     out, ids = b"", []
     for bid, s, e in blocks_of(x.size, b):
         if any(float(t) != 0.0 for t in x[s:e]):
             ids.append(bid)
             out += struct.pack("<I", bid) + b"".join(struct.pack("<f", float(t)) for t in x[s:e])
-    return sealed(out), ids
+    return sealed(out, step), ids
 
 
 def ref_bytes(n: int, b: int, ids) -> int:
@@ -72,7 +72,7 @@ def test_recipe_codec_matches_reference_with_error_feedback():
         ctx = CodecContext(step=step, ratio=0.5)  # the recipe's ratio param wins over ctx
         v64 = x.astype(np.float64) + residual
         sparse = ref_topk(v64.astype(np.float32), k)
-        buf, ids = ref_records(sparse, b)
+        buf, ids = ref_records(sparse, b, step)
         p = codec.encode(x, ctx)
         assert p.buffer == buf
         assert (

@@ -77,10 +77,10 @@ class RefFilter:
         return keep, vals, sent
 
 
-def ref_key_buffer(keep: list[int], vals: np.ndarray) -> bytes:
+def ref_key_buffer(keep: list[int], vals: np.ndarray, step: int = 0, down: bool = False) -> bytes:
     """PS-lite entries: uint64 element keys, then float32 values, written one by one."""
     keys = b"".join(struct.pack("<Q", i) for i in keep)
-    return sealed(keys + b"".join(struct.pack("<f", v) for v in vals))
+    return sealed(keys + b"".join(struct.pack("<f", v) for v in vals), step, down)
 
 
 def ctx_at(step: int, lr: float = 0.0, **extra) -> CodecContext:
@@ -173,9 +173,9 @@ def test_matches_reference(us, sched, mode, dtype, warmup, key_size):
         ctx = ctx_at(step, lr=0.1 / (1 + step))
         theta = 0.0 if step < warmup else ref_theta(step + 1, lr=ctx.lr, **sched)
         n, bounds = u.size, ref_bounds(u.size, key_size)
-        for codec_end, ref_end, encode, decode in [
-            (c, ref, c.encode, c.decode),
-            (server, ref_server, server.encode_down, server.decode_down),
+        for codec_end, ref_end, encode, decode, down in [
+            (c, ref, c.encode, c.decode, False),
+            (server, ref_server, server.encode_down, server.decode_down, True),
         ]:
             p = encode(u, ctx)
             keep, vals, sent = ref_end.step(u, theta, bounds)
@@ -185,7 +185,7 @@ def test_matches_reference(us, sched, mode, dtype, warmup, key_size):
             if mode == "element":
                 assert p.wire_bytes == ref_size(n, len(keep))
             else:
-                assert p.buffer == ref_key_buffer(keep, vals)
+                assert p.buffer == ref_key_buffer(keep, vals, step, down)
                 assert p.wire_bytes == 12 * len(keep) + TRAILER
 
 
@@ -201,7 +201,7 @@ def test_key_bounds_override_key_size(us, data):
         ctx = ctx_at(step, key_bounds=np.array(bounds))
         p = c.encode(u, ctx)
         keep, vals, sent = ref.step(u, 0.0 if step < 1 else 0.8, bounds)
-        assert p.buffer == ref_key_buffer(keep, vals)
+        assert p.buffer == ref_key_buffer(keep, vals, step)
         np.testing.assert_array_equal(c.decode(p, ctx), sent)
 
 

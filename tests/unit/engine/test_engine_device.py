@@ -105,3 +105,34 @@ def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepare
     losses = [np.array([r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))])
               for rs in (cpu, gpu)]  # fmt: skip
     assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
+
+
+@needs_gpu
+@pytest.mark.parametrize("method", ["dense_bsp", "topk_ef", "dfs", "ratatouille"])
+def test_a_sim_run_kept_on_the_gpu_moves_the_same_bytes(smoke, prepared, method) -> None:
+    """Gradients, codecs and aggregation on the GPU (keep_on_device, as psml train does).
+
+    The model's GPU kernels round differently from the CPU's, so data-dependent sizes (a
+    filter's kept count, DFS's chosen block size, a union of supports) may move a little; the
+    fixed-size pushes (dense, top-k) move exactly the same bytes. The protocol itself is
+    checked bit for bit on the CPU (test_engine_device_state.py).
+    """
+    from psml_core.engine.device_state import keep_on_device
+
+    ds = load_prepared(prepared["digits"])
+    spec = dataclasses.replace(
+        spec_for(smoke), method=smoke.recipes[method], run_id=f"digits_mlp/{method}"
+    )
+    cpu = SimBackend().run(build_job(spec, ds))
+    job = build_job(dataclasses.replace(spec, device="cuda"), ds)
+    device = resolve_device("cuda")
+    job.model.to(device)
+    assert keep_on_device(job, device) is None
+    assert job.shards[0].values.is_cuda and job.workers[0].params.is_cuda
+    gpu = SimBackend().run(job)
+    if method in ("dense_bsp", "topk_ef"):
+        assert [r.bytes_up for r in gpu] == [r.bytes_up for r in cpu]
+    total = sum(r.bytes_up + r.bytes_down for r in cpu)
+    assert abs(sum(r.bytes_up + r.bytes_down for r in gpu) - total) <= 0.02 * total
+    losses = np.array([r.loss for r in cpu]), np.array([r.loss for r in gpu])
+    assert np.allclose(*losses, rtol=1e-3, atol=1e-4)

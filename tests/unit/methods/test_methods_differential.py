@@ -183,7 +183,8 @@ def test_dc2_pinned_at_ratio_one_equals_dense_bsp(
 
     Tolerance: exact. k = max(1, floor(n * 1.0)) = n: top-k and random-k send every element
     (4 n_s bytes: dense is the cheapest format; random-k's n values), the residual memory stays
-    0, the server's lossless union is the dense sum. dc2_dgc is not here: DGC at ratio 1 keeps
+    0, the server's lossless union is the dense sum (each push also carries its 4-byte trailer,
+    random-k's too, so a replayed one is refused). dc2_dgc is not here: DGC at ratio 1 keeps
     ``|x| >= t`` with t the smallest *sampled* magnitude and stops refining anywhere in
     [0.7 k, 1.3 k], so it may drop elements; its compression is not switched off by the ratio.
     """
@@ -191,9 +192,8 @@ def test_dc2_pinned_at_ratio_one_equals_dense_bsp(
     run = sim(smoke, prepared, recipe)
     assert_same_run(run, sim(smoke, prepared, "dense_bsp"))
     assert {r.ratio for r in run.records} == {1.0}
-    # top-k's sparse format is sealed (4-byte CRC-32 trailer); random-k's fixed length is not
-    trailer = 0 if name == "dc2_randomk" else 4
-    dense = tuple(b + trailer for b in dense_push_bytes(run))
+    # both are sealed: top-k's sparse format and random-k's values (a 4-byte CRC-32 trailer)
+    dense = tuple(b + 4 for b in dense_push_bytes(run))
     assert {r.shard_bytes_up for r in run.records} == {dense}
     for worker in run.job.workers:
         for codec in worker.codecs:

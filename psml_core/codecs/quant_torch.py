@@ -1,0 +1,124 @@
+"""The fixed-rate codecs' torch paths: dense fp32 (``none``), fp16 and QSGD on the device.
+
+Same bytes as the NumPy paths for the same input and context. QSGD's norm is summed in the
+fixed order of :mod:`.reduce` on the device; its rounding uniforms come from the host
+generator (:func:`~psml_core.codecs.qsgd_wire.qsgd_uniforms`, NumPy's SFC64), copied to the device
+once per encode: SFC64 is sequential, so a device generator would draw other numbers, and the
+bytes must not depend on where the codec ran. On a GPU that host draw is most of QSGD's encode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from psml_core.codecs.base import Payload
+from psml_core.codecs.qsgd_wire import pack_codes, qsgd_uniforms
+from psml_core.codecs.torch_select import tree_sum
+from psml_core.codecs.torch_wire import as_bytes, check_finite, check_tensor, to_device, to_host
+
+__all__ = [
+    "decode_dense",
+    "decode_fp16",
+    "decode_qsgd",
+    "encode_dense",
+    "encode_fp16",
+    "encode_qsgd",
+]
+
+_FP16_MAX = 65504.0
+
+
+def encode_dense(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """``none``: the float32 bytes, copied once."""
+    x = check_tensor(x)
+    return Payload(codec.name, int(x.numel()), to_host(as_bytes(x)))
+
+
+def decode_dense(payload: Payload, device: torch.device, what: str = "none") -> torch.Tensor:
+    """``none``'s decoder onto ``device``: ``4n`` bytes, finite values only."""
+    n = payload.n
+    if len(payload.buffer) != 4 * n:
+        raise ValueError(
+            f"codec {what!r}: payload of {len(payload.buffer)} bytes; {n} float32 take {4 * n}"
+        )
+    out = to_device(payload.buffer, device).clone().view(torch.float32)
+    bad = ~torch.isfinite(out)
+    if n and bool(bad.any()):
+        i = int(torch.nonzero(bad)[0, 0])
+        raise ValueError(
+            f"codec {what!r}: value {float(out[i])!r} at index {i} is not finite; the encoder "
+            "never sends one"
+        )
+    return out
+
+
+def half_bytes(x: torch.Tensor) -> bytes:
+    """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even)."""
+    if x.numel() == 0:
+        return b""
+    h = x.clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)
+    return to_host(as_bytes(h))
+
+
+def encode_fp16(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """``fp16`` on the device."""
+    x = check_tensor(x)
+    return Payload(codec.name, int(x.numel()), half_bytes(x))
+
+
+def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> torch.Tensor:
+    """fp16's decoder (push or broadcast) onto ``device``."""
+    n = payload.n
+    if len(payload.buffer) != 2 * n:
+        size = len(payload.buffer)
+        raise ValueError(f"{what} payload of {size} bytes cannot hold {n} fp16 values")
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float32, device=device)
+    h = to_device(payload.buffer, device).clone().view(torch.float16)
+    check_finite(h, f"{what} payload holds inf or NaN, which this codec never sends")
+    return h.to(torch.float32)
+
+
+def _norm(x: torch.Tensor) -> np.float32:
+    x64 = x.to(torch.float64)
+    norm = float(torch.sqrt(tree_sum(x64 * x64)))
+    with np.errstate(over="ignore"):
+        norm32 = np.float32(norm)
+    if not np.isfinite(norm32):
+        raise ValueError(f"qsgd: the vector's L2 norm {norm:.3e} exceeds float32 range")
+    return norm32
+
+
+def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """:meth:`QSGDCodec.encode <psml_core.codecs.qsgd.QSGDCodec.encode>` on ``x``'s device."""
+    x = check_tensor(x)
+    n = int(x.numel())
+    norm = _norm(x)
+    wide = torch.int8 if codec.bits <= 8 else torch.int16
+    if norm == 0:
+        q = torch.zeros(n, dtype=wide, device=x.device)
+    else:
+        # A divisor on the device: CUDA divides by a host scalar as a multiplication by its
+        # reciprocal, which can differ from the division in the last bit.
+        t = torch.abs(x) / torch.tensor(float(norm), dtype=torch.float32, device=x.device)
+        t = t * float(np.float32(codec.levels))
+        u = torch.from_numpy(qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream)).to(x.device)
+        level = torch.clamp((t + u).to(torch.int32), max=codec.levels)  # floor: t + u >= 0
+        q = torch.where(x < 0, -level, level).to(wide)
+    head = np.array([norm], dtype="<f4").tobytes()
+    if codec.bits in (8, 16):
+        return Payload(codec.name, n, head + to_host(as_bytes(q)))
+    codes = q.cpu().numpy().view(np.uint16 if codec.bits > 8 else np.uint8)
+    body = pack_codes(codes & ((1 << codec.bits) - 1), codec.bits)
+    return Payload(codec.name, n, head + body)
+
+
+def decode_qsgd(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+    """QSGD's decoder onto ``device``: the host decoder, then one copy to the device.
+
+    The host decoder makes the checks and the dequantisation in one pass over the codes.
+    """
+    return torch.from_numpy(codec.decode(payload, ctx)).to(device)

@@ -1,0 +1,233 @@
+"""The element sparsifiers' torch paths: top-k, random-k, threshold and DGC on the device.
+
+Each function takes the codec (its parameters), a tensor on any device and the context, and
+returns exactly the payload (or the decoded vector, on the device) of the codec's NumPy path:
+the same kept indices (ties included: top-k's go to the lower index, as on the host), the same
+bytes and the same values. What stays on the host, because it is drawn there: random-k's
+shared indices and DGC's sample positions come from the NumPy generators of
+:func:`~psml_core.codecs.sparsify.step_rng` (copied to the device once per step), and DGC's
+threshold refinement is host arithmetic in float32 on counts made on the device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from psml_core.codecs.base import Payload
+from psml_core.codecs.formats import sparse_size
+from psml_core.codecs.integrity import CHECKSUM_BYTES
+from psml_core.codecs.sparsify import F32_MAX, keep_count, ratio_in_force, step_rng
+from psml_core.codecs.torch_select import topk_indices
+from psml_core.codecs.torch_wire import (
+    as_bytes,
+    check_finite,
+    check_tensor,
+    decode_sparse,
+    densify,
+    encode_sparse,
+    seal,
+    unseal_to,
+)
+
+__all__ = [
+    "decode_dgc",
+    "decode_randomk",
+    "decode_threshold",
+    "decode_topk",
+    "device_indices",
+    "encode_dgc",
+    "encode_randomk",
+    "encode_threshold",
+    "encode_topk",
+    "sparse_on",
+]
+
+_F32_MAX = float(F32_MAX)
+
+
+def sparse_on(
+    payload: Payload,
+    ctx: Any,
+    what: str,
+    device: torch.device,
+    value_ok: Callable[[torch.Tensor], torch.Tensor],
+    dense_ok: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    down: bool = False,
+) -> torch.Tensor:
+    """:func:`psml_core.codecs.sparsify.sparse_dense` onto ``device`` (same checks, same errors).
+
+    ``value_ok`` and ``dense_ok`` return a 0-d bool tensor (one host sync for the check).
+    """
+    n = payload.n
+    body = unseal_to(payload.buffer, what.split()[0], n, ctx.step, device, down=down)
+    idx, vals, dense = decode_sparse(body, n)
+    if dense:
+        ok = dense_ok(vals) if dense_ok is not None else torch.isfinite(vals).all()
+    else:
+        ok = value_ok(vals)
+    if vals.numel() and not bool(ok):
+        raise ValueError(f"{what} payload holds values this codec cannot send")
+    return densify(n, idx, vals, dense)
+
+
+def _finite(v: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(v).all()
+
+
+def _sealed(name: str, n: int, idx: torch.Tensor, vals: torch.Tensor, ctx: Any) -> Payload:
+    return Payload(name, n, seal(encode_sparse(n, idx, vals), ctx.step))
+
+
+# ------------------------------------------------------------------------------------- top-k
+
+
+def encode_topk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """:meth:`TopKCodec.encode <psml_core.codecs.topk.TopKCodec.encode>` on ``x``'s device."""
+    x = check_tensor(x)
+    n = int(x.numel())
+    idx = topk_indices(x, codec.keep_count(n, ctx))
+    return _sealed(codec.name, n, idx, x[idx], ctx)
+
+
+def decode_topk(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+    """:meth:`TopKCodec.decode <psml_core.codecs.topk.TopKCodec.decode>` onto ``device``."""
+    n = payload.n
+    k = codec.keep_count(n, ctx)
+    size = sparse_size(n, k) + CHECKSUM_BYTES
+    if len(payload.buffer) != size:
+        raise ValueError(
+            f"codec 'topk': payload of {len(payload.buffer)} bytes; {k} of {n} elements "
+            f"take {size} (with the checksum)"
+        )
+    return sparse_on(
+        payload,
+        ctx,
+        "topk",
+        device,
+        _finite,
+        lambda d: _finite(d) & (torch.count_nonzero(d) <= k),
+    )
+
+
+# ---------------------------------------------------------------------------------- random-k
+
+_INDEX_CACHE: dict[tuple[int, torch.device], tuple[np.ndarray, torch.Tensor]] = {}
+
+
+def device_indices(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
+    """The step's shared random-k indices on ``device`` (drawn on the host, copied once)."""
+    host = codec.indices(n, ctx)
+    key = (id(codec), device)
+    hit = _INDEX_CACHE.get(key)
+    if hit is not None and hit[0] is host:
+        return hit[1]
+    idx = torch.from_numpy(host.astype(np.int64)).to(device)  # a copy: the cache is read-only
+    _INDEX_CACHE[key] = (host, idx)
+    return idx
+
+
+def encode_randomk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """:meth:`RandomKCodec.encode <psml_core.codecs.randomk.RandomKCodec.encode>` on the device."""
+    x = check_tensor(x)
+    idx = device_indices(codec, int(x.numel()), ctx, x.device)
+    body = as_bytes(x[idx])
+    return Payload(codec.name, int(x.numel()), seal(body, ctx.step))
+
+
+def decode_randomk(
+    codec: Any, payload: Payload, ctx: Any, device: torch.device, down: bool = False
+) -> torch.Tensor:
+    """Random-k's decoder (push or broadcast) onto ``device``: values at the step's indices."""
+    idx = device_indices(codec, payload.n, ctx, device)
+    what = "randomk down" if down else "randomk"
+    size = 4 * int(idx.numel()) + CHECKSUM_BYTES
+    if len(payload.buffer) != size:
+        raise ValueError(
+            f"{what} payload of {len(payload.buffer)} bytes; {idx.numel()} values take {size} "
+            "(with the checksum)"
+        )
+    body = unseal_to(payload.buffer, what, payload.n, ctx.step, device, down=down)
+    vals = body.clone().view(torch.float32) if body.numel() else body.view(torch.float32)
+    check_finite(vals, f"{what} payload holds non-finite values, which this codec cannot send")
+    out = torch.zeros(payload.n, dtype=torch.float32, device=device)
+    out[idx] = vals
+    return out
+
+
+# --------------------------------------------------------------------------------- threshold
+
+
+def encode_threshold(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """:meth:`ThresholdCodec.encode <psml_core.codecs.threshold.ThresholdCodec.encode>`."""
+    x = check_tensor(x)
+    idx = torch.nonzero(torch.abs(x) > float(codec._t32)).reshape(-1)
+    return _sealed(codec.name, int(x.numel()), idx, x[idx], ctx)
+
+
+def decode_threshold(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+    """:meth:`ThresholdCodec.decode <psml_core.codecs.threshold.ThresholdCodec.decode>`."""
+    t32 = float(codec._t32)
+
+    def values_ok(v: torch.Tensor) -> torch.Tensor:
+        a = torch.abs(v)
+        return ((a > t32) & (a <= _F32_MAX)).all()
+
+    def dense_ok(d: torch.Tensor) -> torch.Tensor:
+        a = torch.abs(d)
+        return (((a > t32) | (a == 0)) & (a <= _F32_MAX)).all()
+
+    return sparse_on(payload, ctx, "threshold", device, values_ok, dense_ok)
+
+
+# --------------------------------------------------------------------------------------- DGC
+
+
+def _dgc_select(codec: Any, x: torch.Tensor, k: int, ratio: float, ctx: Any) -> torch.Tensor:
+    """:meth:`DGCCodec.select <psml_core.codecs.dgc.DGCCodec.select>`'s mask, on the device."""
+    n = int(x.numel())
+    s = max(1, math.floor(n * codec.sample_fraction))
+    pos = torch.from_numpy(step_rng(ctx, "dgc").integers(0, n, s)).to(x.device)
+    a = torch.abs(x)
+    ks = min(s, max(1, math.floor(s * ratio)))
+    t = np.float32(float(torch.sort(a[pos]).values[s - ks]))  # np.partition's (s - ks)-th
+    up, lo = np.float32(codec.upper), np.float32(codec.lower)
+    c = int(torch.count_nonzero(a >= float(t)))
+    for _ in range(codec.max_rounds):
+        if c > codec.upper * k:
+            with np.errstate(over="ignore"):
+                new = np.float32(min(t * up, F32_MAX))
+        elif c < codec.lower * k:
+            new = np.float32(t * lo)
+        else:
+            break
+        if new == t:
+            break
+        t = new
+        c = int(torch.count_nonzero(a >= float(t)))
+    return a > 0 if t == 0 else a >= float(t)
+
+
+def encode_dgc(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+    """:meth:`DGCCodec.encode <psml_core.codecs.dgc.DGCCodec.encode>` on ``x``'s device."""
+    x = check_tensor(x)
+    n = int(x.numel())
+    if n == 0:
+        return Payload(codec.name, 0, seal(torch.empty(0, dtype=torch.uint8), ctx.step))
+    ratio = ratio_in_force(codec.ratio, ctx)
+    idx = torch.nonzero(_dgc_select(codec, x, keep_count(n, ratio), ratio, ctx)).reshape(-1)
+    return _sealed(codec.name, n, idx, x[idx], ctx)
+
+
+def decode_dgc(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+    """:meth:`DGCCodec.decode <psml_core.codecs.dgc.DGCCodec.decode>` onto ``device``."""
+
+    def nonzero_finite(v: torch.Tensor) -> torch.Tensor:
+        a = torch.abs(v)
+        return ((a > 0) & (a <= _F32_MAX)).all()
+
+    return sparse_on(payload, ctx, "dgc", device, nonzero_finite)

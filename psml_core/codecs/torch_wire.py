@@ -1,0 +1,310 @@
+"""The wire formats of :mod:`.formats` built and parsed on a torch device, byte for byte.
+
+A codec's torch path packs its payload where the tensor lives and copies the finished bytes to
+the host once (:func:`to_host`); a device decoder copies the received body to the device once
+(:func:`to_device`) and parses it there. Every function here gives exactly the bytes (or the
+vector) of its NumPy twin in :mod:`.formats` for the same input, and refuses what it refuses.
+Byte views assume a little-endian device, as every CUDA and x86/ARM host is.
+
+Seals (:func:`seal`, :func:`unseal`): on a CUDA device the CRC-32 trailer is computed on the
+device (:mod:`.torch_crc`) and travels with the body in the one copy; for CPU tensors, and for
+every decode (the received bytes are on the host already), zlib computes it on the host, which
+is faster there. :data:`DEVICE_CRC` forces the device CRC everywhere (tests use it on CPU).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+import torch
+
+from psml_core.codecs.formats import bitmap_bytes, block_count, coo_max_k
+from psml_core.codecs.integrity import crc_seed, unseal
+from psml_core.codecs.integrity import seal as seal_host
+from psml_core.codecs.tensors import is_tensor
+
+__all__ = [
+    "DEVICE_CRC",
+    "as_bytes",
+    "check_finite",
+    "check_tensor",
+    "decode_blocks",
+    "decode_sparse",
+    "encode_blocks",
+    "encode_sparse",
+    "is_tensor",
+    "pack_bits",
+    "seal",
+    "to_device",
+    "to_host",
+    "unpack_bits",
+    "unseal_to",
+]
+
+DEVICE_CRC: bool | None = {"1": True, "0": False}.get(os.environ.get("PSML_DEVICE_CRC", ""))
+"""None: the device CRC on CUDA, zlib on the host for CPU tensors; True/False: always/never.
+
+``PSML_DEVICE_CRC=1`` or ``0`` sets it for a process (the same bytes either way; which is
+faster depends on the host's zlib and the payload's size: ``benchmarks/bench_codecs_torch.py``
+times both)."""
+
+_PINNED_FROM = 1 << 16  # bytes from which a CUDA copy goes through pinned host memory
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's little-endian bytes, as a uint8 view of it (or of its contiguous copy)."""
+    if t.numel() == 0:
+        return torch.empty(0, dtype=torch.uint8, device=t.device)
+    return t.contiguous().view(torch.uint8).reshape(-1)
+
+
+def to_host(*parts: torch.Tensor) -> bytes:
+    """The concatenated bytes of ``parts`` (uint8 tensors on one device), copied to the host."""
+    body = parts[0] if len(parts) == 1 else torch.cat(parts)
+    if body.device.type == "cpu":
+        return body.numpy().tobytes()
+    if body.numel() >= _PINNED_FROM:
+        staging = torch.empty(body.numel(), dtype=torch.uint8, pin_memory=True)
+        staging.copy_(body)
+        return staging.numpy().tobytes()
+    return body.cpu().numpy().tobytes()
+
+
+def to_device(buf: bytes | bytearray | memoryview, device: torch.device) -> torch.Tensor:
+    """A received buffer as a uint8 tensor on ``device`` (one copy; none on the CPU)."""
+    if len(buf) == 0:
+        return torch.empty(0, dtype=torch.uint8, device=device)
+    with warnings.catch_warnings():  # a read-only buffer: only read, or copied to the device
+        warnings.simplefilter("ignore", UserWarning)
+        host = torch.frombuffer(buf, dtype=torch.uint8)
+    return host if device.type == "cpu" else host.to(device)
+
+
+def _device_crc(device: torch.device) -> bool:
+    return DEVICE_CRC if DEVICE_CRC is not None else device.type == "cuda"
+
+
+def seal(body: torch.Tensor, step: int | None, down: bool = False) -> bytes:
+    """The body (uint8 on its device) followed by its step-bound CRC-32, as host bytes.
+
+    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes.
+    """
+    if _device_crc(body.device) and body.numel() >= 4:
+        from psml_core.codecs.torch_crc import crc32_bytes
+
+        return to_host(body, crc32_bytes(body, crc_seed(step, down)))
+    return seal_host(to_host(body) if body.numel() else b"", step, down=down)
+
+
+def unseal_to(
+    buf: bytes | memoryview,
+    codec: str,
+    n: int,
+    step: int | None,
+    device: torch.device,
+    down: bool = False,
+) -> torch.Tensor:
+    """The checked body of a sealed payload as uint8 on ``device`` (the CRC checked on the host).
+
+    Raises:
+        ValueError: as :func:`psml_core.codecs.integrity.unseal`.
+    """
+    return to_device(unseal(buf, codec, n, step, down=down), device)
+
+
+def pack_bits(mask: torch.Tensor) -> torch.Tensor:
+    """A bool vector as little-bit-order bytes (``ceil(n/8)``), as ``np.packbits(.., "little")``."""
+    n = int(mask.numel())
+    nb = bitmap_bytes(n)
+    bits = torch.zeros(nb * 8, dtype=torch.uint8, device=mask.device)
+    bits[:n] = mask
+    weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=mask.device)
+    return torch.sum(bits.view(nb, 8) * weights, dim=1, dtype=torch.uint8)
+
+
+def unpack_bits(raw: torch.Tensor, n: int) -> torch.Tensor:
+    """Inverse of :func:`pack_bits`; padding bits past ``n`` must be zero (ValueError)."""
+    shifts = torch.arange(8, dtype=torch.uint8, device=raw.device)
+    bits = ((raw.view(-1, 1) >> shifts) & 1).reshape(-1)
+    if n % 8 and raw.numel() and bool(bits[n:].any()):
+        raise ValueError("bitmap has bits set past the vector's end")
+    return bits[:n].bool()
+
+
+def encode_sparse(n: int, idx: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
+    """:func:`psml_core.codecs.formats.encode_sparse` on the device: the body as uint8.
+
+    Args:
+        n: Length of the dense vector.
+        idx: Ascending, unique indices in [0, n) (an integer tensor).
+        vals: Their values (cast to float32).
+    """
+    k = int(idx.numel())
+    vals32 = vals.to(torch.float32)
+    if k <= coo_max_k(n):
+        return torch.cat([as_bytes(idx.to(torch.int32)), as_bytes(vals32)])
+    nb = bitmap_bytes(n)
+    if nb + 4 * k < 4 * n:
+        mask = torch.zeros(n, dtype=torch.bool, device=idx.device)
+        mask[idx] = True
+        return torch.cat([pack_bits(mask), as_bytes(vals32)])
+    dense = torch.zeros(n, dtype=torch.float32, device=idx.device)
+    dense[idx] = vals32
+    return as_bytes(dense)
+
+
+def encode_dense_nonzeros(x: torch.Tensor) -> torch.Tensor:
+    """:func:`psml_core.codecs.formats.encode_auto` on the device: the non-zeros' body."""
+    idx = torch.nonzero(x).reshape(-1)
+    return encode_sparse(int(x.numel()), idx, x[idx])
+
+
+def _floats(body: torch.Tensor) -> torch.Tensor:
+    """A uint8 slice read as float32 (copied when it does not start on a 4-byte boundary)."""
+    if body.data_ptr() % 4:
+        body = body.clone()
+    return body.view(torch.float32)
+
+
+def decode_sparse(body: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Parse an :func:`encode_sparse` body on its device: ``(indices, values, dense)``.
+
+    For a dense body the indices are None-like (an empty tensor) and the values are the whole
+    vector (``dense`` True). Raises ValueError for what
+    :func:`psml_core.codecs.formats.decode_sparse` refuses.
+    """
+    length = int(body.numel())
+    device = body.device
+    if length == 4 * n:
+        return torch.empty(0, dtype=torch.int64, device=device), _floats(body), True
+    if length <= 8 * coo_max_k(n):
+        if length % 8:
+            raise ValueError(f"sparse payload of {length} bytes is not a COO list (8 B/entry)")
+        k = length // 8
+        idx = _floats(body[: 4 * k]).view(torch.int32).to(torch.int64)
+        if k:
+            bad = (idx[0] < 0) | (idx[-1] >= n)
+            if k > 1:
+                bad = bad | torch.any(idx[1:] <= idx[:-1])
+            if bool(bad):
+                raise ValueError(f"COO indices must be ascending and in [0, {n})")
+        return idx, _floats(body[4 * k :]), False
+    nb = bitmap_bytes(n)
+    if length < nb or (length - nb) % 4:
+        raise ValueError(f"payload of {length} bytes is no sparse format of a {n}-vector")
+    mask = unpack_bits(body[:nb], n)
+    vals = _floats(body[nb:])
+    count = int(mask.sum())
+    if count != vals.numel():
+        raise ValueError(f"bitmap marks {count} entries but {vals.numel()} values follow")
+    return torch.nonzero(mask).reshape(-1), vals, False
+
+
+def densify(n: int, idx: torch.Tensor, vals: torch.Tensor, dense: bool) -> torch.Tensor:
+    """The dense float32 vector of :func:`decode_sparse`'s result (a fresh tensor)."""
+    if dense:
+        return vals.clone()
+    out = torch.zeros(n, dtype=torch.float32, device=vals.device)
+    out[idx] = vals
+    return out
+
+
+def encode_blocks(x: torch.Tensor, blocks: torch.Tensor, block: int) -> torch.Tensor:
+    """:func:`psml_core.codecs.formats.encode_blocks` on the device: the records as uint8."""
+    n = int(x.numel())
+    nblk = block_count(n, block)
+    blocks = blocks.to(torch.int64)
+    last_partial = n % block != 0 and blocks.numel() > 0 and int(blocks[-1]) == nblk - 1
+    full = blocks[:-1] if last_partial else blocks
+    rec = torch.empty((full.numel(), block + 1), dtype=torch.float32, device=x.device)
+    rec.view(torch.int32)[:, 0] = full.to(torch.int32)
+    if full.numel():
+        rec[:, 1:] = x[: (n // block) * block].view(-1, block)[full]
+    parts = [as_bytes(rec)]
+    if last_partial:
+        head = torch.full((1,), nblk - 1, dtype=torch.int32, device=x.device)
+        parts += [as_bytes(head), as_bytes(x[(nblk - 1) * block :].to(torch.float32))]
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+def decode_blocks(body: torch.Tensor, n: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`psml_core.codecs.formats.decode_blocks` on the device: ``(block ids, dense)``.
+
+    Raises:
+        ValueError: for what the NumPy parser refuses.
+    """
+    length = int(body.numel())
+    device = body.device
+    nblk = block_count(n, block)
+    rec_len = 4 + 4 * block
+    tail = n - (nblk - 1) * block if nblk else 0
+    out = torch.zeros(n, dtype=torch.float32, device=device)
+    if length % rec_len == 0:
+        m, has_tail = length // rec_len, False
+    elif tail < block and (length - (4 + 4 * tail)) % rec_len == 0 and length >= 4 + 4 * tail:
+        m, has_tail = (length - (4 + 4 * tail)) // rec_len, True
+    else:
+        raise ValueError(f"{length} bytes are no whole number of {block}-element block records")
+    recs = _floats(body[: m * rec_len]).view(m, block + 1)
+    ids = recs.view(torch.int32)[:, 0].to(torch.int64) & 0xFFFFFFFF
+    limit = nblk - 1 if tail < block else nblk
+    if m:
+        bad = ids[-1] >= limit
+        if m > 1:
+            bad = bad | torch.any(ids[1:] <= ids[:-1])
+        if bool(bad):
+            raise ValueError("block ids must be ascending and name whole blocks of the vector")
+        out[: (n // block) * block].view(-1, block)[ids] = recs[:, 1:]
+    if has_tail:
+        off = m * rec_len
+        last = int(_floats(body[off : off + 4]).view(torch.int32).to(torch.int64)[0]) & 0xFFFFFFFF
+        if last != nblk - 1 or (m and int(ids[-1]) >= last):
+            raise ValueError("a short block record must be the vector's last block")
+        out[(nblk - 1) * block :] = _floats(body[off + 4 :])
+        ids = torch.cat([ids, torch.tensor([nblk - 1], dtype=torch.int64, device=device)])
+    return ids, out
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_tensor(x: torch.Tensor) -> torch.Tensor:
+    """:func:`psml_core.codecs.base.check_vector` for a tensor: a contiguous float32 tensor.
+
+    Raises:
+        ValueError: not 1-D, or a non-finite value or one beyond float32's range, naming the
+            first offending index (one host sync).
+        TypeError: a non-floating dtype.
+    """
+    if x.dim() != 1:
+        raise ValueError(f"codecs encode 1-D vectors, got shape {tuple(x.shape)}")
+    if not torch.is_floating_point(x):
+        raise TypeError(f"codecs encode floating-point vectors, got dtype {x.dtype}")
+    x = x.detach()
+    bad = ~torch.isfinite(x)
+    if x.element_size() > 4:
+        bad = bad | (torch.abs(x) > _F32_MAX)
+    if x.numel() and bool(bad.any()):
+        i = int(torch.nonzero(bad)[0, 0])
+        value = float(x[i])
+        if math.isfinite(value):
+            raise ValueError(
+                f"cannot encode {value!r} at index {i}: beyond float32's range "
+                f"(|x| <= {_F32_MAX:.6g}), the wire's value type"
+            )
+        raise ValueError(f"cannot encode a non-finite value ({value!r} at index {i})")
+    return x.to(torch.float32).contiguous()
+
+
+def check_finite(v: torch.Tensor, message: str) -> None:
+    """ValueError(``message``) unless every value is finite (one host sync)."""
+    if v.numel() and not bool(torch.isfinite(v).all()):
+        raise ValueError(message)
+
+
+def as_numpy_mask(mask: torch.Tensor) -> np.ndarray:
+    """A device bool tensor as a host NumPy bool array."""
+    return mask.cpu().numpy().astype(bool, copy=False)
