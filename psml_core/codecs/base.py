@@ -160,6 +160,15 @@ class Codec(ABC):
     def for_worker(self, rank: int) -> None:  # noqa: B027 - optional hook, default no-op
         """Tell a worker-side instance its rank (QSGD gives each worker its own random stream)."""
 
+    def set_layout(self, bounds: np.ndarray) -> None:  # noqa: B027 - optional hook, default no-op
+        """Tell an instance where the model's tensors start in the vectors it will encode.
+
+        ``bounds`` is ``0 = b_0 < ... < b_K = n``: the positions, in the shard's key list, at
+        which a new tensor (or the shard's slice of one) starts. The engine calls it once per
+        instance, on both ends; codecs that act per tensor (the value-bounded filter with
+        ``keys: tensors``, as MXNet's kvstore filters per key) use it, others ignore it.
+        """
+
 
 class ServerCodec:
     """The server side of a codec: sum the pushes, encode the broadcast, keep server state.

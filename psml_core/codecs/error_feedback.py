@@ -103,6 +103,10 @@ class ErrorFeedback(Codec):
         """Pass the rank to the inner codec."""
         self.inner.for_worker(rank)
 
+    def set_layout(self, bounds: np.ndarray) -> None:
+        """Pass the tensor layout on to the wrapped codec."""
+        self.inner.set_layout(bounds)
+
 
 def _host(a: Any) -> np.ndarray:
     """A residual as a host array (a device residual is copied)."""

@@ -173,3 +173,7 @@ class MomentumCorrection(Codec):
     def for_worker(self, rank: int) -> None:
         """Pass the rank to the inner codec."""
         self.inner.for_worker(rank)
+
+    def set_layout(self, bounds: np.ndarray) -> None:
+        """Pass the tensor layout on to the wrapped codec."""
+        self.inner.set_layout(bounds)

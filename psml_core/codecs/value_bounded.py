@@ -112,10 +112,12 @@ class ValueBoundedCodec(Codec):
     The comparison is made in the residual's dtype (``theta_t`` rounded to it); key means are
     float64 sums divided by the key's size.
 
-    Keys (key mode): a key is a tensor or a slice of one in MXNet. The flat vector is cut into
-    keys of ``key_size`` elements (the last may be shorter). When ``ctx.extra["key_bounds"]`` is
-    present — an integer array ``0 = b_0 < b_1 < ... < b_K = n`` of real tensor boundaries, key j
-    being ``[b_j, b_{j+1})`` — it overrides ``key_size``; both ends must see the same bounds.
+    Keys (key mode): a key is a tensor (or a slice of one) in MXNet's kvstore. With ``keys:
+    tensors`` the keys are the model's tensors as the shard holds them (the engine tells both
+    ends the layout, :meth:`~psml_core.codecs.base.Codec.set_layout`); with ``keys: fixed``
+    (default) the flat vector is cut into keys of ``key_size`` elements (the last may be
+    shorter). ``ctx.extra["key_bounds"]`` — an integer array ``0 = b_0 < b_1 < ... < b_K = n``,
+    key j being ``[b_j, b_{j+1})`` — overrides both; both ends must see the same bounds.
 
     Wire format (no header; ``n``, the params and the context are known to both ends):
 
@@ -127,12 +129,14 @@ class ValueBoundedCodec(Codec):
       plus the 4-byte CRC-32 trailer of every sealed payload
       (:func:`~psml_core.codecs.formats.sparse_size`). Our design's "8 B per kept element, or
       bitmap if cheaper".
-    * key mode: PS-lite key/value entries, one per element of every sent key: ``m``
-      little-endian uint64 keys (the elements' indices in the vector, ascending), then the ``m``
-      float32 values, then the CRC-32 trailer: ``wire_bytes = 12 m + 4`` with ``m`` the total
-      size of the sent keys — our design's "12 B per element of each sent key", plus 4. The
-      decoder rejects a body whose length is not a multiple of 12, unordered or out-of-range
-      indices, and any key sent only in part.
+    * key mode: MXNet's kvstore message for dense keys (ps-lite ``KVPairs``: one uint64 key per
+      sent key, its values whole): a little-endian uint32 count ``s`` of the sent keys, their
+      ``s`` uint64 key numbers (ascending, into the key bounds), then the values of every sent
+      key back to back as float32: ``wire_bytes = 4 + 8 s + 4 m + 4`` for ``m`` elements sent
+      (the last 4: the CRC-32 trailer). Both ends know each key's size from the bounds, so no
+      lengths travel; a whole tensor costs what a dense push of it costs, plus 8 bytes. The
+      decoder rejects a body whose length does not match its keys, unordered or out-of-range
+      key numbers, and a count beyond the keys.
 
     Decoders also reject non-finite values. ``ctx.ratio`` is not used: the amount sent follows
     from the bound, not from a ratio.
@@ -163,8 +167,9 @@ class ValueBoundedCodec(Codec):
         tau: Bound of ``"lr"`` at the base learning rate, >= 0. Default 0.0 (off).
         lr0: Base learning rate of ``"lr"``, > 0; required for that schedule. Default None.
         warmup: Steps with the filter off, >= 0. Default 8 (the code's 8 warm-up pushes).
-        key_size: Elements per key in key mode when ``ctx.extra`` has no ``"key_bounds"``, >= 1.
-            Default 4096.
+        key_size: Elements per key in key mode with ``keys: fixed``, >= 1. Default 4096.
+        keys: ``"fixed"`` (default: keys of ``key_size`` elements) or ``"tensors"`` (the
+            model's tensors, MXNet's keys: the engine sets the layout).
         residual_dtype: ``"float64"`` (default) or ``"float32"``, for worker and server residuals.
     """
 
@@ -181,6 +186,7 @@ class ValueBoundedCodec(Codec):
         warmup: int = 8,
         key_size: int = 4096,
         residual_dtype: str = "float64",
+        keys: str = "fixed",
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -199,6 +205,10 @@ class ValueBoundedCodec(Codec):
             raise ValueError("lr0 (the base learning rate, > 0) is required with schedule='lr'")
         _check_int("warmup", warmup, 0)
         _check_int("key_size", key_size, 1)
+        if keys not in ("fixed", "tensors"):
+            raise ValueError(f"keys must be 'fixed' or 'tensors', got {keys!r}")
+        self.keys = keys
+        self._layout: np.ndarray | None = None
         self.mode = mode
         self.schedule = schedule
         self.theta0 = float(theta0)
@@ -346,9 +356,21 @@ class ValueBoundedCodec(Codec):
         out[idx] = vals
         return out
 
+    def set_layout(self, bounds: np.ndarray) -> None:
+        """The model's tensors in this instance's vectors (used with ``keys: tensors``)."""
+        self._layout = np.asarray(bounds, dtype=np.int64)
+
     def _bounds(self, n: int, ctx: CodecContext) -> np.ndarray:
-        """Key boundaries: ``ctx.extra["key_bounds"]``, or every ``key_size`` elements."""
-        return key_bounds(n, self.key_size, ctx.extra.get("key_bounds"))
+        """Key boundaries: ``ctx.extra["key_bounds"]``, the tensors, or ``key_size`` elements."""
+        given = ctx.extra.get("key_bounds")
+        if given is None and self.keys == "tensors":
+            if self._layout is None or int(self._layout[-1]) != n:
+                raise ValueError(
+                    "keys: tensors needs the model's tensor layout of this vector, which the "
+                    "engine sets (Codec.set_layout); use keys: fixed outside a run"
+                )
+            given = self._layout
+        return key_bounds(n, self.key_size, given)
 
 
 class ValueBoundedServer(ServerCodec):

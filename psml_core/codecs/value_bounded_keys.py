@@ -1,8 +1,8 @@
 """The value-bounded filter's key mode (MXNet's per-key mean) and the checks both modes share.
 
 See :class:`~psml_core.codecs.value_bounded.ValueBoundedCodec` for the algorithm and the wire
-format: whole keys whose mean ``|v|`` is at least the bound are sent as PS-lite key/value
-entries, one per element of every sent key.
+format: whole keys whose mean ``|v|`` is at least the bound are sent as MXNet's kvstore sends
+dense keys, one uint64 key number per sent key and its values whole.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ __all__ = ["check_decoded", "check_sent", "decode_keys", "filter_keys", "key_bou
 
 _F32 = np.dtype("<f4")
 _U64 = np.dtype("<u8")
+_U32 = np.dtype("<u4")
 _CHUNK = 1 << 16  # elements per pass: temporaries stay in cache
 
 
@@ -26,8 +27,8 @@ def filter_keys(
     """
     n = int(u.size)
     sizes = np.diff(bounds)
-    if n == 0:
-        return b"", 0
+    if n == 0:  # no key: the message is its (zero) count
+        return bytes(4), 0
     th = r.dtype.type(theta)
     with np.errstate(over="ignore"):
         if th == 0:  # every mean is >= 0: every key is sent
@@ -54,9 +55,11 @@ def filter_keys(
     idx = np.arange(m, dtype=np.int64)
     if sent.size:
         idx += np.repeat(bounds[sent] - (np.cumsum(z) - z), z)
-    out = np.empty(12 * m, dtype=np.uint8)
-    out[: 8 * m].view(_U64)[:] = idx
-    vals = out[8 * m :].view(_F32)
+    s_keys = int(sent.size)
+    out = np.empty(4 + 8 * s_keys + 4 * m, dtype=np.uint8)
+    out[:4].view(_U32)[0] = s_keys
+    out[4 : 4 + 8 * s_keys].view(_U64)[:] = sent
+    vals = out[4 + 8 * s_keys :].view(_F32)
     v = r[idx]
     vals[:] = v
     check_sent(vals)
@@ -89,23 +92,30 @@ def key_bounds(n: int, key_size: int, given: object) -> np.ndarray:
 def decode_keys(buf: bytes | memoryview, n: int, bounds: np.ndarray) -> np.ndarray:
     """Parse a key-mode buffer of an ``n``-vector into a dense float32 vector (strict)."""
     length = len(buf)
-    if length % 12:
-        raise ValueError(
-            f"key-mode payload of {length} bytes is not a list of 12-byte key/value entries"
-        )
-    m = length // 12
-    if m > n:
-        raise ValueError(f"key-mode payload holds {m} entries for a {n}-element vector")
-    keys = np.frombuffer(buf, dtype=_U64, count=m)
-    if m and (keys[-1] >= n or np.any(keys[1:] <= keys[:-1])):
-        raise ValueError(f"key-mode element keys must be ascending and in [0, {n})")
-    idx = keys.astype(np.int64)
     sizes = np.diff(bounds)
-    counts = np.diff(np.searchsorted(idx, bounds))  # elements sent of each key
-    if np.any((counts != 0) & (counts != sizes)):
-        raise ValueError("key-mode payload sends a key only in part (keys are sent whole)")
-    vals = np.frombuffer(buf, dtype=_F32, offset=8 * m)
+    if length < 4:
+        raise ValueError(f"key-mode payload of {length} bytes has no key count (4 bytes)")
+    s_keys = int(np.frombuffer(buf, dtype=_U32, count=1)[0])
+    if s_keys > sizes.size or length < 4 + 8 * s_keys:
+        raise ValueError(
+            f"key-mode payload of {length} bytes names {s_keys} keys of a vector with "
+            f"{sizes.size} keys"
+        )
+    keys = np.frombuffer(buf, dtype=_U64, count=s_keys, offset=4).astype(np.int64)
+    if s_keys and (keys[-1] >= sizes.size or keys[0] < 0 or np.any(keys[1:] <= keys[:-1])):
+        raise ValueError(f"key-mode key numbers must be ascending and in [0, {sizes.size})")
+    z = sizes[keys]
+    m = int(z.sum())
+    if length != 4 + 8 * s_keys + 4 * m:
+        raise ValueError(
+            f"key-mode payload of {length} bytes does not hold its {s_keys} keys' {m} values "
+            f"({4 + 8 * s_keys + 4 * m} bytes)"
+        )
+    vals = np.frombuffer(buf, dtype=_F32, offset=4 + 8 * s_keys)
     check_decoded(vals)
+    idx = np.arange(m, dtype=np.int64)
+    if s_keys:
+        idx += np.repeat(bounds[keys] - (np.cumsum(z) - z), z)
     out = np.zeros(n, dtype=np.float32)
     out[idx] = vals
     return out

@@ -249,6 +249,29 @@ def _shards(
     ]
 
 
+def tensor_layout(tensor_sizes: tuple[int, ...], keys: np.ndarray) -> np.ndarray:
+    """Where each tensor's part starts in a shard's (ascending) key list: ``0 = b_0 < ... = n``."""
+    ends = np.cumsum(tensor_sizes)
+    tensor = np.searchsorted(ends, keys, side="right")
+    starts = np.flatnonzero(np.diff(tensor)) + 1
+    return np.concatenate(([0], starts, [len(keys)])).astype(np.int64)
+
+
+def _set_layouts(
+    model: Model, shard_keys: list[np.ndarray], workers: list[Worker], shards: list[ServerShard]
+) -> None:
+    """Tell every codec of shard s, on both ends, where the model's tensors lie in its keys."""
+    sizes = model.tensor_sizes()
+    for s, keys in enumerate(shard_keys):
+        if not len(keys):
+            continue
+        bounds = tensor_layout(sizes, keys)
+        for w in workers:
+            w.codecs[s].set_layout(bounds)
+        shards[s].codec_up.set_layout(bounds)
+        shards[s].codec_down.set_layout(bounds)
+
+
 def placement_problem(
     model: Model, placement: Placement, dataset: Dataset, seed: int
 ) -> PlacementProblem:
@@ -288,6 +311,7 @@ def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = N
     check_method(spec.method)  # also run when the config loads; here for a hand-written --run
     workers = _workers(spec, model, dataset, assignment, shard_keys, init, policy)
     shards = _shards(spec, shard_keys, init, policy)
+    _set_layouts(model, shard_keys, workers, shards)
     compute = make_compute_model(spec.compute)
     # A representative batch from a sampler of its own, so worker 0's batch order is untouched.
     probe = BatchSampler(

@@ -77,10 +77,19 @@ class RefFilter:
         return keep, vals, sent
 
 
-def ref_key_buffer(keep: list[int], vals: np.ndarray, step: int = 0, down: bool = False) -> bytes:
-    """PS-lite entries: uint64 element keys, then float32 values, written one by one."""
-    keys = b"".join(struct.pack("<Q", i) for i in keep)
-    return sealed(keys + b"".join(struct.pack("<f", v) for v in vals), step, down)
+def ref_key_buffer(
+    keep: list[int], vals: np.ndarray, bounds: list[int], step: int = 0, down: bool = False
+) -> bytes:
+    """MXNet's dense-key message: uint32 key count, uint64 key numbers, float32 values."""
+    keys = [j for j in range(len(bounds) - 1) if bounds[j] in set(keep)]
+    head = struct.pack("<I", len(keys)) + b"".join(struct.pack("<Q", j) for j in keys)
+    return sealed(head + b"".join(struct.pack("<f", v) for v in vals), step, down)
+
+
+def ref_key_size(keep: list[int], bounds: list[int]) -> int:
+    """Wire bytes of a key-mode payload: count, 8 B per sent key, 4 B per value, trailer."""
+    sent = sum(1 for j in range(len(bounds) - 1) if bounds[j] in set(keep))
+    return 4 + 8 * sent + 4 * len(keep) + TRAILER
 
 
 def ctx_at(step: int, lr: float = 0.0, **extra) -> CodecContext:
@@ -185,8 +194,8 @@ def test_matches_reference(us, sched, mode, dtype, warmup, key_size):
             if mode == "element":
                 assert p.wire_bytes == ref_size(n, len(keep))
             else:
-                assert p.buffer == ref_key_buffer(keep, vals, step, down)
-                assert p.wire_bytes == 12 * len(keep) + TRAILER
+                assert p.buffer == ref_key_buffer(keep, vals, bounds, step, down)
+                assert p.wire_bytes == ref_key_size(keep, bounds)
 
 
 @settings(max_examples=40, deadline=None)
@@ -201,7 +210,7 @@ def test_key_bounds_override_key_size(us, data):
         ctx = ctx_at(step, key_bounds=np.array(bounds))
         p = c.encode(u, ctx)
         keep, vals, sent = ref.step(u, 0.0 if step < 1 else 0.8, bounds)
-        assert p.buffer == ref_key_buffer(keep, vals, step)
+        assert p.buffer == ref_key_buffer(keep, vals, bounds, step)
         np.testing.assert_array_equal(c.decode(p, ctx), sent)
 
 
@@ -241,7 +250,9 @@ def test_server_residual_invariant_and_bytes(mode):
         np.testing.assert_array_equal(avg.astype(np.float64) + big_r, bcast + server.residual)
         big_r = server.residual.copy()
         k = server.last_sent
-        assert down.wire_bytes == (ref_size(95, k) if mode == "element" else 12 * k + TRAILER)
+        keys = len(np.unique(np.flatnonzero(bcast) // 10))  # whole keys of 10 (last one 5)
+        key_bytes = 4 + 8 * keys + 4 * k + TRAILER
+        assert down.wire_bytes == (ref_size(95, k) if mode == "element" else key_bytes)
         assert down.codec == "value_bounded/down"
         assert server.shared() == ({}, 0)
 
@@ -258,7 +269,8 @@ def test_theta0_zero_is_lossless(mode):
         np.testing.assert_array_equal(c.decode(p, ctx_at(step)), u)
         assert not c.residual.any()
         k = int(np.count_nonzero(u))
-        assert p.wire_bytes == (ref_size(200, k) if mode == "element" else 12 * 200 + TRAILER)
+        # Key mode sends all 7 keys whole (the last holds 8): a dense push plus 8 B per key.
+        assert p.wire_bytes == (ref_size(200, k) if mode == "element" else 4 + 8 * 7 + 4 * 200 + 4)
 
 
 @pytest.mark.parametrize("mode", ["element", "key"])
@@ -306,8 +318,10 @@ def test_key_byte_formula_with_short_last_key():
     x[20:23] = 0.5  # key 2 (3 elements): mean 0.5 -> sent at theta 0.5
     c = ValueBoundedCodec(mode="key", schedule="fixed", theta0=0.5, warmup=0, key_size=10)
     p = c.encode(x, ctx_at(0))
-    assert p.wire_bytes == 12 * 13 + TRAILER
-    assert p.buffer == ref_key_buffer([*range(10), 20, 21, 22], np.r_[x[:10], x[20:]])
+    assert p.wire_bytes == 4 + 8 * 2 + 4 * 13 + TRAILER  # keys 0 and 2: 13 values
+    assert p.buffer == ref_key_buffer(
+        [*range(10), 20, 21, 22], np.r_[x[:10], x[20:]], [0, 10, 20, 23]
+    )
     np.testing.assert_array_equal(c.residual[10:20], x[10:20])
 
 
@@ -320,7 +334,8 @@ def test_all_zeros_huge_value_and_empty(mode):
     c = ValueBoundedCodec(mode=mode, schedule="fixed", theta0=1.0, warmup=0, key_size=4)
     z = np.zeros(10, dtype=np.float32)
     p = c.encode(z, ctx_at(0))
-    assert p.wire_bytes == TRAILER and not c.decode(p, ctx_at(0)).any()
+    empty = TRAILER if mode == "element" else 4 + TRAILER  # key mode: its count of 0 keys
+    assert p.wire_bytes == empty and not c.decode(p, ctx_at(0)).any()
     h = z.copy()
     h[9] = 1e30
     got = c.decode(c.encode(h, ctx_at(1)), ctx_at(1))
@@ -328,7 +343,7 @@ def test_all_zeros_huge_value_and_empty(mode):
     np.testing.assert_array_equal(got, want)
     e = ValueBoundedCodec(mode=mode, theta0=1.0)
     p = e.encode(np.zeros(0, dtype=np.float32), ctx_at(0))
-    assert p.wire_bytes == TRAILER and e.decode(p, ctx_at(0)).size == 0
+    assert p.wire_bytes == empty and e.decode(p, ctx_at(0)).size == 0
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
@@ -379,7 +394,7 @@ def _key_payload() -> tuple[ValueBoundedCodec, Payload]:
     x = np.arange(1, 25, dtype=np.float32)
     c = ValueBoundedCodec(mode="key", schedule="fixed", theta0=5.0, warmup=0, key_size=6)
     p = c.encode(x, ctx_at(0))  # keys 0 (mean 3.5) kept back; keys 1, 2, 3 sent
-    assert p.wire_bytes == 12 * 18 + TRAILER
+    assert p.wire_bytes == 4 + 8 * 3 + 4 * 18 + TRAILER
     return c, p
 
 
@@ -392,36 +407,53 @@ def test_key_mode_rejects_truncated_and_corrupted_buffers():
     c, p = _key_payload()
     ctx = ctx_at(0)
     body = body_of(p.buffer)
-    keys = np.frombuffer(body, dtype="<u8", count=18).copy()
-    vals = np.frombuffer(body, dtype="<f4", offset=8 * 18).copy()
+    count = int(np.frombuffer(body, dtype="<u4", count=1)[0])
+    keys = np.frombuffer(body, dtype="<u8", count=count, offset=4).copy()
+    vals = np.frombuffer(body, dtype="<f4", offset=4 + 8 * count).copy()
+    assert count == 3 and list(keys) == [1, 2, 3]
 
-    def rebuilt(k: np.ndarray, v: np.ndarray) -> Payload:
-        return _with(p, k.astype("<u8").tobytes() + v.astype("<f4").tobytes())
+    def rebuilt(k: np.ndarray, v: np.ndarray, n: int | None = None) -> Payload:
+        head = np.array([len(k) if n is None else n], "<u4").tobytes()
+        return _with(p, head + k.astype("<u8").tobytes() + v.astype("<f4").tobytes())
 
-    with pytest.raises(ValueError, match="12-byte"):
+    with pytest.raises(ValueError, match="does not hold"):
         c.decode(_with(p, body[:-1]), ctx)
-    with pytest.raises(ValueError, match="only in part"):
-        c.decode(rebuilt(keys[:-1], vals[:-1]), ctx)  # one whole entry short
+    with pytest.raises(ValueError, match="no key count"):
+        c.decode(_with(p, body[:3]), ctx)
+    with pytest.raises(ValueError, match="does not hold"):
+        c.decode(rebuilt(keys, vals[:-1]), ctx)  # one value short
     swapped = keys.copy()
     swapped[[0, 1]] = swapped[[1, 0]]
     with pytest.raises(ValueError, match="ascending"):
         c.decode(rebuilt(swapped, vals), ctx)
     out_of_range = keys.copy()
-    out_of_range[-1] = 24
+    out_of_range[-1] = 4
     with pytest.raises(ValueError, match="ascending and in"):
         c.decode(rebuilt(out_of_range, vals), ctx)
-    shifted = keys - 6  # keys 0, 1, 2 instead of 1, 2, 3: still whole keys, so valid
+    shifted = keys - 1  # keys 0, 1, 2 instead of 1, 2, 3: still whole keys, so valid
     np.testing.assert_array_equal(c.decode(rebuilt(shifted, vals), ctx)[:18], vals)
-    part = keys.copy()
-    part[0] = 0  # element 0 of key 0 plus the rest of key 1
-    with pytest.raises(ValueError, match="only in part"):
-        c.decode(rebuilt(part, vals), ctx)
+    with pytest.raises(ValueError, match="names 9 keys"):
+        c.decode(rebuilt(keys, vals, n=9), ctx)
     nan = vals.copy()
     nan[3] = np.nan
     with pytest.raises(ValueError, match="non-finite"):
         c.decode(rebuilt(keys, nan), ctx)
-    with pytest.raises(ValueError, match="entries for a"):
+    with pytest.raises(ValueError):
         c.decode(Payload(p.codec, 2, p.buffer), ctx)
+
+
+def test_keys_tensors_follow_the_layout_the_engine_sets():
+    """MXNet's keys are tensors: with keys: tensors the codec filters per tensor of the layout."""
+    x = np.zeros(12, dtype=np.float32)
+    x[:8] = 0.1  # tensor 0 (8 elements): mean 0.1 -> kept back
+    x[8:] = 2.0  # tensor 1 (4 elements): mean 2.0 -> sent
+    c = ValueBoundedCodec(mode="key", schedule="fixed", theta0=0.5, warmup=0, keys="tensors")
+    with pytest.raises(ValueError, match="tensor layout"):
+        c.encode(x, ctx_at(0))
+    c.set_layout(np.array([0, 8, 12]))
+    p = c.encode(x, ctx_at(0))
+    assert p.wire_bytes == 4 + 8 + 4 * 4 + TRAILER
+    np.testing.assert_array_equal(c.decode(p, ctx_at(0)), np.r_[np.zeros(8), x[8:]])
 
 
 def test_element_mode_rejects_truncated_and_corrupted_buffers():
