@@ -72,6 +72,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     user = user_config(args.configfile, args.set, args.tier)
     config_dir = args.config_dir or deployment_config_dir()
     load_tier(user, config_dir)  # cross-references, the backend
+    from psml_core.plugins import describe_plugins
+
+    # As YAML comments: the output stays the effective configuration, parseable as it is.
+    plugins = describe_plugins()
+    print(f"# plugins: {len(plugins) or 'none'}" + "".join(f"\n#   {p}" for p in plugins))
     print(yaml.safe_dump(effective_config(user, config_dir), sort_keys=True), end="")
     return 0
 
@@ -249,9 +254,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not args.papers or not args.experiment:
             raise ConfigError("psml compare --claims needs --papers and --experiment")
         from psml_core.analysis.regime_map import map_rows, map_statements
+        from psml_core.plugins import paper_files
 
         exp = _json_arg(args.experiment, "--experiment")
-        papers = load_papers(args.papers)
+        papers = load_papers(args.papers, paper_files())
         results = evaluate_claims(
             papers,
             runs,
@@ -275,6 +281,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Build the PDF report from the results."""
+    from psml_core.plugins import paper_files
     from psml_core.report import build_report
 
     metrics = {}
@@ -295,6 +302,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_pdf=Path(args.out),
         workdir=Path(args.workdir),
         regime_map=Path(args.regime_map) if args.regime_map else None,
+        extra_papers=paper_files(),
     )
     if args.figures or args.tables:
         from psml_core.report.export import export_outputs
@@ -506,11 +514,26 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _pipe_closed() -> int:
+    """``psml runs | head -1``: the reader left; stop quietly, as ``cat`` does (status 141)."""
+    import os
+
+    # What is still buffered for stdout would fail again when Python flushes it at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # killed by SIGPIPE, as a shell reports it
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``psml`` console script."""
     args = _parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except PsmlError as exc:
         print(f"psml {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code

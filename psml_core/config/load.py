@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from psml_core.config.specs import (
     WorkloadSpec,
     build,
 )
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, did_you_mean
 
 # --------------------------------------------------------------------------- loading
 
@@ -42,6 +43,25 @@ def parse_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
     recipes = {}
     for name, rec in data.items():
         recipes[name] = build(MethodRecipe, {"name": name, **rec}, name)
+    return recipes
+
+
+def parse_method_files(paths: Sequence[str | Path]) -> dict[str, MethodRecipe]:
+    """:func:`parse_methods` of several files (config/methods.yaml, then plugins' files).
+
+    Raises:
+        ConfigError: a file's own error, or a recipe name two files define.
+    """
+    recipes: dict[str, MethodRecipe] = {}
+    origin: dict[str, Path] = {}
+    for path in paths:
+        for name, recipe in parse_methods(path).items():
+            if name in recipes:
+                raise ConfigError(
+                    f"methods file {str(path)!r}: recipe {name!r} is defined in "
+                    f"{str(origin[name])!r} already; rename one of them"
+                )
+            recipes[name], origin[name] = recipe, Path(path)
     return recipes
 
 
@@ -87,8 +107,8 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     tier = user.get("tier", "smoke")
     if tier not in tiers:
         raise ConfigError(
-            f"invalid config: key 'tier': {tier!r} is not allowed; allowed values: "
-            + ", ".join(tiers)
+            f"invalid config: key 'tier': {tier!r} is not allowed; {did_you_mean(tier, tiers)}"
+            "allowed values: " + ", ".join(tiers)
         )
     tier_file = root / "tiers" / f"{tier}.yaml"
     base = load_yaml(tier_file, "tier file") or {}
@@ -97,18 +117,30 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
 
 
-def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
+def build_experiment(
+    user: dict[str, Any],
+    root: str | Path | None = None,
+    *,
+    methods_files: Sequence[str | Path] = (),
+    paper_files: Sequence[str | Path] = (),
+) -> Experiment:
     """Resolve the user's config into an :class:`Experiment`, checking cross-references.
 
     The method recipes' blocks are not checked against their registries here (settings import
     nothing above them): :func:`psml_core.recipes.load_experiment` does both.
+
+    Args:
+        user: The user's config (config file plus overrides).
+        root: The config directory (``tiers/``, ``methods.yaml``, ``papers/``).
+        methods_files: More methods files after ``root/methods.yaml`` (plugins').
+        paper_files: More paper files after ``root/papers/*.yaml`` (plugins').
 
     Raises:
         ConfigError: naming the key and the allowed values, for any invalid setting.
     """
     root = Path(root) if root is not None else config_root()
     cfg = effective_config(user, root)
-    recipes = parse_methods(root / "methods.yaml")
+    recipes = parse_method_files([root / "methods.yaml", *methods_files])
     _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
     for name, ex in cfg.get("experiments", {}).items():
         where = f"experiments.{name}"
@@ -122,14 +154,16 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
         if wl["dataset"] not in cfg["datasets"]:
             raise ConfigError(
                 f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
-                f"{wl['dataset']!r}; defined datasets: {', '.join(sorted(cfg['datasets']))}"
+                f"{wl['dataset']!r}; {did_you_mean(wl['dataset'], cfg['datasets'])}"
+                f"defined datasets: {', '.join(sorted(cfg['datasets']))}"
             )
     if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
         raise ConfigError(
             f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
             f"{cfg['workers']} workers; set shards <= workers or colocated: false"
         )
-    _schedule_claims(cfg, recipes, root / "papers")
+    papers = root / "papers"
+    _schedule_claims(cfg, recipes, [*sorted(papers.glob("*.yaml")), *map(Path, paper_files)])
     made: set[str] = set()
     for name, ex in cfg.get("experiments", {}).items():
         for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
@@ -182,10 +216,11 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
             "invalid config: no runs; list methods (the main grid) or define experiments"
         )
     _check_runs(exp)
+    _check_files(exp)
     return exp
 
 
-def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
+def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: list[Path]) -> None:
     """Add to each experiment every run its paper claims need (method, baselines, scenarios).
 
     A tier that includes a claim's experiment runs the claim: its method and fixed baselines
@@ -194,9 +229,9 @@ def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path)
     missing runs named). Regime maps are left as they are: they run what they list.
     """
     experiments = cfg.get("experiments", {})
-    if not experiments or not papers.is_dir():
+    if not experiments:
         return
-    for path in sorted(papers.glob("*.yaml")):
+    for path in papers:
         paper = load_yaml(path, "paper file") or {}
         for claim in paper.get("claims") or []:
             meas = claim.get("measure") or {}
@@ -266,7 +301,7 @@ def sweep_entries(
     if base_name not in table:
         raise ConfigError(
             f"invalid config: key '{where}.base': unknown {kind[:-1]} {base_name!r}; "
-            f"known {kind}: {', '.join(sorted(table))}"
+            f"{did_you_mean(base_name, table)}known {kind}: {', '.join(sorted(table))}"
         )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
@@ -303,8 +338,9 @@ def sweep_recipes(
     method = sweep["method"]
     if method not in recipes:
         raise ConfigError(
-            f"invalid config: key '{where}.method': unknown method {method!r}; known methods "
-            f"(config/methods.yaml): {', '.join(sorted(recipes))}"
+            f"invalid config: key '{where}.method': unknown method {method!r}; "
+            f"{did_you_mean(method, recipes)}known methods (config/methods.yaml): "
+            + ", ".join(sorted(recipes))
         )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
@@ -346,7 +382,7 @@ def _check_names(where: str, names: list[str], known: Any, kind: str, what: str)
         if name not in known:
             raise ConfigError(
                 f"invalid config: key '{where}[{i}]': unknown {kind} {name!r}; "
-                f"known {what}: {', '.join(sorted(known))}"
+                f"{did_you_mean(name, known)}known {what}: {', '.join(sorted(known))}"
             )
 
 
@@ -355,6 +391,26 @@ SPARSE_SOURCES = ("zipf_sparse", "libsvm")
 
 IMAGE_MODELS = {"resnet18": ("cifar10", "synthetic_images")}
 """Models that take images, and the data sources whose rows are images of the right layout."""
+
+
+def _check_files(exp: Experiment) -> None:
+    """Every data file the tier's runs read exists, unless a ``url`` downloads it.
+
+    Checked when the config loads, so that a wrong path stops the workflow before any job
+    runs instead of when the prepare job reaches it. Relative paths are read from the working
+    directory, as the prepare job reads them.
+    """
+    used = sorted({exp.workloads[w].dataset for w, _m, _s, _seed in exp.grid()})
+    for name in used:
+        ds = exp.datasets[name]
+        for prefix, path, url in (("", ds.path, ds.url), ("test_", ds.test_path, ds.test_url)):
+            if path and not url and not Path(path).exists():
+                shown = "" if Path(path).is_absolute() else f" (read from {Path.cwd()})"
+                raise ConfigError(
+                    f"invalid config: key 'datasets.{name}.{prefix}path': {path!r} does not "
+                    f"exist{shown}; fix the path, or give {prefix}url and {prefix}sha256 to "
+                    "download the file"
+                )
 
 
 def _check_runs(exp: Experiment) -> None:

@@ -49,9 +49,11 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
         spec = job.spec
         out["overlap"] = spec.scenario.overlap
         if spec.compute.codec_costs:
+            m = spec.method
+            codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
             out["codec_costs"] = {
-                "workers": CodecCostModel.for_device(spec.compute.device).describe(),
-                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(),
+                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
+                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
             }
         else:
             out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"

@@ -19,7 +19,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +109,15 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _inputs(experiment: Mapping[str, Any], papers_dir: Path, *tables: Path) -> dict[str, str]:
+def _inputs(experiment: Mapping[str, Any], papers: Sequence[Path], *tables: Path) -> dict[str, str]:
     """SHA-256 of the configuration and tables, named by file name (not by path: portable)."""
     canonical = json.dumps(experiment, sort_keys=True, separators=(",", ":"), default=str)
     out = {
         "effective configuration (canonical JSON)": hashlib.sha256(canonical.encode()).hexdigest(),
         **{Path(t).name: _sha256_file(t) for t in tables},
     }
-    for p in sorted(Path(papers_dir).glob("*.yaml")):
-        out[f"{Path(papers_dir).name}/{p.name}"] = _sha256_file(p)
+    for p in papers:
+        out[f"{p.parent.name}/{p.name}"] = _sha256_file(p)
     return out
 
 
@@ -314,6 +314,7 @@ def build_report(
     out_pdf: Path,
     workdir: Path,
     regime_map: Path | None = None,
+    extra_papers: Sequence[Path] = (),
 ) -> None:
     """Build the PDF report.
 
@@ -334,6 +335,7 @@ def build_report(
         workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
         regime_map: The regime maps' points (``psml compare --regime-map``), if the tier runs
             any.
+        extra_papers: Paper files beyond ``papers_dir`` (plugins').
 
     Raises:
         DataError: An input file is missing or malformed (the message names it), the metrics
@@ -359,13 +361,12 @@ def build_report(
     aggregate = read_aggregate_csv(aggregate_csv)
     experiment_aggregate(aggregate, ALL_RUNS, runs)  # refuses an aggregate older than the runs
     frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
-    papers = load_papers(papers_dir)
+    papers = load_papers(papers_dir, extra_papers)
     claims = _read_claims(claims_csv, papers)
     sparsity_stats = named_json(sparsity, "sparsity", "dataset")
     placements = partition_files(partition)
-    inputs = _inputs(
-        experiment, Path(papers_dir), Path(runs_csv), Path(aggregate_csv), Path(claims_csv)
-    )
+    paper_files = [*sorted(Path(papers_dir).glob("*.yaml")), *map(Path, extra_papers)]
+    inputs = _inputs(experiment, paper_files, Path(runs_csv), Path(aggregate_csv), Path(claims_csv))
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]

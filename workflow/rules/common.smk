@@ -15,6 +15,7 @@ from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.errors import ConfigError
+from psml_core.plugins import cost_file, paper_files as plugin_paper_files, recipe_labels
 
 
 # The working directory's config/ when it holds methods.yaml (a checkout, or a deployment that
@@ -194,6 +195,13 @@ def delay_traces(wildcards):
     return _existing([*traces, str(CONFIG_DIR / "devices" / f"{EXP.compute.device}.yaml")])
 
 
+def cost_files(wildcards):
+    """A plugin codec's cost file (psml bench calibrate --plugin), so that a new one re-trains."""
+    r = EXP.recipes[wildcards.method]
+    codecs = [r.codec.name] + ([r.codec_down.name] if r.codec_down else [])
+    return _existing([str(cost_file(c)) for c in codecs])
+
+
 def train_threads(wildcards):
     """Cores a training job occupies: one, or one per process of a multi-process backend."""
     workers, shards = EXP.cluster(wildcards.workload)  # a workload may set its own workers
@@ -252,14 +260,19 @@ PAPERS_DIR = str(Path(CONFIG_DIR) / "papers")
 
 
 def paper_files(wildcards):
-    """The reported results the claims are measured against."""
-    return sorted(str(p) for p in Path(PAPERS_DIR).glob("*.yaml"))
+    """The reported results the claims are measured against (plugins' paper files too)."""
+    own = sorted(str(p) for p in Path(PAPERS_DIR).glob("*.yaml"))
+    return own + [str(p) for p in plugin_paper_files()]
 
 
 def experiment_json(wildcards):
     """The effective configuration plus the recipes in use, for the report."""
     exp = dict(config)
     exp["recipes"] = {name: asdict(recipe) for name, recipe in EXP.recipes.items()}
+    # Recipes that come from or use a plugin: the report marks them "plugin: <package> <version>".
+    labels = recipe_labels(EXP.recipes)
+    if labels:
+        exp["plugins"] = labels
     # Scenarios and workloads as resolved, an experiment's axis sweeps included.
     exp["scenarios"] = {name: asdict(sc) for name, sc in EXP.scenarios.items()}
     exp["workloads"] = {name: asdict(wl) for name, wl in EXP.workloads.items()}

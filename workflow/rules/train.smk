@@ -7,6 +7,7 @@ rule train:
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
         spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
         traces=delay_traces,
+        costs=cost_files,
     output:
         metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
         summary=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/summary.json",
