@@ -63,10 +63,14 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         (tmp / rel).write_text(body)
     site = tmp / "site"
     pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation"]
-    proc = _run([*pip, "--no-index", "--target", str(site), str(tmp / "psml-firstk")], tmp, {
-        **os.environ,
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    })
+    proc = _run(
+        [*pip, "--no-index", "--target", str(site), str(tmp / "psml-firstk")],
+        tmp,
+        {
+            **os.environ,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        },
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     wf = copy_workflow(tmp / "wf")
     (wf / "config" / "config.yaml").write_text(yaml.safe_dump(CONFIG))
