@@ -21,6 +21,7 @@ from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
+from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
 from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
 
@@ -101,14 +102,15 @@ def cmd_hash(args: argparse.Namespace) -> int:
     from psml_core.data.store import load_prepared, save_prepared
 
     spec = build(HashingSpec, _json_arg(args.hashing, "--hashing"), "hashing")
-    raw = load_prepared(args.data)
-    if "hashing" in raw.meta:
-        raise ConfigError(
-            f"--data {args.data}: the data set is hashed already ({raw.meta['hashing']}); "
-            "give the prepared, raw data set"
-        )
-    ds = hashed_dataset(raw, spec, args.seed)
-    manifest = save_prepared(ds, args.out)
+    with stage_lines("hash", f"hashing {args.data} (seed {args.seed})"):
+        raw = load_prepared(args.data)
+        if "hashing" in raw.meta:
+            raise ConfigError(
+                f"--data {args.data}: the data set is hashed already ({raw.meta['hashing']}); "
+                "give the prepared, raw data set"
+            )
+        ds = hashed_dataset(raw, spec, args.seed)
+        manifest = save_prepared(ds, args.out)
     print(f"hashed {ds.name} to m = {ds.n_features} features (seed {args.seed}) -> {manifest}")
     return 0
 
@@ -122,21 +124,33 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     hashing = [
         build(HashingSpec, _json_arg(text, "--hashing"), "hashing") for text in args.hashing or []
     ]
-    ds = load_prepared(args.data)
-    stats = analyze(ds, workers=args.workers, seed=args.seed, hashing=hashing)
-    write_analysis(stats, args.out)
+    with stage_lines("analyze", f"sparsity statistics of {args.data}"):
+        ds = load_prepared(args.data)
+        stats = analyze(ds, workers=args.workers, seed=args.seed, hashing=hashing)
+        write_analysis(stats, args.out)
     return 0
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
     """Compute a run's placement once, with its predicted traffic."""
+    spec = read_run_spec(args.run)
+    what = (
+        f"placing {spec.workload.name}'s samples and keys for {spec.method.name} (placement "
+        f"{spec.method.placement.name}, {spec.workers} workers, {spec.shards} shards)"
+    )
+    with stage_lines("partition", what):
+        _partition(spec, args)
+    return 0
+
+
+def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
+    """``psml partition``'s work: the assignment and its predicted traffic, written."""
     from psml_core.atomic import write_bytes, write_json
     from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.models import make_model
     from psml_core.placement import PLACEMENTS, PlacementProblem, predicted_traffic
 
-    spec = read_run_spec(args.run)
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
     ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
@@ -170,7 +184,6 @@ def cmd_partition(args: argparse.Namespace) -> int:
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),
     )
     write_json(args.traffic, traffic)
-    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -120,6 +120,7 @@ def train(
         eval_every=wl.eval_every,
         checkpoint_every=spec.checkpoint_every or None,
     )
+    progress.stage("data")  # heartbeats from here on name the step they wait in
     dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
@@ -137,9 +138,14 @@ def train(
                 file=sys.stderr,
             )
     t0 = time.perf_counter()
+    progress.stage("placement")
     assignment = load_assignment(assignment_path) if assignment_path else None
+    progress.stage("build")  # the job: model replicas, placement if not given, codec costs
     job = build_job(spec, dataset, assignment)
     job.model.to(device)
+    progress.stage("train")
+    if not isinstance(backend, SimBackend):
+        progress.handover()  # the ranks report (rank 0), each with its own heartbeat
     try:
         records = backend.run(job, progress)
     finally:

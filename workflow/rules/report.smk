@@ -6,6 +6,42 @@ localrules:
     report,
 
 
+# Snakemake's HTML report (snakemake --report) shows each figure and table with the PDF's own
+# words: `psml report --figures/--tables` writes index.json (section headings, titles) and the
+# captions beside them (psml_core/report/html.py); the caption templates include the captions.
+def _html_index(folder):
+    try:
+        return json.loads((Path(folder) / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"groups": {}, "files": {}}
+
+
+def _section(folder, wildcards):
+    return _html_index(folder)["groups"].get(wildcards.group, wildcards.group)
+
+
+# One label only: Snakemake turns a second label with two values into a toggle between files.
+def _labels(folder, wildcards):
+    key = f"{wildcards.group}/{wildcards.name}"
+    return {"title": _html_index(folder)["files"].get(key, wildcards.name)}
+
+
+def figure_section(wildcards, output):
+    return _section(output.figures, wildcards)
+
+
+def table_section(wildcards, output):
+    return _section(output.tables, wildcards)
+
+
+def figure_labels(wildcards, output):
+    return _labels(output.figures, wildcards)
+
+
+def table_labels(wildcards, output):
+    return _labels(output.tables, wildcards)
+
+
 rule report:
     input:
         runs=f"results/{TIER}/runs.csv",
@@ -25,23 +61,23 @@ rule report:
             caption="../report/report.rst",
             category="Reproduction report",
         ),
-        # The PDF's figures (SVG, with PNG copies) and tables (CSV), by paper: Snakemake's
-        # HTML report (snakemake --report) shows them under one category per paper.
+        # The PDF's figures (SVG, with PNG copies) and tables (CSV, rendered as HTML), by
+        # paper: Snakemake's HTML report shows them under one category per paper section.
         figures=report(
             directory(f"reports/{TIER}/figures"),
-            patterns=["{group}/{name}.png"],
+            patterns=["{group}/{name}.svg"],
             caption="../report/figures.rst",
-            category="{group}",
+            category=figure_section,
             subcategory="figures",
-            labels={"figure": "{name}"},
+            labels=figure_labels,
         ),
         tables=report(
             directory(f"reports/{TIER}/tables"),
-            patterns=["{group}/{name}.csv"],
+            patterns=["{group}/{name}.html"],
             caption="../report/tables.rst",
-            category="{group}",
+            category=table_section,
             subcategory="tables",
-            labels={"table": "{name}"},
+            labels=table_labels,
         ),
     log:
         f"logs/{TIER}/report.log",
