@@ -3,6 +3,7 @@
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -203,13 +204,56 @@ def cost_files(wildcards):
 
 
 def train_threads(wildcards):
-    """Cores a training job occupies: one, or one per process of a multi-process backend."""
+    """Cores a training job occupies: torch's threads (compute.threads) per process, one
+    process or one per rank of a multi-process backend."""
     workers, shards = EXP.cluster(wildcards.workload)  # a workload may set its own workers
     if EXP.backend == "dist":
-        return workers + shards
+        return (workers + shards) * EXP.compute.threads
     if EXP.backend == "horovod":
-        return workers
-    return 1
+        return workers * EXP.compute.threads
+    return EXP.compute.threads
+
+
+def train_cpus(wildcards):
+    """SLURM CPUs per task: torch's threads in each process (a dist job has P + S tasks)."""
+    return EXP.compute.threads
+
+
+def train_memory(wildcards, input, attempt):
+    """A training job's memory (MB): its own peak when it last ran, else an estimate from the
+    run's workers, model and data (psml_core/footprint.py); more on a retry."""
+    from psml_core.footprint import train_mem_mb
+
+    run = EXP.run(wildcards.workload, wildcards.method, wildcards.scenario, int(wildcards.seed))
+    manifest = json.loads(Path(input.manifest).read_text(encoding="utf-8"))
+    bench = f"logs/{TIER}/bench/train/{run.run_id}.tsv"
+    return train_mem_mb(run, manifest, bench, attempt)
+
+
+def _gpu_here():
+    """Whether nvidia-smi lists a GPU on this host (as scripts/install.sh asks)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.startswith("GPU") for line in out.stdout.splitlines())
+
+
+def _on_cluster():
+    """Whether jobs go to a cluster: a remote executor, or (a dry run of) the slurm profile."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and not plugin.common_settings.local_exec:
+        return True
+    defaults = workflow.resource_settings.default_resources
+    return any(str(k).startswith("slurm_") for k in (defaults.keys() if defaults else ()))
+
+
+def train_gpu(wildcards):
+    """GPUs of a training job: one for device cuda; for device auto, one on a cluster (the GPU
+    partition) or where this host has one, else none."""
+    if EXP.device == "cuda":
+        return 1
+    return int(_on_cluster() or _gpu_here())
 
 
 def train_tasks(wildcards):
@@ -222,9 +266,13 @@ def train_tasks(wildcards):
 # is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
 TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
 
-# A GPU only for training jobs that compute on one (device: cuda), on the GPU partition;
-# every other job keeps the profile's default partition and asks for none.
-TRAIN_GPU = {"gpu": 1, "slurm_partition": EXP.slurm_gpu_partition} if EXP.device == "cuda" else {}
+# A GPU only for training jobs that compute on one (device: cuda, or auto where there is one),
+# on the GPU partition; every other job keeps the profile's default partition and asks for none.
+TRAIN_GPU = (
+    {"gpu": train_gpu, "slurm_partition": EXP.slurm_gpu_partition}
+    if EXP.device in ("cuda", "auto")
+    else {}
+)
 
 
 def all_summaries(wildcards):

@@ -23,7 +23,9 @@ rule train:
         **TRAIN_TASKS,
         # One GPU (and the GPU partition) only where the run computes on one.
         **TRAIN_GPU,
-        mem_mb=4000,
+        # Sized from the run: torch's threads per task, the job's measured (or estimated) peak.
+        cpus_per_task=train_cpus,
+        mem_mb=train_memory,
         runtime=60,
         # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".
         launcher="local",
