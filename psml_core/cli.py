@@ -20,6 +20,7 @@ import yaml
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.config import RunSpec
+from psml_core.deploy import cmd_deploy, deploy_args
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
@@ -505,6 +506,7 @@ _COMMANDS: tuple[
     ("show", cmd_show, _show_args, "print one run's summary (accuracy, time, bytes, paths)"),
     ("compare", cmd_compare, _compare_args, "collect run summaries into tables"),
     ("report", cmd_report, _report_args, "build the PDF report"),
+    ("deploy", cmd_deploy, deploy_args, "a directory running this checkout's workflow as a module"),
     (
         "bench",
         cmd_bench,

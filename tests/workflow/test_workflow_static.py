@@ -258,3 +258,26 @@ def test_user_files_are_inputs_so_replacing_one_reruns_its_jobs(workflow_copy: P
     assert len(err_lines) == 1, proc.stderr
     assert "key 'datasets.digits.path': 'user.svm' does not exist" in err_lines[0]
     assert "give url and sha256" in err_lines[0]
+
+
+def test_a_deployed_copy_runs_and_its_conda_envs_install_psml_from_the_checkout(tmp_path: Path):
+    """`psml deploy` (snakedeploy's layout, with a module path that resolves); with --sdm conda
+    the rules' environments install psml-core from the checkout's absolute path (a relative
+    `-e ../..` resolved against the working directory, so conda worked from the checkout only)."""
+    dest = tmp_path / "study"
+    proc = subprocess.run(
+        [sys.executable, "-m", "psml_core", "deploy", str(dest), "--checkout", str(REPO)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = snakemake_cli(["-n"], dest)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    snakemake_cli(["-n", "--sdm", "conda"], dest)  # may stop where conda is not installed
+    envs = sorted((dest / ".snakemake" / "psml" / "envs").glob("psml-*.yaml"))
+    assert [p.name.split("-")[1] for p in envs] == ["cpu", "cuda"]
+    for path in envs:
+        env = yaml.safe_load(path.read_text())
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert pip[-1] == f"-e {REPO}" and (REPO / "pyproject.toml").is_file()

@@ -15,6 +15,7 @@ from snakemake.utils import validate
 from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
+from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
 from psml_core.errors import ConfigError
 from psml_core.plugins import cost_file, paper_files as plugin_paper_files, recipe_labels
 
@@ -44,6 +45,21 @@ if shutil.which("psml") is None and "CONDA" not in _SDM:
         "error: the `psml` command is not on PATH; activate the environment psml-core is "
         "installed in (`. .venv/bin/activate`, see README) or run with `--sdm conda`"
     )
+
+
+def _rules_envs():
+    """With --sdm conda: the rules' cpu and cuda environments, derived from the lock
+    (envs/psml.yaml), each installing psml-core from where this workflow came (a checkout's
+    absolute path, or the github(...) module's repository at its tag or commit)."""
+    lock = Path(workflow.source_path("../envs/psml.yaml")).read_text(encoding="utf-8")
+    try:
+        requirement = psml_core_requirement(workflow.current_basedir)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
+    return {k: str(v) for k, v in write_rules_envs(lock, requirement).items()}
+
+
+_ENVS = _rules_envs() if "CONDA" in _SDM else dict.fromkeys(FLAVOURS, "../envs/psml.yaml")
 
 
 def _overlay(merged, typed):
@@ -82,6 +98,13 @@ config.update(_EFFECTIVE)
 validate(config, schema="../schemas/config.schema.yaml")
 
 TIER = EXP.tier
+# Each rule's conda environment (--sdm conda): the CPU build of torch, but for training jobs
+# that compute on a GPU (device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
+try:
+    RULE_ENV = _ENVS[torch_flavour("cpu")]
+    TRAIN_ENV = _ENVS[torch_flavour(EXP.device)]
+except ConfigError as _err:
+    sys.exit(f"error: {_err}")
 RUNS = {run.run_id: run for run in EXP.runs()}
 SCENARIOS = sorted(EXP.scenarios)
 WORKLOADS = sorted(EXP.workloads)

@@ -84,7 +84,7 @@ rule report:
     benchmark:
         f"logs/{TIER}/bench/report.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -16,7 +16,7 @@ rule train:
     benchmark:
         f"logs/{TIER}/bench/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        TRAIN_ENV
     threads: train_threads
     resources:
         # SLURM tasks: P + S for dist, with `mpi` (see TRAIN_TASKS), else one.
