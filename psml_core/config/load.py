@@ -141,43 +141,10 @@ def build_experiment(
     root = Path(root) if root is not None else config_root()
     cfg = effective_config(user, root)
     recipes = parse_method_files([root / "methods.yaml", *methods_files])
-    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
-    for name, ex in cfg.get("experiments", {}).items():
-        where = f"experiments.{name}"
-        _check_names(
-            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
-        )
-        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
-        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
-        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
-    for w, wl in cfg["workloads"].items():
-        if wl["dataset"] not in cfg["datasets"]:
-            raise ConfigError(
-                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
-                f"{wl['dataset']!r}; {did_you_mean(wl['dataset'], cfg['datasets'])}"
-                f"defined datasets: {', '.join(sorted(cfg['datasets']))}"
-            )
-    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
-        raise ConfigError(
-            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
-            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
-        )
+    _check_references(cfg, recipes)
     papers = root / "papers"
     _schedule_claims(cfg, recipes, [*sorted(papers.glob("*.yaml")), *map(Path, paper_files)])
-    made: set[str] = set()
-    for name, ex in cfg.get("experiments", {}).items():
-        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
-            if ex.get(key):
-                where = f"experiments.{name}.{key}"
-                derived = sweep_entries(cfg[table], ex[key], where, table)
-                made.update(derived)
-                cfg[table].update(derived)
-                listed = ex.get(table) or []
-                ex[table] = [*listed, *(d for d in derived if d not in listed)]
-        if ex.get("sweep"):
-            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
-            recipes.update(derived)
-            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
+    made = _expand_sweeps(cfg, recipes)
     exp = Experiment(
         tier=cfg["tier"],
         backend=cfg["backend"],
@@ -218,6 +185,50 @@ def build_experiment(
     _check_runs(exp)
     _check_files(exp)
     return exp
+
+
+def _check_references(cfg: dict[str, Any], recipes: dict[str, MethodRecipe]) -> None:
+    """Every method, workload, scenario and data set a config names exists; shards fit."""
+    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
+    for name, ex in cfg.get("experiments", {}).items():
+        where = f"experiments.{name}"
+        _check_names(
+            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
+        )
+        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
+        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
+        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
+    for w, wl in cfg["workloads"].items():
+        if wl["dataset"] not in cfg["datasets"]:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
+                f"{wl['dataset']!r}; {did_you_mean(wl['dataset'], cfg['datasets'])}"
+                f"defined datasets: {', '.join(sorted(cfg['datasets']))}"
+            )
+    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
+        raise ConfigError(
+            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
+            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
+        )
+
+
+def _expand_sweeps(cfg: dict[str, Any], recipes: dict[str, MethodRecipe]) -> set[str]:
+    """Add each experiment's derived scenarios, workloads and recipes; the names derived."""
+    made: set[str] = set()
+    for name, ex in cfg.get("experiments", {}).items():
+        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
+            if ex.get(key):
+                where = f"experiments.{name}.{key}"
+                derived = sweep_entries(cfg[table], ex[key], where, table)
+                made.update(derived)
+                cfg[table].update(derived)
+                listed = ex.get(table) or []
+                ex[table] = [*listed, *(d for d in derived if d not in listed)]
+        if ex.get("sweep"):
+            derived = sweep_recipes(recipes, ex["sweep"], f"experiments.{name}.sweep")
+            recipes.update(derived)
+            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
+    return made
 
 
 def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: list[Path]) -> None:

@@ -82,6 +82,19 @@ def _data_files(data_dir: str | Path, dataset: Dataset) -> dict[str, str]:
     return {f"{tag}/{name}": sha for name, sha in files.items()}
 
 
+def _backend(spec: RunSpec, checkpoint: Path) -> Backend:
+    """The run's backend; only sim checkpoints (others say they ignore ``checkpoint_every``)."""
+    if spec.backend == "sim":
+        return SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
+    if spec.checkpoint_every > 0:
+        print(
+            f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
+            "(only sim runs checkpoint); a killed run starts over",
+            file=sys.stderr,
+        )
+    return BACKENDS.get(spec.backend, where="backend")()
+
+
 def train(
     spec: RunSpec,
     data_dir: str | Path,
@@ -127,16 +140,7 @@ def train(
     # multi-process run takes its own GPU, engine.torch_device.rank_device).
     device = resolve_device(spec.device)
     checkpoint = out / CHECKPOINT_NAME
-    if spec.backend == "sim":
-        backend: Backend = SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
-    else:
-        backend = BACKENDS.get(spec.backend, where="backend")()
-        if spec.checkpoint_every > 0:
-            print(
-                f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
-                "(only sim runs checkpoint); a killed run starts over",
-                file=sys.stderr,
-            )
+    backend = _backend(spec, checkpoint)
     t0 = time.perf_counter()
     progress.stage("placement")
     assignment = load_assignment(assignment_path) if assignment_path else None
