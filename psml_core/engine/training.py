@@ -22,6 +22,7 @@ from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.errors import DataError
+from psml_core.metrics.records import IterationRecord
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.placement import Assignment
@@ -95,6 +96,39 @@ def _backend(spec: RunSpec, checkpoint: Path) -> Backend:
     return BACKENDS.get(spec.backend, where="backend")()
 
 
+def _run(
+    spec: RunSpec,
+    data_dir: str | Path,
+    checkpoint: Path,
+    assignment_path: str | Path | None,
+    progress: Progress,
+) -> tuple[Dataset, torch.device, Backend, Job, list[IterationRecord], float]:
+    """Load the data, build the job and run the backend; what :func:`train` writes from.
+
+    Returns:
+        The data set, the torch device, the backend, the job, the records and the wall-clock
+        seconds from the backend's start (placement, build and run).
+    """
+    progress.stage("data")  # heartbeats from here on name the step they wait in
+    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
+    configure_torch(spec)
+    # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
+    # multi-process run takes its own GPU, engine.torch_device.rank_device).
+    device = resolve_device(spec.device)
+    backend = _backend(spec, checkpoint)
+    t0 = time.perf_counter()
+    progress.stage("placement")
+    assignment = load_assignment(assignment_path) if assignment_path else None
+    progress.stage("build")  # the job: model replicas, placement if not given, codec costs
+    job = build_job(spec, dataset, assignment)
+    job.model.to(device)
+    progress.stage("train")
+    if not isinstance(backend, SimBackend):
+        progress.handover()  # the ranks report (rank 0), each with its own heartbeat
+    records = backend.run(job, progress)
+    return dataset, device, backend, job, records, time.perf_counter() - t0
+
+
 def train(
     spec: RunSpec,
     data_dir: str | Path,
@@ -133,30 +167,15 @@ def train(
         eval_every=wl.eval_every,
         checkpoint_every=spec.checkpoint_every or None,
     )
-    progress.stage("data")  # heartbeats from here on name the step they wait in
-    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
-    configure_torch(spec)
-    # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
-    # multi-process run takes its own GPU, engine.torch_device.rank_device).
-    device = resolve_device(spec.device)
     checkpoint = out / CHECKPOINT_NAME
-    backend = _backend(spec, checkpoint)
-    t0 = time.perf_counter()
-    progress.stage("placement")
-    assignment = load_assignment(assignment_path) if assignment_path else None
-    progress.stage("build")  # the job: model replicas, placement if not given, codec costs
-    job = build_job(spec, dataset, assignment)
-    job.model.to(device)
-    progress.stage("train")
-    if not isinstance(backend, SimBackend):
-        progress.handover()  # the ranks report (rank 0), each with its own heartbeat
-    try:
-        records = backend.run(job, progress)
+    try:  # the heartbeat stops however the run ends (a bad data file, a failed placement)
+        dataset, device, backend, job, records, wall = _run(
+            spec, data_dir, checkpoint, assignment_path, progress
+        )
     finally:
         progress.close()
     if isinstance(backend, SimBackend) and backend.resumed_at is not None:
         print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
-    wall = time.perf_counter() - t0
     write_metrics(out / "metrics.parquet", records)
     summary = build_summary(
         records,

@@ -219,3 +219,15 @@ def test_a_timer_beats_before_the_first_iteration(smoke, prepared, tmp_path, mon
     first_eval = next(i for i, x in enumerate(lines) if x["event"] == "eval")
     assert lines.index(beats[0]) < first_eval
     assert not progress._ticker._thread.is_alive()  # noqa: SLF001 - stopped with the run
+
+
+def test_a_run_that_fails_before_training_stops_its_heartbeat(smoke, tmp_path):
+    """The timer must not outlive a run whose data check (or placement, or build) failed."""
+    from psml_core.errors import DataError
+
+    spec = spec_for(smoke)
+    progress = Progress(spec.run_id, ITERATIONS, stream=io.StringIO(), bar=False, interval_s=0.05)
+    with pytest.raises(DataError):
+        train(spec, tmp_path / "no-data", tmp_path / "out", progress=progress)
+    thread = progress._ticker._thread  # noqa: SLF001
+    assert thread is not None and not thread.is_alive()
