@@ -82,7 +82,8 @@ def _params(spec: RunSpec, manifest: Mapping[str, Any]) -> int:
     from psml_core.models import make_model
 
     features = int(manifest["n_features"])
-    if spec.method.hashing is not None:  # jpdc: the model sees the hashed features
+    hashed = "hashing" in (manifest.get("meta") or {})  # the hash stage's output: m already
+    if spec.method.hashing is not None and not hashed:  # jpdc: the model sees m features
         features = spec.method.hashing.buckets_for(features)
     return make_model(spec.workload, features, int(manifest["n_classes"])).n_params
 

@@ -59,5 +59,8 @@ def test_a_hashing_recipe_is_sized_for_its_hashed_model(smoke, prepared):
     spec = smoke.run("rcv1_logreg", "jpdc", "dc_10g", smoke.seeds[0])
     manifest = json.loads((prepared[spec.dataset.name] / "manifest.json").read_text())
     m = spec.method.hashing.buckets_for(manifest["n_features"])
-    assert _params(spec, manifest) == make_model(spec.workload, m, manifest["n_classes"]).n_params
-    assert m < manifest["n_features"]
+    want = make_model(spec.workload, m, manifest["n_classes"]).n_params
+    assert _params(spec, manifest) == want and m < manifest["n_features"]
+    # The workflow trains a hashing recipe on the hash stage's output, whose manifest says m.
+    hashed = {**manifest, "n_features": m, "meta": {**manifest["meta"], "hashing": {"buckets": m}}}
+    assert _params(spec, hashed) == want
