@@ -57,6 +57,7 @@ def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> No
     Raises:
         ConfigError: One line naming the source, the key and the problem.
     """
+    load_plugins()
     blocks = [
         ("codec", recipe.codec, CODECS, make_codec),
         ("codec_down", recipe.codec_down, CODECS, make_codec),
@@ -89,6 +90,7 @@ def check_method(recipe: MethodRecipe) -> None:
     Raises:
         ConfigError: One line naming the method, the conflict and the fix.
     """
+    load_plugins()  # a run spec built by hand reaches here without a loader
     name = recipe.name
     policy = SYNC_POLICIES.build(recipe.sync)
     if recipe.pull == "aggregate" and (not policy.barrier or policy.rounds):
