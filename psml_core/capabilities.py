@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from psml_core.config import Experiment, MethodRecipe
+from psml_core.config import Experiment, MethodRecipe, config_root, load_yaml
 from psml_core.errors import ConfigError
 from psml_core.placement.base import PLACEMENTS
+from psml_core.plugins import block_origin, calibrate_command, cost_file
 from psml_core.sync.base import SYNC_POLICIES
 
 __all__ = [
     "REFUSALS",
+    "SERVER_DEVICE",
     "check_backend",
+    "check_codec_costs",
     "dist_refusal",
     "has_barrier",
     "horovod_refusal",
@@ -87,8 +90,61 @@ REFUSALS: dict[str, Callable[[MethodRecipe], str | None]] = {
 """Each backend's refusal; a test keeps it in step with the backend registry."""
 
 
+SERVER_DEVICE = "cpu-core"
+"""Where server shards run on the sim clock: CPU processes (PS-lite, BytePS), whatever the
+workers' device (``engine/sim/charges.py`` prices their codec work there)."""
+
+
+def _priced(device: str) -> set[str]:
+    """The codecs ``config/devices/<device>.yaml`` prices.
+
+    Empty where there is no such file: that error is the device loader's, naming the devices.
+    """
+    path = config_root() / "devices" / f"{device}.yaml"
+    data = load_yaml(path, "device file") if path.is_file() else None
+    costs = data.get("codec_costs") if isinstance(data, dict) else None
+    codecs = costs.get("codecs") if isinstance(costs, dict) else None
+    return set(codecs) if isinstance(codecs, dict) else set()
+
+
+def check_codec_costs(exp: Experiment) -> None:
+    """On the sim backend, every codec of the tier's recipes has a cost on its devices.
+
+    psml's own codecs are in every device file; a plugin's codec needs its cost file
+    (``psml bench calibrate --plugin``), else the first training job would stop on it.
+
+    Raises:
+        ConfigError: naming the codec, a method using it, its plugin and the command.
+    """
+    if exp.backend != "sim" or not exp.compute.codec_costs:
+        return
+    devices = {exp.compute.device, SERVER_DEVICE}
+    devices |= {wl.device for wl in exp.workloads.values() if wl.device is not None}
+    known = set.intersection(*(_priced(d) for d in devices))
+    if not known:
+        return
+    missing: dict[str, str] = {}
+    for name, r in sorted(exp.recipes.items()):
+        for block in (r.codec, r.codec_down):
+            unknown = block is not None and block.name not in known
+            if unknown and not cost_file(block.name).is_file():
+                missing.setdefault(block.name, name)
+    if missing:
+        codec, method = next(iter(missing.items()))
+        owner = block_origin("codec", codec)
+        who = f", plugin {owner.label}" if owner else ""
+        raise ConfigError(
+            f"codec {codec!r} (method {method!r}{who}) has no cost table: the device files "
+            f"price psml's own codecs, and {str(cost_file(codec))!r} does not exist; measure "
+            f"it on this machine with `{calibrate_command(missing)}`, or set "
+            "compute.codec_costs: false (codec work then takes 0 s of simulated time)"
+        )
+
+
 def check_backend(exp: Experiment) -> None:
     """Refuse a tier whose backend cannot run one of its recipes.
+
+    Also checks that the sim backend can price every codec (:func:`check_codec_costs`).
 
     Raises:
         ConfigError: naming the backend, each recipe it cannot run and why, and the fix.
@@ -108,3 +164,4 @@ def check_backend(exp: Experiment) -> None:
             f"backend {exp.backend!r} cannot run {len(refused)} of the tier's methods{more}: "
             f"{why}; set backend: sim, or leave these methods out of the tier"
         )
+    check_codec_costs(exp)

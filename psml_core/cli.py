@@ -20,10 +20,24 @@ import yaml
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.calibrate_command import calibrate_args, cmd_calibrate
+from psml_core.cli_args import (
+    _analyze_args,
+    _compare_args,
+    _config_args,
+    _config_command_args,
+    _hash_args,
+    _partition_args,
+    _prepare_args,
+    _report_args,
+    _show_args,
+    _train_args,
+)
 from psml_core.config import RunSpec
+from psml_core.deploy import cmd_deploy, deploy_args
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
+from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
-from psml_core.run_cells import DEFAULT_CONFIGFILE, cmd_runs, cmd_show, train_spec
+from psml_core.run_cells import cmd_runs, cmd_show, train_spec
 from psml_core.tuning.command import cmd_tune, tune_args
 from psml_core.validate.command import cmd_validate, validate_args
 
@@ -75,6 +89,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     user = user_config(args.configfile, args.set, args.tier)
     config_dir = args.config_dir or deployment_config_dir()
     load_tier(user, config_dir)  # cross-references, the backend
+    from psml_core.plugins import describe_plugins
+
+    # As YAML comments: the output stays the effective configuration, parseable as it is.
+    plugins = describe_plugins()
+    print(f"# plugins: {len(plugins) or 'none'}" + "".join(f"\n#   {p}" for p in plugins))
     print(yaml.safe_dump(effective_config(user, config_dir), sort_keys=True), end="")
     return 0
 
@@ -99,14 +118,15 @@ def cmd_hash(args: argparse.Namespace) -> int:
     from psml_core.data.store import load_prepared, save_prepared
 
     spec = build(HashingSpec, _json_arg(args.hashing, "--hashing"), "hashing")
-    raw = load_prepared(args.data)
-    if "hashing" in raw.meta:
-        raise ConfigError(
-            f"--data {args.data}: the data set is hashed already ({raw.meta['hashing']}); "
-            "give the prepared, raw data set"
-        )
-    ds = hashed_dataset(raw, spec, args.seed)
-    manifest = save_prepared(ds, args.out)
+    with stage_lines("hash", f"hashing {args.data} (seed {args.seed})"):
+        raw = load_prepared(args.data)
+        if "hashing" in raw.meta:
+            raise ConfigError(
+                f"--data {args.data}: the data set is hashed already ({raw.meta['hashing']}); "
+                "give the prepared, raw data set"
+            )
+        ds = hashed_dataset(raw, spec, args.seed)
+        manifest = save_prepared(ds, args.out)
     print(f"hashed {ds.name} to m = {ds.n_features} features (seed {args.seed}) -> {manifest}")
     return 0
 
@@ -120,14 +140,27 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     hashing = [
         build(HashingSpec, _json_arg(text, "--hashing"), "hashing") for text in args.hashing or []
     ]
-    ds = load_prepared(args.data)
-    stats = analyze(ds, workers=args.workers, seed=args.seed, hashing=hashing)
-    write_analysis(stats, args.out)
+    with stage_lines("analyze", f"sparsity statistics of {args.data}"):
+        ds = load_prepared(args.data)
+        stats = analyze(ds, workers=args.workers, seed=args.seed, hashing=hashing)
+        write_analysis(stats, args.out)
     return 0
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
     """Compute a run's placement once, with its predicted traffic."""
+    spec = read_run_spec(args.run)
+    what = (
+        f"placing {spec.workload.name}'s samples and keys for {spec.method.name} (placement "
+        f"{spec.method.placement.name}, {spec.workers} workers, {spec.shards} shards)"
+    )
+    with stage_lines("partition", what):
+        _partition(spec, args)
+    return 0
+
+
+def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
+    """``psml partition``'s work: the assignment and its predicted traffic, written."""
     from psml_core.atomic import write_bytes, write_json
     from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
@@ -135,7 +168,6 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from psml_core.models import make_model
     from psml_core.placement import PLACEMENTS, predicted_traffic
 
-    spec = read_run_spec(args.run)
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
     ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
     model = make_model(spec.workload, ds.n_features, ds.n_classes)
@@ -167,7 +199,6 @@ def cmd_partition(args: argparse.Namespace) -> int:
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),
     )
     write_json(args.traffic, traffic)
-    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -251,9 +282,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not args.papers or not args.experiment:
             raise ConfigError("psml compare --claims needs --papers and --experiment")
         from psml_core.analysis.regime_map import map_rows, map_statements
+        from psml_core.plugins import paper_files
 
         exp = _json_arg(args.experiment, "--experiment")
-        papers = load_papers(args.papers)
+        papers = load_papers(args.papers, paper_files())
         results = evaluate_claims(
             papers,
             runs,
@@ -277,6 +309,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Build the PDF report from the results."""
+    from psml_core.plugins import paper_files
     from psml_core.report import build_report
 
     metrics = {}
@@ -298,6 +331,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         workdir=Path(args.workdir),
         regime_map=Path(args.regime_map) if args.regime_map else None,
         validation=Path(args.validation) if args.validation else None,
+        extra_papers=paper_files(),
     )
     if args.figures or args.tables:
         from psml_core.report.export import export_outputs
@@ -310,160 +344,6 @@ def cmd_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def _config_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml config``."""
-    p.add_argument(
-        "--configfile",
-        default=DEFAULT_CONFIGFILE,
-        help="your config (its tier plus overrides; default: config/config.yaml)",
-    )
-    p.add_argument(
-        "--config-dir",
-        type=Path,
-        help="directory with tiers/ and methods.yaml (default: ./config when it holds "
-        "methods.yaml, else psml's own, as the workflow does)",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override a key, value as YAML; repeatable (e.g. --set tier=small --set 'seeds=[0]')",
-    )
-    p.add_argument(
-        "--config",
-        dest="set",
-        action="extend",
-        nargs="+",
-        metavar="KEY=VALUE",
-        help="the same overrides as Snakemake's --config takes them (e.g. --config tier=small "
-        "'seeds=[0]')",
-    )
-    p.add_argument("--tier", help="the tier (smoke, small, paper): same as --set tier=TIER")
-
-
-def _config_command_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml config``."""
-    _config_args(p)
-    p.add_argument(
-        "--readme",
-        action="store_true",
-        help="print config/README.md (every key, from the schema) instead",
-    )
-
-
-def _show_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml show``."""
-    p.add_argument("run", metavar="RUN", help="a run id (see `psml runs`), summary.json or run dir")
-    _config_args(p)
-
-
-def _prepare_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml prepare``."""
-    p.add_argument("--spec", required=True, help="the dataset's settings as JSON")
-    p.add_argument("--out", required=True, help="output directory")
-
-
-def _hash_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml hash``."""
-    p.add_argument("--data", required=True, help="prepared data directory")
-    p.add_argument(
-        "--hashing", required=True, metavar="JSON", help="the recipe's hashing block as JSON"
-    )
-    p.add_argument("--seed", type=int, required=True, help="the run seed (seeds the hashes)")
-    p.add_argument("--out", required=True, help="output directory (a prepared data set)")
-
-
-def _analyze_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml analyze``."""
-    p.add_argument("--data", required=True, help="prepared data directory")
-    p.add_argument("--workers", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--hashing",
-        action="append",
-        metavar="JSON",
-        help="a recipe's hashing block, e.g. '{\"ratio\": 0.0625}' (repeatable): adds hashed stats",
-    )
-    p.add_argument("--out", required=True, help="output JSON")
-
-
-def _partition_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml partition``."""
-    p.add_argument(
-        "--run", required=True, help="the run's settings: JSON text or a JSON file's path"
-    )
-    p.add_argument("--data", required=True, help="prepared data directory")
-    p.add_argument("--out", required=True, help="output assignment (.npz)")
-    p.add_argument("--traffic", required=True, help="output predicted traffic (.json)")
-
-
-def _train_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml train``."""
-    p.add_argument("--run", help="the run's settings: JSON text or a JSON file's path")
-    cell = p.add_argument_group("or the run by name, from the config (`psml runs` lists them)")
-    for name in ("workload", "method", "scenario"):
-        cell.add_argument(f"--{name}", help=f"the run's {name}")
-    cell.add_argument("--seed", type=int, help="the run's seed")
-    _config_args(cell)
-    p.add_argument("--data", help="prepared data directory (by name: the workflow's)")
-    p.add_argument(
-        "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
-    )
-    p.add_argument("--out", help="output directory (by name: the workflow's)")
-    p.add_argument("--calibration", help="a calibrated recipe's factor (`psml calibrate --out`)")
-    p.add_argument(
-        "--launcher",
-        choices=["local", "srun", "torchrun"],
-        default="local",
-        help="how a dist run starts its P+S ranks: spawn locally, srun (SLURM), torchrun",
-    )
-
-
-def _compare_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml compare``."""
-    p.add_argument(
-        "--summaries", nargs="+", required=True, help="summary.json files, or @FILE listing them"
-    )
-    p.add_argument("--out", required=True, help="runs.csv")
-    p.add_argument(
-        "--aggregate",
-        required=True,
-        help="aggregate.csv: means over seeds, over every run and per experiment",
-    )
-    p.add_argument("--papers", help="directory of config/papers/*.yaml (reported results)")
-    p.add_argument("--experiment", help="the effective config as JSON (its experiments)")
-    p.add_argument("--claims", help="claims.csv: every claim measured, with its verdict")
-    p.add_argument(
-        "--regime-map", help="regime_map.parquet: each mapped claim's effect along its axis"
-    )
-
-
-def _report_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml report``."""
-    p.add_argument("--runs", required=True, help="runs.csv from `psml compare`")
-    p.add_argument("--aggregate", required=True, help="aggregate.csv from `psml compare`")
-    p.add_argument(
-        "--metrics", nargs="+", required=True, help="metrics.parquet files, or @FILE listing them"
-    )
-    p.add_argument("--sparsity", nargs="*", default=[])
-    p.add_argument(
-        "--partition", nargs="*", default=[], help="predicted-traffic JSON files, or @FILE"
-    )
-    p.add_argument("--experiment", required=True, help="the effective config as JSON")
-    p.add_argument(
-        "--claims", required=True, help="claims.csv from `psml compare --claims` (verdicts)"
-    )
-    p.add_argument(
-        "--papers", required=True, help="directory of the paper files (config/papers/*.yaml)"
-    )
-    p.add_argument("--regime-map", help="regime_map.parquet from `psml compare --regime-map`")
-    p.add_argument("--validation", help="a validation table from `psml validate` (JSON)")
-    p.add_argument("--workdir", required=True, help="directory for figures and tables")
-    p.add_argument("--out", required=True, help="output PDF")
-    p.add_argument("--figures", help="also copy the figures (SVG + PNG) here, by paper")
-    p.add_argument("--tables", help="also copy the tables (CSV) here, by paper")
 
 
 _COMMANDS: tuple[
@@ -496,6 +376,7 @@ _COMMANDS: tuple[
     ("show", cmd_show, _show_args, "print one run's summary (accuracy, time, bytes, paths)"),
     ("compare", cmd_compare, _compare_args, "collect run summaries into tables"),
     ("report", cmd_report, _report_args, "build the PDF report"),
+    ("deploy", cmd_deploy, deploy_args, "a directory running this checkout's workflow as a module"),
     (
         "bench",
         cmd_bench,
@@ -519,11 +400,26 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _pipe_closed() -> int:
+    """``psml runs | head -1``: the reader left; stop quietly, as ``cat`` does (status 141)."""
+    import os
+
+    # What is still buffered for stdout would fail again when Python flushes it at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # killed by SIGPIPE, as a shell reports it
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``psml`` console script."""
     args = _parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except PsmlError as exc:
         print(f"psml {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -7,7 +7,23 @@ Every error a user can cause (bad config, missing or corrupt data, a crashed wor
 
 from __future__ import annotations
 
-__all__ = ["PsmlError", "ConfigError", "DataError", "Diverged", "RunError"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["ConfigError", "DataError", "Diverged", "PsmlError", "RunError", "did_you_mean"]
+
+
+def did_you_mean(name: object, known: Iterable[object]) -> str:
+    """``"did you mean 'topk_ef'? "`` for the closest of ``known`` to ``name``, else ``""``.
+
+    The phrase goes in front of the list of known names in an error line, so that a misspelt
+    name (``tpok_ef``) points at the one meant, not only at every valid one.
+    """
+    names = [str(k) for k in known]
+    close = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
+    if not close:  # a case slip (DFS for dfs) is below difflib's cutoff for short names
+        close = [k for k in names if k.lower() == str(name).lower()][:1]
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class PsmlError(Exception):

@@ -8,7 +8,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-__all__ = ["PACKAGES", "git_state", "versions"]
+__all__ = ["PACKAGES", "PLUGIN_GROUPS", "git_state", "versions"]
 
 PACKAGES = (
     "psml-core",
@@ -56,13 +56,27 @@ def git_state(repo: str | None = None) -> tuple[str, bool | None]:
     return commit, bool(status.strip())
 
 
+PLUGIN_GROUPS = (
+    "psml.codecs",
+    "psml.sync",
+    "psml.controllers",
+    "psml.placements",
+    "psml.recipes",
+)
+"""The entry-point groups of plugin packages (:mod:`psml_core.plugins`)."""
+
+
 @cache
 def versions() -> dict[str, str]:
-    """Versions of Python and of the packages that shape results."""
+    """Versions of Python, of the packages that shape results and of installed psml plugins."""
     out = {"python": platform.python_version()}
     for pkg in PACKAGES:
         try:
             out[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
+    for group in PLUGIN_GROUPS:
+        for ep in importlib.metadata.entry_points(group=group):
+            if ep.dist is not None:
+                out.setdefault(ep.dist.name, ep.dist.version)
     return out

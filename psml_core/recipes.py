@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from psml_core import plugins
 from psml_core.codecs import CODECS, ServerCodec, make_codec
 from psml_core.codecs.lossless import snappy_size
 from psml_core.codecs.randomk import RandomKServer
@@ -22,6 +23,7 @@ from psml_core.config import (
     RunSpec,
     build_experiment,
     config_root,
+    parse_method_files,
     parse_methods,
 )
 from psml_core.config import read_run_spec as _read_run_spec
@@ -29,6 +31,8 @@ from psml_core.control import CONTROLLERS
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS
 from psml_core.placement.dynamic import DynamicPlacement
+from psml_core.plugins import load_plugins
+from psml_core.scale import check_scale
 from psml_core.sync import SYNC_POLICIES
 
 __all__ = [
@@ -53,6 +57,7 @@ def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> No
     Raises:
         ConfigError: One line naming the source, the key and the problem.
     """
+    load_plugins()
     blocks = [
         ("codec", recipe.codec, CODECS, make_codec),
         ("codec_down", recipe.codec_down, CODECS, make_codec),
@@ -85,6 +90,7 @@ def check_method(recipe: MethodRecipe) -> None:
     Raises:
         ConfigError: One line naming the method, the conflict and the fix.
     """
+    load_plugins()  # a run spec built by hand reaches here without a loader
     name = recipe.name
     policy = SYNC_POLICIES.build(recipe.sync)
     if recipe.pull == "aggregate" and (not policy.barrier or policy.rounds):
@@ -172,10 +178,21 @@ def check_movable(recipe: MethodRecipe) -> None:
 
 def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
     """Load config/methods.yaml: its schema, and every block against its registry."""
+    load_plugins()
     p = Path(path) if path is not None else config_root() / "methods.yaml"
     recipes = parse_methods(p)
     for recipe in recipes.values():
         check_recipe(recipe, str(p))
+    return recipes
+
+
+def _load_all_methods(base: Path) -> dict[str, MethodRecipe]:
+    """``base/methods.yaml`` and every plugin's methods file, each recipe checked."""
+    files = [base / "methods.yaml", *plugins.methods_files()]
+    recipes = parse_method_files(files)
+    for path in files:
+        for name in parse_methods(path):
+            check_recipe(recipes[name], str(path))
     return recipes
 
 
@@ -188,20 +205,25 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     Raises:
         ConfigError: naming the key and the allowed values, for any invalid setting.
     """
+    load_plugins()
     base = Path(root) if root is not None else config_root()
-    listed = load_methods(base / "methods.yaml")
-    exp = build_experiment(user, base)
+    listed = _load_all_methods(base)
+    exp = build_experiment(
+        user, base, methods_files=plugins.methods_files(), paper_files=plugins.paper_files()
+    )
     for name, ex in exp.experiments.items():
         for method in ex.methods:
             if ex.sweep and method not in listed and method in exp.recipes:
                 check_recipe(exp.recipes[method], f"--config experiments.{name}.sweep", method)
     for recipe in exp.recipes.values():  # the blocks of each method the tier runs fit together
         check_method(recipe)
+    check_scale(exp)
     return exp
 
 
 def run_from_json(text: str) -> RunSpec:
     """:meth:`RunSpec.from_json`, with the run's method checked against the registries."""
+    load_plugins()
     spec = RunSpec.from_json(text)
     check_recipe(spec.method, "--run", "method")
     return spec
@@ -209,6 +231,7 @@ def run_from_json(text: str) -> RunSpec:
 
 def read_run_spec(text: str) -> RunSpec:
     """A run spec given as JSON text or as the path of a JSON file (``--run``), fully checked."""
+    load_plugins()
     spec = _read_run_spec(text)
     check_recipe(spec.method, "--run", "method")
     return spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, did_you_mean
 
 __all__ = ["BlockLike", "Registry"]
 
@@ -97,8 +97,10 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             at = f" (config key {where!r})" if where else ""
+            hint = did_you_mean(name, self.names())
             raise ConfigError(
-                f"unknown {self.kind} {name!r}{at}; known {self.kind}s: {', '.join(self.names())}"
+                f"unknown {self.kind} {name!r}{at}; {hint}known {self.kind}s: "
+                + ", ".join(self.names())
             ) from None
 
     def names(self) -> list[str]:

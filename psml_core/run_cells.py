@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from psml_core.config import Experiment, RunSpec
-from psml_core.errors import ConfigError, DataError
+from psml_core.errors import ConfigError, DataError, did_you_mean
 
 if TYPE_CHECKING:
     from psml_core.tuning.record import Resolution
@@ -37,6 +38,7 @@ __all__ = [
     "format_runs",
     "format_summary",
     "load_tier",
+    "other_tiers",
     "summary_path",
     "train_spec",
     "user_config",
@@ -89,6 +91,32 @@ def load_tier(user: dict[str, Any], config_dir: str | Path) -> Experiment:
     return exp
 
 
+def other_tiers(user: dict[str, Any], config_dir: str | Path, field: str, value: Any) -> list[str]:
+    """The other tiers whose grid holds ``value`` as a cell's ``field``, with the same overrides.
+
+    Args:
+        user: The user's config (its ``tier`` is skipped).
+        config_dir: The directory holding ``tiers/``.
+        field: ``workload``, ``method``, ``scenario`` or ``seed``.
+        value: The value looked for.
+    """
+    from psml_core.recipes import load_experiment
+
+    fields = ("workload", "method", "scenario", "seed")
+    here = user.get("tier", "smoke")
+    found = []
+    for path in sorted(Path(config_dir, "tiers").glob("*.yaml")):
+        if path.stem == here:
+            continue
+        try:
+            grid = load_experiment({**user, "tier": path.stem}, config_dir).grid()
+        except ConfigError:  # the overrides do not fit that tier
+            continue
+        if any(cell[fields.index(field)] == value for cell in grid):
+            found.append(path.stem)
+    return found
+
+
 def _listed(values: list[Any], limit: int | None = None) -> str:
     """Values for an error line: all, or at most ``limit`` and how many more."""
     shown = ", ".join(str(v) for v in values[:limit])
@@ -96,7 +124,14 @@ def _listed(values: list[Any], limit: int | None = None) -> str:
     return f"{shown}, ... ({more} more)" if more > 0 else shown
 
 
-def find_cell(exp: Experiment, workload: str, method: str, scenario: str, seed: int) -> RunSpec:
+def find_cell(
+    exp: Experiment,
+    workload: str,
+    method: str,
+    scenario: str,
+    seed: int,
+    elsewhere: Callable[[str, Any], list[str]] | None = None,
+) -> RunSpec:
     """The run spec of one cell of the tier: the one the workflow writes for it.
 
     Args:
@@ -105,6 +140,8 @@ def find_cell(exp: Experiment, workload: str, method: str, scenario: str, seed: 
         method: The method's name (a recipe, or one an experiment's sweep derives).
         scenario: The scenario's name.
         seed: The seed.
+        elsewhere: ``(field, value) -> tiers`` whose grid holds that value, named in the
+            error line of a value this tier lacks (:func:`other_tiers`).
 
     Returns:
         ``exp.run(...)``, whose :meth:`RunSpec.to_json` is the workflow's spec file's line.
@@ -118,8 +155,12 @@ def find_cell(exp: Experiment, workload: str, method: str, scenario: str, seed: 
     for i, (field, value) in enumerate(wanted.items()):
         known = sorted({cell[i] for cell in grid})
         if value not in known:
+            tiers = elsewhere(field, value) if elsewhere is not None else []
+            there = f"it runs in tier {', '.join(tiers)} (add --tier {tiers[0]}); " if tiers else ""
+            hint = "" if tiers else did_you_mean(value, known)
             raise ConfigError(
-                f"--{field} {value!r}: not in tier {exp.tier!r}; its {field}s: {_listed(known)}"
+                f"--{field} {value!r}: not in tier {exp.tier!r}; {there}{hint}"
+                f"its {field}s: {_listed(known)}"
             )
     key = (workload, method, scenario, seed)
     if key not in grid:
@@ -294,7 +335,7 @@ def user_config(
 
     from psml_core.config import load_yaml
 
-    user = load_yaml(configfile) or {}
+    user = load_yaml(configfile, empty_ok=False)
     if not isinstance(user, dict):
         raise ConfigError(
             f"config file {str(configfile)!r}: expected keys at the top level (a mapping), "
@@ -373,10 +414,20 @@ def train_spec(args: argparse.Namespace) -> RunSpec:
             f"give the run as --workload, --method, --scenario and --seed (missing {missing}), "
             "or as --run JSON; `psml runs` lists the runs"
         )
+    from psml_core.config import deployment_config_dir
     from psml_core.tuning.record import require_point
 
     exp, res = _tier_points(args)
-    spec = find_cell(exp, args.workload, args.method, args.scenario, args.seed)
+    user = user_config(args.configfile, args.set, args.tier)
+    config_dir = args.config_dir or deployment_config_dir()
+    spec = find_cell(
+        exp,
+        args.workload,
+        args.method,
+        args.scenario,
+        args.seed,
+        elsewhere=lambda field, value: other_tiers(user, config_dir, field, value),
+    )
     require_point(exp, res, args.workload, args.method)  # as the workflow, which tunes first
     paths = cell_inputs(exp, spec, args.data, args.out, args.partition)
     args.run, args.data, args.out = spec.to_json(), str(paths.data), str(paths.out)

@@ -20,7 +20,7 @@ extras=""
 for arg in "$@"; do
     case "$arg" in
         --dry-run) dry=1 ;;
-        -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         -*) echo "error: scripts/install.sh: unknown option '$arg' (options: --dry-run, --help)" >&2; exit 2 ;;
         *) extras="${extras:+$extras,}$arg" ;;
     esac

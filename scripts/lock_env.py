@@ -51,12 +51,15 @@ def closure(root: str = ROOT) -> dict[str, str]:
 
 
 HEADER = """\
-# The conda environment of every rule (snakemake --sdm conda), written by
+# The lock of the rules' conda environments (snakemake --sdm conda), written by
 # `python scripts/lock_env.py > workflow/envs/psml.yaml` on Python {py}, {platform}: the exact
-# versions of psml-core's runtime dependencies, then psml_core itself from the checkout Snakemake
-# runs in (`-e ../..` is resolved from .snakemake/conda/, where Snakemake copies this file).
-# torch is pinned as {torch}: pip's default build (CUDA on Linux); the CUDA libraries it brings
-# (nvidia-*, triton) are not pinned, as this lock was written where torch is the CPU build.
+# versions of psml-core's runtime dependencies. The workflow derives two environments from it
+# (psml_core/deploy.py, written under .snakemake/psml/envs/): `cpu`, torch {torch}+cpu from the
+# PyTorch CPU index, for every rule but GPU training; `cuda`, pip's default torch {torch} (CUDA on
+# Linux; its nvidia-* and triton libraries are not pinned, as this lock was written where torch
+# is the CPU build), for training with device cuda or auto. Both end by installing psml-core
+# from where the workflow came: the checkout's absolute path, or the github(...) module's
+# repository at its tag or commit.
 channels:
   - conda-forge
   - nodefaults
@@ -74,7 +77,6 @@ def main() -> None:
     print(HEADER.format(py=py, platform=sys.platform, torch=pins.get("torch", "?")), end="")
     for name, version in sorted(pins.items()):
         print(f"      - {name}=={version}")
-    print("      - -e ../..")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@
 #      minutes); starts slurmctld and slurmd (nice 19: jobs inherit it) and waits until the
 #      node is idle;
 #   3. edits the copy's profiles/slurm/config.yaml the way README ("Running on SLURM") tells a
-#      user to: no account (none exist here), the local partition, one CPU per
-#      training task, mem_mb capped to what one core's share of this node holds; and, because
+#      user to: no account (none exist here), the local partition, mem_mb capped to what
+#      one core's share of this node holds (a training job asks for the run's own threads and
+#      memory peak, one CPU and well under 1 GB here); and, because
 #      this cluster has no slurmdbd (so `sacct` cannot answer), status polling with squeue;
 #   4. runs the smoke tier: `snakemake --profile profiles/slurm --config tier=smoke`
 #      -> reports/smoke/report.pdf, every non-local job an sbatch job;
@@ -268,7 +269,6 @@ def sub(pattern, repl, expected):
 sub(r"^  slurm_account: .*\n", "", 1)  # no accounts here: the plugin submits without -A
 sub(r"^(\s+slurm_partition: ).*$", rf'\g<1>"{partition}"', 1)  # the CPU partition
 # No GPUs: the profile asks for none (only device: cuda runs would, and none run here).
-sub(r"^(    cpus_per_task: )\d+", r"\g<1>1", 1)  # one core per training task
 text = re.sub(  # one job per core fits the node
     r"^(\s+mem_mb: )(\d+)",
     lambda m: m.group(1) + str(min(int(m.group(2)), job_mem)),

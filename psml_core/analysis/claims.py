@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import glob
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +107,17 @@ __all__ = [
 ]
 
 
-def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
-    """Every ``<id>.yaml`` under ``directory``, validated, by id (the file name must match)."""
+def load_papers(
+    directory: str | Path, extra: Sequence[str | Path] = ()
+) -> dict[str, dict[str, Any]]:
+    """Every paper file, validated, by id.
+
+    The files are ``<id>.yaml`` under ``directory``, then ``extra`` (plugins' paper files); a
+    file's name must match its id, and an id defined twice is an error.
+    """
     papers: dict[str, dict[str, Any]] = {}
-    for path in sorted(glob.glob(str(Path(directory) / "*.yaml"))):
+    paths = [*sorted(glob.glob(str(Path(directory) / "*.yaml"))), *map(str, extra)]
+    for path in paths:
         raw = load_yaml(path, "paper file")
         data = validate(raw, "paper", source=f"paper file {path!r}")
         if Path(path).stem != data["id"]:
@@ -128,6 +136,11 @@ def load_papers(directory: str | Path) -> dict[str, dict[str, Any]]:
                     f"invalid paper file {path!r}: claim {claim['id']!r} of kind {kind!r} needs "
                     "measure.baseline"
                 )
+        if data["id"] in papers:
+            raise ConfigError(
+                f"invalid paper file {path!r}: paper {data['id']!r} is defined twice (a "
+                "plugin's paper file has the id of another paper); rename one"
+            )
         papers[data["id"]] = data
     return papers
 

@@ -226,6 +226,7 @@ def calibrate_codecs(
     codecs: Sequence[str] | None = None,
     min_time: float = 2e-3,
     log: Callable[[str], None] | None = None,
+    wrappers: bool = True,
 ) -> dict[str, Any]:
     """Time every codec's operations at every size; the ``codec_costs`` block minus its source.
 
@@ -236,6 +237,7 @@ def calibrate_codecs(
         codecs: Codec names (default: every registered codec).
         min_time: Each timed run loops the call until it lasts this long.
         log: Called with progress lines.
+        wrappers: Time the wrappers too (a plugin codec's own file has none).
 
     Returns:
         ``{"reference", "codecs", "wrappers"}``: the memcpy curve, codec name -> entries
@@ -292,5 +294,5 @@ def calibrate_codecs(
     return {
         "reference": cost_curve(ref_pts),
         "codecs": table,
-        "wrappers": _time_wrappers(tuple(sizes), repeats, min_time, log),
+        "wrappers": _time_wrappers(tuple(sizes), repeats, min_time, log) if wrappers else {},
     }

@@ -38,14 +38,18 @@ def bench_calibrate(args: argparse.Namespace) -> int:
     from psml_core.bench import calibrate as cal
     from psml_core.config import load_yaml
 
+    if args.plugin:
+        return _calibrate_plugins(args)
     if (args.device or "").startswith("cuda") or args.force_cpu:
         return bench_calibrate_gpu(args)
-
     gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
     if args.source and args.out:
         raise ConfigError("give --out (measure this machine) or --from (reuse a file), not both")
     if not (args.source or args.out):
-        raise ConfigError("psml bench calibrate needs --out FILE (or --from FILE --estimate-gpu)")
+        raise ConfigError(
+            "psml bench calibrate needs --out FILE (or --from FILE --estimate-gpu, or --plugin "
+            "CODECS)"
+        )
     if args.source and not gpus:
         raise ConfigError("--from only feeds --estimate-gpu; name the GPUs (e.g. v100,a100)")
     unknown = [g for g in gpus if g not in cal.GPU_SPECS]
@@ -158,6 +162,46 @@ def bench_calibrate_gpu(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_plugins(args: argparse.Namespace) -> int:
+    """``psml bench calibrate --plugin CODECS``: each plugin codec's own cost file."""
+    from psml_core.bench import calibrate as cal
+    from psml_core.bench.plugin_costs import calibrate_plugin_codecs
+
+    if args.out or args.source or args.estimate_gpu:
+        raise ConfigError(
+            "--plugin writes each codec's own cost file (config/devices/plugins/<codec>.yaml); "
+            "leave out --out, --from and --estimate-gpu"
+        )
+    command = f"psml bench calibrate --plugin {args.plugin}"
+    settings: dict[str, Any] = {}
+    if args.quick:
+        command += " --quick"
+        q = cal.QUICK
+        settings = {"sizes": q.sizes, "ratios": q.ratios, "repeats": q.repeats}
+        settings["min_time"] = q.min_time
+    for flag, key, parse in (
+        ("sizes", "sizes", int),
+        ("ratios", "ratios", float),
+    ):
+        if getattr(args, flag):
+            command += f" --{flag} {getattr(args, flag)}"
+            settings[key] = tuple(parse(v) for v in getattr(args, flag).split(","))
+    if args.repeats:
+        command += f" --repeats {args.repeats}"
+        settings["repeats"] = args.repeats
+    written = calibrate_plugin_codecs(
+        [c for c in args.plugin.split(",") if c],
+        command=command,
+        quick=args.quick,
+        machine=cal.machine_description(),
+        log=lambda line: print(line, flush=True),
+        **settings,
+    )
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def bench_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml bench``."""
     p.add_argument("what", choices=["codecs", "calibrate"], help="which benchmark")
@@ -192,6 +236,12 @@ def bench_args(p: argparse.ArgumentParser) -> None:
         metavar="GPUS",
         help="calibrate: comma list (v100,a100): also write <GPU>.yaml next to the CPU file, "
         "codec costs scaled from it, compute cited",
+    )
+    p.add_argument(
+        "--plugin",
+        metavar="CODECS",
+        help="calibrate: comma list of plugin codecs; measure each into its own cost file, "
+        "config/devices/plugins/<codec>.yaml (or under $PSML_PLUGIN_COSTS)",
     )
     p.add_argument(
         "--from",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from psml_core.config.specs import (
     WorkloadSpec,
     build,
 )
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, did_you_mean
 
 # --------------------------------------------------------------------------- loading
 
@@ -44,6 +45,25 @@ def parse_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
     recipes = {}
     for name, rec in data.items():
         recipes[name] = build(MethodRecipe, {"name": name, **rec}, name)
+    return recipes
+
+
+def parse_method_files(paths: Sequence[str | Path]) -> dict[str, MethodRecipe]:
+    """:func:`parse_methods` of several files (config/methods.yaml, then plugins' files).
+
+    Raises:
+        ConfigError: a file's own error, or a recipe name two files define.
+    """
+    recipes: dict[str, MethodRecipe] = {}
+    origin: dict[str, Path] = {}
+    for path in paths:
+        for name, recipe in parse_methods(path).items():
+            if name in recipes:
+                raise ConfigError(
+                    f"methods file {str(path)!r}: recipe {name!r} is defined in "
+                    f"{str(origin[name])!r} already; rename one of them"
+                )
+            recipes[name], origin[name] = recipe, Path(path)
     return recipes
 
 
@@ -89,8 +109,8 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     tier = user.get("tier", "smoke")
     if tier not in tiers:
         raise ConfigError(
-            f"invalid config: key 'tier': {tier!r} is not allowed; allowed values: "
-            + ", ".join(tiers)
+            f"invalid config: key 'tier': {tier!r} is not allowed; {did_you_mean(tier, tiers)}"
+            "allowed values: " + ", ".join(tiers)
         )
     tier_file = root / "tiers" / f"{tier}.yaml"
     base = load_yaml(tier_file, "tier file") or {}
@@ -99,65 +119,35 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
     return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
 
 
-def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Experiment:
+def build_experiment(
+    user: dict[str, Any],
+    root: str | Path | None = None,
+    *,
+    methods_files: Sequence[str | Path] = (),
+    paper_files: Sequence[str | Path] = (),
+) -> Experiment:
     """Resolve the user's config into an :class:`Experiment`, checking cross-references.
 
     The method recipes' blocks are not checked against their registries here (settings import
     nothing above them): :func:`psml_core.recipes.load_experiment` does both.
+
+    Args:
+        user: The user's config (config file plus overrides).
+        root: The config directory (``tiers/``, ``methods.yaml``, ``papers/``).
+        methods_files: More methods files after ``root/methods.yaml`` (plugins').
+        paper_files: More paper files after ``root/papers/*.yaml`` (plugins').
 
     Raises:
         ConfigError: naming the key and the allowed values, for any invalid setting.
     """
     root = Path(root) if root is not None else config_root()
     cfg = effective_config(user, root)
-    recipes = parse_methods(root / "methods.yaml")
-    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
-    for name, ex in cfg.get("experiments", {}).items():
-        where = f"experiments.{name}"
-        _check_names(
-            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
-        )
-        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
-        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
-        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
-    for w, wl in cfg["workloads"].items():
-        if wl["dataset"] not in cfg["datasets"]:
-            raise ConfigError(
-                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
-                f"{wl['dataset']!r}; defined datasets: {', '.join(sorted(cfg['datasets']))}"
-            )
-    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
-        raise ConfigError(
-            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
-            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
-        )
-    _schedule_claims(cfg, recipes, root / "papers")
+    recipes = parse_method_files([root / "methods.yaml", *methods_files])
+    _check_references(cfg, recipes)
+    papers = root / "papers"
+    _schedule_claims(cfg, recipes, [*sorted(papers.glob("*.yaml")), *map(Path, paper_files)])
     _check_tuning_seed(cfg)
-    made: set[str] = set()
-    bases: dict[str, str] = {}
-    base_recipes: dict[str, MethodRecipe] = {}
-    calibrations: dict[str, CalibrationSpec] = {}
-    for name, ex in cfg.get("experiments", {}).items():
-        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
-            if ex.get(key):
-                where = f"experiments.{name}.{key}"
-                derived = sweep_entries(cfg[table], ex[key], where, table)
-                made.update(derived)
-                bases.update({d: ex[key]["base"] for d in derived if table == "workloads"})
-                cfg[table].update(derived)
-                listed = ex.get(table) or []
-                ex[table] = [*listed, *(d for d in derived if d not in listed)]
-        if ex.get("sweep"):
-            where = f"experiments.{name}.sweep"
-            cal = _calibration(cfg, name, ex, root / "papers", where)
-            if cal is not None:
-                calibrations[cal.key] = cal
-            derived = sweep_recipes(recipes, ex["sweep"], where, cal)
-            recipes.update(derived)
-            base = ex["sweep"]["method"]
-            bases.update(dict.fromkeys(derived, base))
-            base_recipes[base] = recipes[base]
-            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
+    made, bases, base_recipes, calibrations = _expand_sweeps(cfg, recipes, papers)
     exp = Experiment(
         tier=cfg["tier"],
         backend=cfg["backend"],
@@ -200,6 +190,7 @@ def build_experiment(user: dict[str, Any], root: str | Path | None = None) -> Ex
             "invalid config: no runs; list methods (the main grid) or define experiments"
         )
     _check_runs(exp)
+    _check_files(exp)
     return exp
 
 
@@ -219,7 +210,69 @@ def _calibration(
     return calibration_spec(papers, key, ex["sweep"], workloads[0], scenarios[0], seeds, where)
 
 
-def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path) -> None:
+def _check_references(cfg: dict[str, Any], recipes: dict[str, MethodRecipe]) -> None:
+    """Every method, workload, scenario and data set a config names exists; shards fit."""
+    _check_names("methods", cfg["methods"], recipes, "method", "methods (config/methods.yaml)")
+    for name, ex in cfg.get("experiments", {}).items():
+        where = f"experiments.{name}"
+        _check_names(
+            f"{where}.methods", ex["methods"], recipes, "method", "methods (config/methods.yaml)"
+        )
+        wls, scs = ex.get("workloads", []), ex.get("scenarios", [])
+        _check_names(f"{where}.workloads", wls, cfg["workloads"], "workload", "workloads")
+        _check_names(f"{where}.scenarios", scs, cfg["scenarios"], "scenario", "scenarios")
+    for w, wl in cfg["workloads"].items():
+        if wl["dataset"] not in cfg["datasets"]:
+            raise ConfigError(
+                f"invalid config: key 'workloads.{w}.dataset': unknown dataset "
+                f"{wl['dataset']!r}; {did_you_mean(wl['dataset'], cfg['datasets'])}"
+                f"defined datasets: {', '.join(sorted(cfg['datasets']))}"
+            )
+    if cfg["colocated"] and cfg["shards"] > cfg["workers"]:
+        raise ConfigError(
+            f"invalid config: key 'shards': {cfg['shards']} shards cannot be colocated with "
+            f"{cfg['workers']} workers; set shards <= workers or colocated: false"
+        )
+
+
+def _expand_sweeps(
+    cfg: dict[str, Any], recipes: dict[str, MethodRecipe], papers: Path
+) -> tuple[set[str], dict[str, str], dict[str, MethodRecipe], dict[str, CalibrationSpec]]:
+    """Add each experiment's derived scenarios, workloads and recipes.
+
+    Returns:
+        The names derived, each derived workload's or recipe's base, the sweeps' base recipes,
+        and the calibrations the sweeps name, by key.
+    """
+    made: set[str] = set()
+    bases: dict[str, str] = {}
+    base_recipes: dict[str, MethodRecipe] = {}
+    calibrations: dict[str, CalibrationSpec] = {}
+    for name, ex in cfg.get("experiments", {}).items():
+        for key, table in (("scenario_sweep", "scenarios"), ("workload_sweep", "workloads")):
+            if ex.get(key):
+                where = f"experiments.{name}.{key}"
+                derived = sweep_entries(cfg[table], ex[key], where, table)
+                made.update(derived)
+                bases.update({d: ex[key]["base"] for d in derived if table == "workloads"})
+                cfg[table].update(derived)
+                listed = ex.get(table) or []
+                ex[table] = [*listed, *(d for d in derived if d not in listed)]
+        if ex.get("sweep"):
+            where = f"experiments.{name}.sweep"
+            cal = _calibration(cfg, name, ex, papers, where)
+            if cal is not None:
+                calibrations[cal.key] = cal
+            derived = sweep_recipes(recipes, ex["sweep"], where, cal)
+            recipes.update(derived)
+            base = ex["sweep"]["method"]
+            bases.update(dict.fromkeys(derived, base))
+            base_recipes[base] = recipes[base]
+            ex["methods"] = [*ex["methods"], *(m for m in derived if m not in ex["methods"])]
+    return made, bases, base_recipes, calibrations
+
+
+def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: list[Path]) -> None:
     """Add to each experiment every run its paper claims need (method, baselines, scenarios).
 
     A tier that includes a claim's experiment runs the claim: its method, its named comparator
@@ -229,9 +282,9 @@ def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: Path)
     they list.
     """
     experiments = cfg.get("experiments", {})
-    if not experiments or not papers.is_dir():
+    if not experiments:
         return
-    for path in sorted(papers.glob("*.yaml")):
+    for path in papers:
         paper = load_yaml(path, "paper file") or {}
         for claim in paper.get("claims") or []:
             meas = claim.get("measure") or {}
@@ -323,7 +376,7 @@ def sweep_entries(
     if base_name not in table:
         raise ConfigError(
             f"invalid config: key '{where}.base': unknown {kind[:-1]} {base_name!r}; "
-            f"known {kind}: {', '.join(sorted(table))}"
+            f"{did_you_mean(base_name, table)}known {kind}: {', '.join(sorted(table))}"
         )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
@@ -365,8 +418,9 @@ def sweep_recipes(
     method = sweep["method"]
     if method not in recipes:
         raise ConfigError(
-            f"invalid config: key '{where}.method': unknown method {method!r}; known methods "
-            f"(config/methods.yaml): {', '.join(sorted(recipes))}"
+            f"invalid config: key '{where}.method': unknown method {method!r}; "
+            f"{did_you_mean(method, recipes)}known methods (config/methods.yaml): "
+            + ", ".join(sorted(recipes))
         )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
@@ -411,7 +465,7 @@ def _check_names(where: str, names: list[str], known: Any, kind: str, what: str)
         if name not in known:
             raise ConfigError(
                 f"invalid config: key '{where}[{i}]': unknown {kind} {name!r}; "
-                f"known {what}: {', '.join(sorted(known))}"
+                f"{did_you_mean(name, known)}known {what}: {', '.join(sorted(known))}"
             )
 
 
@@ -426,6 +480,26 @@ IMAGE_MODELS = {
 
 SPARSE_MODELS = {"sparse_mlp": SPARSE_SOURCES}
 """Models that take sparse rows (an embedding row per feature), and the sources that give them."""
+
+
+def _check_files(exp: Experiment) -> None:
+    """Every data file the tier's runs read exists, unless a ``url`` downloads it.
+
+    Checked when the config loads, so that a wrong path stops the workflow before any job
+    runs instead of when the prepare job reaches it. Relative paths are read from the working
+    directory, as the prepare job reads them.
+    """
+    used = sorted({exp.workloads[w].dataset for w, _m, _s, _seed in exp.grid()})
+    for name in used:
+        ds = exp.datasets[name]
+        for prefix, path, url in (("", ds.path, ds.url), ("test_", ds.test_path, ds.test_url)):
+            if path and not url and not Path(path).exists():
+                shown = "" if Path(path).is_absolute() else f" (read from {Path.cwd()})"
+                raise ConfigError(
+                    f"invalid config: key 'datasets.{name}.{prefix}path': {path!r} does not "
+                    f"exist{shown}; fix the path, or give {prefix}url and {prefix}sha256 to "
+                    "download the file"
+                )
 
 
 def _check_runs(exp: Experiment) -> None:

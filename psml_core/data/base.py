@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -69,6 +70,17 @@ class DatasetSource(ABC):
     @abstractmethod
     def load(self) -> Dataset:
         """Build the data set (generate, or read and parse files), deterministically from spec."""
+
+    @classmethod
+    def planned_train_rows(cls, spec: DatasetSpec) -> int | None:
+        """Training rows the data set will have, known before it is built; None: unknown.
+
+        A generator knows its ``rows`` (the held-out part rounded up, so that the figure is
+        never above the split's); a file's rows are known only once it is read.
+        """
+        if spec.rows is None:
+            return None
+        return spec.rows - math.ceil(spec.rows * spec.test_fraction)
 
 
 DATASETS: Registry[type[DatasetSource]] = Registry("dataset source")

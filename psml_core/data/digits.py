@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from psml_core.config import DatasetSpec
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
 
-__all__ = ["DigitsSource"]
+__all__ = ["ROWS", "DigitsSource"]
+
+ROWS = 1797
+"""Images in scikit-learn's digits set (``load_digits().data.shape[0]``), known before loading."""
 
 
 @DATASETS.register("digits")
 class DigitsSource(DatasetSource):
     """The digits set: 64 pixel features scaled to [0, 1], 10 classes, stratified split."""
+
+    @classmethod
+    def planned_train_rows(cls, spec: DatasetSpec) -> int | None:
+        """The images left for training by the split (sklearn rounds the test part up)."""
+        return ROWS - math.ceil(ROWS * spec.test_fraction)
 
     def load(self) -> Dataset:
         """Load the images and split them, stratified by class, with our design's seed."""

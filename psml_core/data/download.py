@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,6 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from psml_core.atomic import atomic_path
 from psml_core.errors import DataError
+from psml_core.heartbeat import interval_from_env, quiet_from_env
 
 __all__ = ["DOWNLOAD_DIR", "fetch", "fetch_files", "listing_sha256", "local_file"]
 
@@ -40,6 +42,45 @@ def _file_name(url: str) -> str:
     """The last path segment of ``url`` (``download`` when it has none)."""
     name = PurePosixPath(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).name
     return name or "download"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class _Meter:
+    """Progress lines of one download on stderr.
+
+    Its size first, then each tenth (or, the size unknown, every ``PSML_PROGRESS_INTERVAL``
+    seconds), then the total and the rate.
+    """
+
+    def __init__(self, url: str, dest: Path, length: str | None) -> None:
+        self.total = int(length) if length and length.isdigit() else None
+        self.got, self.t0, self.quiet = 0, time.monotonic(), quiet_from_env()
+        self.interval, self.last, self.tenths = interval_from_env(), self.t0, 0
+        size = _mb(self.total) if self.total is not None else "size unknown"
+        self._say(f"downloading {url} -> {dest} ({size})")
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"psml: {text}", file=sys.stderr, flush=True)
+
+    def add(self, n: int) -> None:
+        self.got += n
+        now = time.monotonic()
+        if self.total:
+            tenths = min(10, self.got * 10 // self.total)
+            if tenths > self.tenths and tenths < 10:
+                self.tenths = tenths
+                self._say(f"  {10 * tenths}% ({_mb(self.got)} of {_mb(self.total)})")
+        elif self.interval > 0 and now - self.last >= self.interval:
+            self.last = now
+            self._say(f"  {_mb(self.got)} so far ({now - self.t0:.0f} s)")
+
+    def done(self) -> None:
+        s = max(time.monotonic() - self.t0, 1e-9)
+        self._say(f"  downloaded {_mb(self.got)} in {s:.1f} s ({_mb(self.got / s)}/s)")
 
 
 def fetch(url: str, dest: Path, sha256: str, where: str, prefix: str = "") -> None:
@@ -60,7 +101,6 @@ def fetch(url: str, dest: Path, sha256: str, where: str, prefix: str = "") -> No
     url_key, sha_key, path_key = (f"{where}.{prefix}{f}" for f in ("url", "sha256", "path"))
     made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
     digest = hashlib.sha256()
-    print(f"psml: downloading {url} -> {dest}", file=sys.stderr)
     try:
         with atomic_path(dest) as tmp:
             try:
@@ -68,9 +108,12 @@ def fetch(url: str, dest: Path, sha256: str, where: str, prefix: str = "") -> No
                     urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp,
                     open(tmp, "wb") as out,
                 ):
+                    meter = _Meter(url, dest, resp.headers.get("Content-Length"))
                     while chunk := resp.read(_CHUNK):
                         digest.update(chunk)
                         out.write(chunk)
+                        meter.add(len(chunk))
+                    meter.done()
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 reason = getattr(exc, "reason", None) or exc
                 raise DataError(

@@ -4,7 +4,8 @@ Format, one row per line::
 
     <label> <idx>:<value> <idx>:<value> ... [# comment]
 
-Indices are 1-based decimal integers; they may come in any order but not twice in a row.
+Indices are 1-based decimal integers in ascending order within a row (no index twice), as
+libsvm and scikit-learn require; a row out of order is an error naming its line.
 Blank lines and comment-only lines are skipped; a row may have no features. Data (outside
 comments) must be ASCII. Explicit zero values are dropped. ``qid:`` tokens are not supported.
 A file compressed with bzip2, gzip or xz (as the LIBSVM site ships them: ``rcv1_train.binary.bz2``)
@@ -113,15 +114,18 @@ class Rows:
         cols, vals = self.indices - 1, self.values
         starts = np.zeros(cols.size, dtype=bool)
         starts[self.indptr[:-1][np.diff(self.indptr) > 0]] = True
-        if cols.size > 1 and not np.all((cols[1:] > cols[:-1]) | starts[1:]):
-            order = np.lexsort((cols, row_of))  # row is the primary key: rows stay in place
-            cols, vals = cols[order], vals[order]
-            dup = np.flatnonzero((cols[1:] == cols[:-1]) & ~starts[1:])
-            if dup.size:
-                k = int(dup[0]) + 1
-                raise self.row_error(
-                    int(row_of[k]), f"feature index {int(cols[k]) + 1} appears twice in the row"
+        bad = np.flatnonzero((cols[1:] <= cols[:-1]) & ~starts[1:]) if cols.size > 1 else []
+        if len(bad):
+            k = int(bad[0]) + 1
+            if cols[k] == cols[k - 1]:
+                msg = f"feature index {int(cols[k]) + 1} appears twice in the row"
+            else:
+                msg = (
+                    f"feature index {int(cols[k]) + 1} follows {int(cols[k - 1]) + 1}: LIBSVM "
+                    "rows list their indices in ascending order (as libsvm and scikit-learn "
+                    "require); sort each row's idx:value pairs by idx"
                 )
+            raise self.row_error(int(row_of[k]), msg)
         keep = vals != 0.0
         indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of[keep], minlength=n))])
         return sp.csr_matrix(

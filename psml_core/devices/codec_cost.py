@@ -47,6 +47,9 @@ Rules:
   uses ``encode_report`` and ``decode_s`` ``aggregate_report``.
 * **kv** (PS-lite key/value, ``KVCodec.encode_keys``): ``n`` is the number of keys in the
   message.
+* **Plugins.** A codec a plugin package registers is priced from its own cost file, measured
+  by ``psml bench calibrate --plugin <codec>`` and scaled to the device by the memcpy ratio
+  (:mod:`psml_core.devices.plugin_costs`).
 * A codec or wrapper missing from the table is a ConfigError naming the device file and the
   calibration command that adds it.
 """
@@ -55,12 +58,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from psml_core.codecs.base import Codec, CodecContext
 from psml_core.devices.device import CodecCostEntry, CodecCostTable, Device, load_device
+from psml_core.devices.plugin_costs import plugin_cost, scaled_entries
 from psml_core.errors import ConfigError
+from psml_core.plugins import block_origin, calibrate_command, cost_file
 
 __all__ = ["CodecCostModel", "unwrap", "wrapper_name"]
 
@@ -108,6 +114,7 @@ class CodecCostModel:
         self.table = table
         self.device = device
         self.path = str(path)
+        self._plugins: dict[str, tuple[CodecCostEntry, ...] | None] = {}
 
     @classmethod
     def for_device(cls, name: str, root: str | Path | None = None) -> CodecCostModel:
@@ -203,9 +210,9 @@ class CodecCostModel:
         """
         if n < 0:
             raise ValueError(f"a vector of {n} elements cannot be priced")
-        entries = self.table.codecs.get(name)
+        entries = self.table.codecs.get(name) or self._plugin_entries(name)
         if entries is None:
-            raise self._missing(f"codec {name!r}")
+            raise self._missing(f"codec {name!r}", name)
         if any(op not in e.ops for e in entries):
             raise self._missing(f"operation {op!r} of codec {name!r}")
         if len(entries) == 1 or entries[0].ratio is None:
@@ -220,13 +227,33 @@ class CodecCostModel:
         w = (math.log(r) - math.log(lo.ratio)) / (math.log(hi.ratio) - math.log(lo.ratio))
         return math.exp(math.log(t_lo) + w * (math.log(t_hi) - math.log(t_lo)))
 
-    def describe(self) -> dict[str, Any]:
-        """The table's identity and source, for a run's provenance."""
-        return {
+    def describe(self, codecs: Iterable[str] = ()) -> dict[str, Any]:
+        """The table's identity and source, for a run's provenance.
+
+        Args:
+            codecs: The run's codecs; those priced from a plugin's cost file add its identity
+                under ``plugin_costs``.
+        """
+        out: dict[str, Any] = {
             "device": self.device,
             "device_file": f"devices/{Path(self.path).name}" if self.path else "",
             "source": self.table.source.as_dict(),
         }
+        plugins = {
+            c: cost.describe()
+            for c in sorted(set(codecs))
+            if c not in self.table.codecs and (cost := plugin_cost(c)) is not None
+        }
+        if plugins:
+            out["plugin_costs"] = plugins
+        return out
+
+    def _plugin_entries(self, name: str) -> tuple[CodecCostEntry, ...] | None:
+        """A plugin codec's entries on this device (:mod:`psml_core.devices.plugin_costs`)."""
+        if name not in self._plugins:
+            cost = plugin_cost(name)
+            self._plugins[name] = None if cost is None else scaled_entries(cost, self.table)
+        return self._plugins[name]
 
     # ------------------------------------------------------------------ helpers
 
@@ -263,9 +290,17 @@ class CodecCostModel:
         due = getattr(base, "reports_due", None)
         return bool(due(ctx)) if callable(due) else False
 
-    def _missing(self, what: str) -> ConfigError:
+    def _missing(self, what: str, codec: str | None = None) -> ConfigError:
         where = self.path or f"config/devices/{self.device}.yaml"
         dev = self.device or Path(where).stem
+        owner = block_origin("codec", codec) if codec else None
+        if owner is not None:
+            return ConfigError(
+                f"codec {codec!r} (plugin {owner.label}) has no cost table: device file "
+                f"{where!r} prices psml's own codecs, and {str(cost_file(codec))!r} does not "
+                f"exist; measure it on this machine with `{calibrate_command([codec])}`, or "
+                "set compute.codec_costs: false (codec work then takes 0 s)"
+            )
         return ConfigError(
             f"device file {where!r} has no codec cost for {what}; calibrate it with "
             f"`psml bench calibrate --device {dev} --out {where}` (or add the entry)"

@@ -12,7 +12,9 @@ Every line starts with ``psml progress`` and is ``key=value`` fields (one per bl
 * ``event``: ``start`` (the first line, before the backend runs), ``eval`` (the global model was
   evaluated after iteration ``iter``), ``checkpoint`` (a sim checkpoint was written: the next
   iteration to run is ``iter`` + 1), ``resumed`` (a sim run resumed from its checkpoint) or
-  ``heartbeat`` (nothing else was printed for :data:`INTERVAL_ENV` seconds of wall time);
+  ``heartbeat`` (nothing else was printed for :data:`INTERVAL_ENV` seconds of wall time: a timer
+  thread started with the first line, so it also covers loading and checking the data, the
+  placement, building the job and one long iteration, with ``stage=`` naming the step);
 * ``iter=k/N``: k of the run's N iterations are done (an evaluation "after iteration t" of the
   records is ``iter=t+1``);
 * ``simulated``: the sim backend's virtual clock; ``wall``: wall-clock seconds since the start;
@@ -36,13 +38,18 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from psml_core.heartbeat import (
+    DEFAULT_INTERVAL_S,
+    ENV,
+    INTERVAL_ENV,
+    Ticker,
+    interval_from_env,
+    quiet_from_env,
+)
+
 __all__ = ["ENV", "INTERVAL_ENV", "NO_PROGRESS", "NullProgress", "Progress"]
 
-ENV = "PSML_PROGRESS"
-INTERVAL_ENV = "PSML_PROGRESS_INTERVAL"
 PREFIX = "psml progress"
-DEFAULT_INTERVAL_S = 30.0
-_OFF = ("0", "off", "false", "no", "none")
 
 
 class Progress:
@@ -56,7 +63,8 @@ class Progress:
         stream: Where the lines go (default: ``sys.stderr`` at each write).
         bar: Draw a ``tqdm`` bar (None: when ``stream`` is a terminal).
         interval_s: Wall seconds without a line after which a ``heartbeat`` line is printed
-            (checked at each iteration); 0 or None: never.
+            (by a timer thread from :meth:`start` or the first :meth:`tick` on, and checked at
+            each iteration); 0 or None: never.
         epoch: ``time.time()`` the run started at (default: now); a dist rank gets its
             spawner's, so that ``wall`` counts from the start of ``train``.
     """
@@ -82,7 +90,9 @@ class Progress:
         self.interval_s = interval if 0.0 < interval < float("inf") else 0.0
         self.epoch = time.time() if epoch is None else epoch
         self._t0 = time.monotonic() - max(0.0, time.time() - self.epoch)
-        self._last_line = time.monotonic()
+        self._ticker = Ticker(self.interval_s, self._heartbeat)
+        self._stage: str | None = None
+        self._sim: float | None = None
         self._done = 0  # iterations done, as far as reported
         self._bar: Any = None
         self._closed = False
@@ -97,15 +107,10 @@ class Progress:
         env: Mapping[str, str] | None = None,
     ) -> Progress:
         """The reporter ``PSML_PROGRESS`` and ``PSML_PROGRESS_INTERVAL`` ask for."""
-        env = os.environ if env is None else env
-        mode = env.get(ENV, "").strip().lower()
-        if mode in _OFF:
+        if quiet_from_env(env):
             return NO_PROGRESS
-        raw = env.get(INTERVAL_ENV, "").strip()
-        try:
-            interval = float(raw) if raw else DEFAULT_INTERVAL_S
-        except ValueError:
-            interval = DEFAULT_INTERVAL_S
+        interval = interval_from_env(env)
+        mode = (os.environ if env is None else env).get(ENV, "").strip().lower()
         bar = False if mode == "plain" else None
         return cls(run_id, iterations, clock, bar=bar, interval_s=interval)
 
@@ -142,18 +147,36 @@ class Progress:
         if self.interval_s:
             when += f" and every {self.interval_s:g} s of wall time"
         self._line("start", None, {**fields, "clock": self.clock}, f"progress follows at {when}")
+        self._ticker.start()
+
+    def stage(self, name: str) -> None:
+        """Set the run's current step, which heartbeats name (``stage=``).
+
+        The steps: ``data``, ``placement``, ``build``, ``train``, ``write``.
+        """
+        self._stage = name
+
+    def handover(self) -> None:
+        """Other processes report from now on (a dist run's rank 0): no more heartbeats here."""
+        self._ticker.stop()
 
     def tick(self, iteration: int, sim_time: float | None = None) -> None:
         """Iteration ``iteration`` (0-based) is done; cheap, call it once per iteration."""
         done = iteration + 1
+        self._sim = sim_time
+        self._ticker.start()  # a rank that never called start(): beat from its first iteration
         if done > self._done and not self._closed:
             with self._lock:
                 try:
                     self._advance(done)
                 except (OSError, ValueError):  # a broken stderr: see _line
                     self._closed = True
-        if self.interval_s and time.monotonic() - self._last_line >= self.interval_s:
-            self._line("heartbeat", self._done, {"simulated": sim_time})
+        if self._ticker.due():
+            self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        """A ``heartbeat`` line: iterations done so far and the current step."""
+        self._line("heartbeat", self._done, {"simulated": self._sim, "stage": self._stage})
 
     def evaluation(
         self,
@@ -197,7 +220,8 @@ class Progress:
         self._line("resumed", iteration, {"simulated": sim_time})
 
     def close(self) -> None:
-        """Close the bar, if one was drawn (the lines stay)."""
+        """Stop the heartbeat and close the bar, if one was drawn (the lines stay)."""
+        self._ticker.stop()
         with self._lock:
             if self._bar is not None:
                 self._bar.close()
@@ -272,7 +296,7 @@ class Progress:
         with self._lock:
             if self._closed:
                 return
-            self._last_line = time.monotonic()
+            self._ticker.touch()
             stream = self.stream
             try:
                 if done is not None and event in ("eval", "heartbeat", "checkpoint", "resumed"):
@@ -305,6 +329,9 @@ class NullProgress(Progress):
         """Nothing."""
 
     def tick(self, iteration: int, sim_time: float | None = None) -> None:
+        """Nothing."""
+
+    def stage(self, name: str) -> None:
         """Nothing."""
 
     def _line(

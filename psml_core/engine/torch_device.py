@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from typing import Any
 
 import torch
@@ -30,15 +31,41 @@ def resolve_device(name: str) -> torch.device:
     """
     if name not in DEVICES:
         raise ConfigError(f"device: {name!r} is not one of {list(DEVICES)}")
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+    if name == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
+        if name == "auto":
+            if torch.version.cuda is None and _gpu_listed():
+                print(f"psml: warning: device auto runs on the CPU: {_CPU_BUILD}", file=sys.stderr)
+            return torch.device("cpu")
+        if torch.version.cuda is None:
+            raise ConfigError(f"device: cuda, but {_CPU_BUILD}")
         raise ConfigError(
             "device: cuda, but torch finds no GPU here (torch "
-            f"{torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use "
+            f"{torch.__version__}, CUDA build {torch.version.cuda}); use "
             "--config device=cpu, or device=auto to take a GPU only where there is one"
         )
     return torch.device("cuda", torch.cuda.current_device())
+
+
+_CPU_BUILD = (
+    f"torch {torch.__version__} is the CPU build (scripts/install.sh installs it where "
+    "nvidia-smi lists no GPU, e.g. on a login node), which cannot use a GPU; install the CUDA "
+    "build in the environment the GPU jobs run in: `PSML_TORCH=cuda bash scripts/install.sh` "
+    "(or use --config device=cpu)"
+)
+
+
+def _gpu_listed() -> bool:
+    """Whether ``nvidia-smi -L`` lists a GPU on this host (as scripts/install.sh asks)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return False
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.startswith("GPU") for line in out.splitlines())
 
 
 def rank_device(name: str, local_rank: int) -> torch.device:

@@ -23,6 +23,7 @@ from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.errors import ConfigError, DataError
+from psml_core.metrics.records import IterationRecord
 from psml_core.metrics.summary import build_summary, write_summary
 from psml_core.metrics.writer import write_metrics
 from psml_core.placement import Assignment
@@ -63,9 +64,11 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
         spec = job.spec
         out["overlap"] = spec.scenario.overlap
         if spec.compute.codec_costs:
+            m = spec.method
+            codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
             out["codec_costs"] = {
-                "workers": CodecCostModel.for_device(spec.compute.device).describe(),
-                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(),
+                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
+                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
             }
         else:
             out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"
@@ -92,6 +95,52 @@ def _data_files(data_dir: str | Path, dataset: Dataset) -> dict[str, str]:
         return files
     tag = f"hashed m={done['buckets']} seed {done['seed']}"
     return {f"{tag}/{name}": sha for name, sha in files.items()}
+
+
+def _backend(spec: RunSpec, checkpoint: Path) -> Backend:
+    """The run's backend; only sim checkpoints (others say they ignore ``checkpoint_every``)."""
+    if spec.backend == "sim":
+        return SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
+    if spec.checkpoint_every > 0:
+        print(
+            f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
+            "(only sim runs checkpoint); a killed run starts over",
+            file=sys.stderr,
+        )
+    return BACKENDS.get(spec.backend, where="backend")()
+
+
+def _run(
+    spec: RunSpec,
+    data_dir: str | Path,
+    checkpoint: Path,
+    assignment_path: str | Path | None,
+    progress: Progress,
+) -> tuple[Dataset, torch.device, Backend, Job, list[IterationRecord], float]:
+    """Load the data, build the job and run the backend; what :func:`train` writes from.
+
+    Returns:
+        The data set, the torch device, the backend, the job, the records and the wall-clock
+        seconds from the backend's start (placement, build and run).
+    """
+    progress.stage("data")  # heartbeats from here on name the step they wait in
+    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
+    configure_torch(spec)
+    # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
+    # multi-process run takes its own GPU, engine.torch_device.rank_device).
+    device = resolve_device(spec.device)
+    backend = _backend(spec, checkpoint)
+    t0 = time.perf_counter()
+    progress.stage("placement")
+    assignment = load_assignment(assignment_path) if assignment_path else None
+    progress.stage("build")  # the job: model replicas, placement if not given, codec costs
+    job = build_job(spec, dataset, assignment)
+    _place(job, device)
+    progress.stage("train")
+    if not isinstance(backend, SimBackend):
+        progress.handover()  # the ranks report (rank 0), each with its own heartbeat
+    records = backend.run(job, progress)
+    return dataset, device, backend, job, records, time.perf_counter() - t0
 
 
 def train(
@@ -138,33 +187,15 @@ def train(
         eval_every=wl.eval_every,
         checkpoint_every=spec.checkpoint_every or None,
     )
-    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
-    configure_torch(spec)
-    # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
-    # multi-process run takes its own GPU, engine.torch_device.rank_device).
-    device = resolve_device(spec.device)
     checkpoint = out / CHECKPOINT_NAME
-    if spec.backend == "sim":
-        backend: Backend = SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
-    else:
-        backend = BACKENDS.get(spec.backend, where="backend")()
-        if spec.checkpoint_every > 0:
-            print(
-                f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
-                "(only sim runs checkpoint); a killed run starts over",
-                file=sys.stderr,
-            )
-    t0 = time.perf_counter()
-    assignment = load_assignment(assignment_path) if assignment_path else None
-    job = build_job(spec, dataset, assignment)
-    _place(job, device)
-    try:
-        records = backend.run(job, progress)
+    try:  # the heartbeat stops however the run ends (a bad data file, a failed placement)
+        dataset, device, backend, job, records, wall = _run(
+            spec, data_dir, checkpoint, assignment_path, progress
+        )
     finally:
         progress.close()
     if isinstance(backend, SimBackend) and backend.resumed_at is not None:
         print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
-    wall = time.perf_counter() - t0
     write_metrics(out / "metrics.parquet", records)
     summary = build_summary(
         records,

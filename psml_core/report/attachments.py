@@ -160,6 +160,7 @@ def methods_attachment(experiment: Mapping[str, Any]) -> Attachment:
             "recipe": m["name"],
             "role": m["role"],
             "paper": m["paper"],
+            "plugin": m["plugin"],
             **{f"block_{b}": v for b, v in m["blocks"]},
             "description": m["description"],
             "deviations": " | ".join(m["deviations"]),
@@ -167,7 +168,7 @@ def methods_attachment(experiment: Mapping[str, Any]) -> Attachment:
         for m in method_entries(experiment)
     ]
     frame = pd.DataFrame(rows)
-    front = ["recipe", "role", "paper"]
+    front = ["recipe", "role", "paper", "plugin"]
     back = ["description", "deviations"]
     blocks = sorted(c for c in frame.columns if c.startswith("block_"))
     return Attachment(

@@ -19,7 +19,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,15 +138,15 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _inputs(experiment: Mapping[str, Any], papers_dir: Path, *tables: Path) -> dict[str, str]:
+def _inputs(experiment: Mapping[str, Any], papers: Sequence[Path], *tables: Path) -> dict[str, str]:
     """SHA-256 of the configuration and tables, named by file name (not by path: portable)."""
     canonical = json.dumps(experiment, sort_keys=True, separators=(",", ":"), default=str)
     out = {
         "effective configuration (canonical JSON)": hashlib.sha256(canonical.encode()).hexdigest(),
         **{Path(t).name: _sha256_file(t) for t in tables},
     }
-    for p in sorted(Path(papers_dir).glob("*.yaml")):
-        out[f"{Path(papers_dir).name}/{p.name}"] = _sha256_file(p)
+    for p in papers:
+        out[f"{p.parent.name}/{p.name}"] = _sha256_file(p)
     return out
 
 
@@ -355,6 +355,7 @@ def build_report(
     workdir: Path,
     regime_map: Path | None = None,
     validation: Path | None = None,
+    extra_papers: Sequence[Path] = (),
 ) -> None:
     """Build the PDF report.
 
@@ -377,6 +378,7 @@ def build_report(
             any.
         validation: The validation table ``report.validation`` names (``psml validate``), if
             any; without one the report says the simulator is unvalidated for the tier's links.
+        extra_papers: Paper files beyond ``papers_dir`` (plugins').
 
     Raises:
         DataError: An input file is missing or malformed (the message names it), the metrics
@@ -402,13 +404,14 @@ def build_report(
     aggregate = read_aggregate_csv(aggregate_csv)
     experiment_aggregate(aggregate, ALL_RUNS, runs)  # refuses an aggregate older than the runs
     frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
-    papers = load_papers(papers_dir)
+    papers = load_papers(papers_dir, extra_papers)
     claims = _read_claims(claims_csv, papers)
     sparsity_stats = named_json(sparsity, "sparsity", "dataset")
     placements = partition_files(partition)
     checked = read_table(validation) if validation is not None else None
     named = [runs_csv, aggregate_csv, claims_csv, *([validation] if validation else [])]
-    inputs = _inputs(experiment, Path(papers_dir), *map(Path, named))
+    paper_files = [*sorted(Path(papers_dir).glob("*.yaml")), *map(Path, extra_papers)]
+    inputs = _inputs(experiment, paper_files, *map(Path, named))
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]

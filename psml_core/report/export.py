@@ -9,6 +9,12 @@ HTML report (``snakemake --report``), which groups them by paper.
 
 The groups come from ``report_data.json``, the same data the PDF is built from: a file belongs
 to the first paper section that names it.
+
+For the HTML report each folder also gets the PDF's own words (:mod:`psml_core.report.html`):
+``index.json`` (each group's heading, each file's title: its caption's first sentence) and
+``.captions/<group>/<stem>.rst`` (the whole caption), which the workflow's ``report()`` labels
+and caption templates read; each table gets ``<stem>.html``, the table rendered under its
+caption.
 """
 
 from __future__ import annotations
@@ -23,8 +29,15 @@ import typst
 
 from psml_core.atomic import write_text
 from psml_core.errors import DataError
+from psml_core.report.html import (
+    INDEX,
+    file_captions,
+    html_index,
+    table_html,
+    write_captions,
+)
 
-__all__ = ["GENERAL", "PNG_PPI", "export_outputs", "file_groups"]
+__all__ = ["GENERAL", "INDEX", "PNG_PPI", "export_outputs", "file_groups"]
 
 GENERAL = "general"
 """The group of files no paper section uses."""
@@ -100,7 +113,9 @@ def export_outputs(workdir: str | Path, figures: str | Path, tables: str | Path)
     data_file = workdir / "report_data.json"
     if not data_file.is_file():
         raise DataError(f"{data_file} does not exist: build the report first (psml report)")
-    groups = file_groups(json.loads(data_file.read_text(encoding="utf-8")))
+    data = json.loads(data_file.read_text(encoding="utf-8"))
+    groups = file_groups(data)
+    captions = file_captions(data)
     written = 0
     for dest, suffix in ((Path(figures), ".svg"), (Path(tables), ".csv")):
         tmp = dest.with_name(dest.name + ".tmp")
@@ -117,7 +132,13 @@ def export_outputs(workdir: str | Path, figures: str | Path, tables: str | Path)
             if suffix == ".svg":
                 _png(tmp / group / name, tmp / group / f"{src.stem}.png")
                 written += 1
+            else:
+                html = table_html(src, captions.get(name, ""))
+                write_text(tmp / group / f"{src.stem}.html", html)
+                written += 1
         tmp.mkdir(parents=True, exist_ok=True)  # an empty group set is still an output
+        write_captions(tmp, {n: g for n, g in groups.items() if n.endswith(suffix)}, captions)
+        write_text(tmp / INDEX, json.dumps(html_index(data, groups, suffix), indent=1))
         # Replace the folder as a whole, so a group an earlier build wrote cannot linger.
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)

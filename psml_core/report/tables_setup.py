@@ -229,11 +229,14 @@ _BLOCKS = ("codec", "codec_down", "sync", "controller", "placement")
 
 
 def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each recipe as ``{name, role, paper, description, blocks, deviations}`` for the template.
+    """Each recipe as ``{name, role, paper, plugin, description, blocks, deviations}``.
 
-    Methods come in the configured order, then any other recipe by name.
+    Methods come in the configured order, then any other recipe by name. ``plugin`` is
+    ``"plugin: <package> <version>"`` for a recipe that comes from or uses a plugin package
+    (the effective configuration's ``plugins``), else empty.
     """
     recipes = experiment.get("recipes") or {}
+    plugins = experiment.get("plugins") or {}
     order = [m for m in experiment.get("methods") or [] if m in recipes]
     order += sorted(m for m in recipes if m not in order)
     out = []
@@ -245,6 +248,7 @@ def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "name": name,
                 "role": fmt_value(r.get("role")),
                 "paper": fmt_value(r.get("paper")),
+                "plugin": "; ".join(f"plugin: {label}" for label in plugins.get(name) or []),
                 "description": fmt_value(r.get("description")),
                 "blocks": blocks,
                 "deviations": [str(d) for d in r.get("deviations") or []],
@@ -265,13 +269,16 @@ def methods_table(experiment: Mapping[str, Any]) -> Table:
     for m in method_entries(experiment):
         n = len(m["deviations"])
         who = m["role"] + (f", {m['paper']}" if m["paper"] != DASH else "")
+        who += f" ({m['plugin']})" if m["plugin"] else ""
         blocks = [f"{b}: {v}" for b, v in m["blocks"] if _DEFAULT_BLOCKS.get(b) != v]
         rows.append([m["name"], who, " · ".join(blocks) or DASH, str(n)])
     return Table(
         "methods",
         "Every recipe in use: its role and paper, its building blocks (codec, sync policy, "
         "controller, placement; the static controller and the range placement, the defaults, "
-        "are not repeated) and how many deviations from the paper's setup it declares. What "
+        "are not repeated; a recipe from or with a package outside psml names it as "
+        "“plugin: package version”) and how many deviations from the paper's setup it "
+        "declares. What "
         "each recipe does and each deviation (our design choice) are in the attached methods "
         "table.",
         ["Recipe", "Role", "Blocks", "Deviations"],

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -300,3 +301,60 @@ def test_hash_writes_the_data_set_partition_and_train_then_read(smoke, prepared,
     )
     err = capsys.readouterr().err
     assert rc == 2 and "already hashed" in err and "psml hash" in err
+
+
+def test_partition_analyze_and_hash_say_what_they_do_and_when_done(
+    smoke, prepared, tmp_path, capsys, monkeypatch
+):
+    """They logged nothing until done: now a first line, heartbeats, and the time taken."""
+    monkeypatch.delenv("PSML_PROGRESS", raising=False)
+    spec = smoke.run("rcv1_logreg", "jpdc", "dc_10g", smoke.seeds[0])
+    data = str(prepared[spec.dataset.name])
+    argv = ["partition", "--run", spec.to_json(), "--data", data]
+    assert (
+        main([*argv, "--out", str(tmp_path / "p.npz"), "--traffic", str(tmp_path / "p.json")]) == 0
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "psml partition: placing rcv1_logreg's samples and keys for jpdc (placement parsa, "
+        "4 workers, 2 shards)"
+    )
+    assert re.match(r"psml partition: placing .*: done in \d+\.\d s$", err[-1])
+    assert (
+        main(["analyze", "--data", data, "--workers", "4", "--out", str(tmp_path / "a.json")]) == 0
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"psml analyze: sparsity statistics of {data}"
+    assert "done in" in err[-1]
+    hashing = json.dumps(dataclasses.asdict(spec.method.hashing))
+    hash_argv = ["hash", "--data", data, "--hashing", hashing, "--seed", "0"]
+    assert main([*hash_argv, "--out", str(tmp_path / "h")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"psml hash: hashing {data} (seed 0)" and "done in" in err[-1]
+
+
+def test_psml_config_lists_the_plugins(repo, capsys):
+    assert main(["config", "--config-dir", str(repo / "config")]) == 0
+    assert capsys.readouterr().out.startswith("# plugins: none\n")
+
+
+@pytest.mark.parametrize("cmd", [["runs"], ["show", "digits_mlp/dense_bsp/dc_10g/seed0"]])
+def test_a_closed_pipe_ends_quietly(repo, tmp_path, cmd):
+    """`psml runs | head -1` was a BrokenPipeError traceback and status 1."""
+    if cmd[0] == "show":  # a summary to show
+        run = tmp_path / "summary.json"
+        run.write_text(json.dumps({"run_id": "r", "tier": "smoke", "backend": "sim",
+            "workload": "w", "method": "m", "scenario": "s", "seed": 0, "clock": "simulated",
+            "final_test_accuracy": 0.5, "final_train_loss": 1.0, "total_time_s": 1.0,
+            "bytes_up": 1, "bytes_down": 1, "iterations": 1}))  # fmt: skip
+        cmd = ["show", str(run)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psml_core", *cmd],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # the reader is gone before psml writes a line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""

@@ -96,6 +96,9 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
         (("digits_mlp", "nope", "dc_10g", 0), ["--method 'nope'", "dense_bsp", "jpdc", "topk_ef"]),
         (("digits_mlp", "dense_bsp", "nope", 0), ["--scenario 'nope'", "dc_10g", "slow_100m"]),
         (("digits_mlp", "dense_bsp", "dc_10g", 7), ["--seed 7", "seeds: 0"]),
+        # A misspelt name suggests the close one; a method of another tier names that tier.
+        (("digits_mlp", "tpok_ef", "dc_10g", 0), ["--method 'tpok_ef'", "did you mean 'topk_ef'?"]),
+        (("digits_mlp", "dc2_dgc", "dc_10g", 0), ["it runs in tier small (add --tier small)"]),
         # Known names, but the tier runs jpdc on rcv1_logreg only.
         (
             ("digits_mlp", "jpdc", "dc_10g", 0),

@@ -1,4 +1,5 @@
-"""The rules' environment: workflow/envs/psml.yaml pins each dependency, then installs psml."""
+"""The rules' environments: workflow/envs/psml.yaml pins each dependency; the workflow derives a
+CPU and a CUDA environment from it that install psml-core from where the workflow came."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _pip() -> list[str]:
 
 def _lock() -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in _pip()[:-1]:
+    for line in _pip():
         m = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.!+_-]+)", line)
         assert m, f"psml.yaml: not a name==version pin: {line!r}"
         name = canonicalize_name(m.group(1))
@@ -45,9 +46,11 @@ def test_every_runtime_dependency_is_pinned_within_its_range() -> None:
     assert "+" not in pins["torch"]  # no local build label: the CPU or the CUDA build
 
 
-def test_the_environment_installs_the_checkout_after_its_pins() -> None:
+def test_the_lock_names_no_psml_core_and_no_side_files() -> None:
+    """A relative `-e ../..` resolved against the working directory or --conda-prefix, so
+    conda worked from the checkout only; the derived environments name the source instead."""
     env = yaml.safe_load((ENVS / "psml.yaml").read_text(encoding="utf-8"))
-    assert _pip()[-1] == "-e ../.."
+    assert not any(line.startswith("-") or "psml" in line for line in _pip())
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     assert python == "python=3.11"
     assert not list(ENVS.glob("*.txt"))  # Snakemake copies only the env file: no side files

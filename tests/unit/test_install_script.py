@@ -63,3 +63,12 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert bad.stderr.strip() == "error: PSML_TORCH='rocm': expected cpu or cuda"
     opt = _run(tmp_path, "--frobnicate", gpu=False)
     assert opt.returncode == 2 and len(opt.stderr.strip().splitlines()) == 1
+
+
+def test_help_prints_the_header_comment_only(tmp_path: Path) -> None:
+    """--help printed the line after the comment too (`set -euo pipefail`)."""
+    proc = _run(tmp_path, "--help", gpu=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Install psml-core")
+    assert "set -euo" not in proc.stdout
+    assert proc.stdout.rstrip().endswith("PSML_TORCH=cuda overrides the detection.")

@@ -20,6 +20,7 @@ from snakemake.settings.types import (
 from wf_helpers import copy_workflow, snakemake_cli
 
 from psml_core.recipes import load_experiment
+from psml_core.report.html import GENERAL_HEADING, file_captions
 
 pytestmark = pytest.mark.slow
 
@@ -119,14 +120,34 @@ def test_report_marked_for_snakemake_report(two_runs, tmp_path: Path):
         names = z.namelist()
         assert any(name.endswith("report.pdf") for name in names)
         html = z.read(next(n for n in names if n.endswith("report.html"))).decode()
-    # Figures and tables are report() outputs too, one category per paper.
+    # Figures (SVG) and tables (rendered HTML) are report() outputs too, one category per
+    # paper section, titled and captioned with the PDF's own words.
     match = re.search(r"var categories = (\{.*?\});\n", html)
     assert match, "no category table in the HTML report"
     categories = json.loads(match.group(1))
-    for paper in ("jpdc", "dfs", "ratatouille", "dc2", "pcp", "general"):
-        assert categories[paper]["figures"], paper
-        assert all(f.endswith(".png") for f in categories[paper].get("figures", []))
-        assert categories[paper]["tables"], paper
-    pngs = sorted((two_runs[0] / "reports" / "smoke" / "figures").rglob("*.png"))
-    assert pngs and all(p.with_suffix(".svg").is_file() for p in pngs)
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
+    data = json.loads(
+        (two_runs[0] / "results" / "smoke" / "report" / "report_data.json").read_text()
+    )
+    pdf_captions = {n: " ".join(c.split()) for n, c in file_captions(data).items()}
+    for paper in ("jpdc", "dfs", "ratatouille", "dc2", "pcp", None):
+        (cat,) = (
+            [c for c in categories if c.startswith(f"{paper}: ")] if paper else [GENERAL_HEADING]
+        )
+        assert all(f.endswith(".svg") for f in categories[cat]["figures"]), cat
+        assert all(f.endswith(".html") for f in categories[cat]["tables"]), cat
+        for path in categories[cat]["figures"] + categories[cat]["tables"]:
+            stem = Path(path).stem
+            title = results[path]["labels"]["title"]
+            assert title and title != stem, path
+            caption = re.sub(r"<[^>]+>", "", results[path]["caption"])
+            assert "The PDF gives its caption" not in caption
+            source = f"{stem}.svg" if path.endswith(".svg") else f"{stem}.csv"
+            first = re.sub(r"\$", "", pdf_captions[source])[:40]
+            assert first.replace("&", "&amp;") in " ".join(caption.split()), (path, first)
+    table = results[categories[GENERAL_HEADING]["tables"][0]]
+    assert table["mime_type"] == "text/html"
+    svgs = sorted((two_runs[0] / "reports" / "smoke" / "figures").rglob("*.svg"))
+    assert svgs and all(p.with_suffix(".png").is_file() for p in svgs)
+    pngs = [p.with_suffix(".png") for p in svgs]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)

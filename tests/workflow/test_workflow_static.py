@@ -31,6 +31,10 @@ def test_snakefmt_check():
         (["--profile", "profiles/local"], "psml train --run"),
         (["--profile", "profiles/slurm"], "slurm_partition=cpu"),
         (["--profile", "profiles/slurm", "--config", "device=cuda"], "gpu=1"),
+        # auto takes a GPU where there is one: on the cluster, the GPU partition's (it never
+        # asked for one); here, without a GPU, none.
+        (["--profile", "profiles/slurm", "--config", "device=auto"], "gpu=1"),
+        (["--config", "device=auto"], "gpu=0"),
         (["--profile", "profiles/slurm", "--config", "backend=dist"], "tasks=6, mpi=srun"),
     ],
 )
@@ -41,9 +45,13 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
     assert expect in out
     trains = [ln for ln in out.splitlines() if "resources:" in ln and "launcher=" in ln]
     if "profiles/slurm" in profile_args:  # a GPU only for training jobs that compute on one
-        cuda = "device=cuda" in profile_args
+        cuda = "device=cuda" in profile_args or "device=auto" in profile_args
         assert trains and all(("gpu=1" in ln) == cuda for ln in trains)
         assert all(("slurm_partition=gpu" in ln) == cuda for ln in trains)
+        # Sized from the run: one CPU per task (torch's one thread), its memory estimate
+        # (under 1 GB for the smoke tier), not 4 CPUs and 16 GB.
+        assert all("cpus_per_task=1," in ln for ln in trains)
+        assert all("mem_mb=<TBD>" in ln or "mem_mb=500," in ln for ln in trains)
     for rule in ("prepare", "analyze", "partition", "train", "compare", "report"):
         assert f"rule {rule}:" in out or f"localrule {rule}:" in out, rule
 
@@ -139,6 +147,7 @@ def _tier_without_runs(wf: Path) -> None:
     [
         ({"shards": -1}, None, "key 'shards': -1 is out of range; must be >= 1"),
         ({"workers": 2.0}, None, "key 'workers': expected integer, got 2.0 (float)"),
+        ({"workers": 100000}, None, "key 'workers': 100000 workers, but data set 'digits'"),
         (
             {"datasets": {"digits": {"test_fraction": 1.5}}},
             None,
@@ -175,18 +184,35 @@ def test_bad_config_file_stops_the_dry_run(workflow_copy: Path, configfile, edit
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("tier: smoke\nseeds: [0\n", "config/config.yaml line 3, column 1: not valid YAML"),
+        ("tier: smoke\nseeds: [0\n", "'config/config.yaml' is not valid YAML at line 3, column 1"),
         ("- tier: smoke\n", "config/config.yaml: expected `key: value` lines at the top level"),
+        # Accepted before: the last of two equal keys won, an empty file passed psml config,
+        # and a non-UTF-8 file was a 50-line traceback.
+        ("tier: smoke\nworkers: 4\nworkers: 8\n", "key 'workers' is written twice"),
+        ("", "'config/config.yaml' is empty (no settings); write at least `tier: smoke`"),
+        (b"tier: smoke\n# caf\xe9\n", "is not UTF-8 text (byte 0xe9 on line 2)"),
     ],
 )
 def test_a_malformed_config_yaml_is_named_with_its_line(workflow_copy: Path, text, fragment):
     """Snakemake's own message for these names no file; ours names the file and the line."""
-    (workflow_copy / "config" / "config.yaml").write_text(text)
+    cf = workflow_copy / "config" / "config.yaml"
+    cf.write_bytes(text) if isinstance(text, bytes) else cf.write_text(text)
     proc = snakemake_cli(["-n"], workflow_copy)
     assert proc.returncode != 0
     err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(err_lines) == 1 and fragment in err_lines[0], proc.stderr
     assert "Traceback" not in proc.stderr and "WorkflowError" not in proc.stderr
+
+
+def test_a_configfile_with_a_key_written_twice_stops_the_dry_run(workflow_copy: Path):
+    """Snakemake reads a --configfile itself and keeps the last value; the check refuses it."""
+    cf = workflow_copy / "bad.yaml"
+    cf.write_text("tier: smoke\nworkers: 4\nworkers: 8\n")
+    proc = snakemake_cli(["-n", "--configfile", str(cf)], workflow_copy)
+    assert proc.returncode != 0
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and "bad.yaml" in err_lines[0], proc.stderr
+    assert "key 'workers' is written twice (first at line 2)" in err_lines[0]
 
 
 def test_ci_runs_exactly_the_readmes_test_command_and_the_readme_gives_the_main_job():
@@ -223,11 +249,38 @@ def test_user_files_are_inputs_so_replacing_one_reruns_its_jobs(workflow_copy: P
     assert traced and all("trace.csv" in j.split("output:")[0] for j in traced)
     assert not any("trace.csv" in j.split("output:")[0] for j in trains if j not in traced)
 
-    # A missing file is no input: `psml` names the key when the job runs.
+    # A missing file stops the config with one line naming the key (it was found only when
+    # the prepare job ran).
     (workflow_copy / "user.svm").unlink()
     proc = snakemake_cli(["-n", "--configfile", str(cf)], workflow_copy)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "input: user.svm" not in proc.stdout
+    assert proc.returncode != 0
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1, proc.stderr
+    assert "key 'datasets.digits.path': 'user.svm' does not exist" in err_lines[0]
+    assert "give url and sha256" in err_lines[0]
+
+
+def test_a_deployed_copy_runs_and_its_conda_envs_install_psml_from_the_checkout(tmp_path: Path):
+    """`psml deploy` (snakedeploy's layout, with a module path that resolves); with --sdm conda
+    the rules' environments install psml-core from the checkout's absolute path (a relative
+    `-e ../..` resolved against the working directory, so conda worked from the checkout only)."""
+    dest = tmp_path / "study"
+    proc = subprocess.run(
+        [sys.executable, "-m", "psml_core", "deploy", str(dest), "--checkout", str(REPO)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = snakemake_cli(["-n"], dest)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    snakemake_cli(["-n", "--sdm", "conda"], dest)  # may stop where conda is not installed
+    envs = sorted((dest / ".snakemake" / "psml" / "envs").glob("psml-*.yaml"))
+    assert [p.name.split("-")[1] for p in envs] == ["cpu", "cuda"]
+    for path in envs:
+        env = yaml.safe_load(path.read_text())
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert pip[-1] == f"-e {REPO}" and (REPO / "pyproject.toml").is_file()
 
 
 def test_dry_run_fits_a_calibration_before_the_sweep_it_maps(workflow_copy: Path):

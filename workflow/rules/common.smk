@@ -5,6 +5,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +18,9 @@ from snakemake.utils import validate
 from psml_core.config import deployment_config_dir, effective_config
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
+from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
 from psml_core.errors import ConfigError
+from psml_core.plugins import cost_file, paper_files as plugin_paper_files, recipe_labels
 from psml_core.tuning.record import with_operating_points
 
 
@@ -46,6 +49,21 @@ if shutil.which("psml") is None and "CONDA" not in _SDM:
         "error: the `psml` command is not on PATH; activate the environment psml-core is "
         "installed in (`. .venv/bin/activate`, see README) or run with `--sdm conda`"
     )
+
+
+def _rules_envs():
+    """With --sdm conda: the rules' cpu and cuda environments, derived from the lock
+    (envs/psml.yaml), each installing psml-core from where this workflow came (a checkout's
+    absolute path, or the github(...) module's repository at its tag or commit)."""
+    lock = Path(workflow.source_path("../envs/psml.yaml")).read_text(encoding="utf-8")
+    try:
+        requirement = psml_core_requirement(workflow.current_basedir)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
+    return {k: str(v) for k, v in write_rules_envs(lock, requirement).items()}
+
+
+_ENVS = _rules_envs() if "CONDA" in _SDM else dict.fromkeys(FLAVOURS, "../envs/psml.yaml")
 
 
 def _overlay(merged, typed):
@@ -86,6 +104,13 @@ config.update(_EFFECTIVE)
 validate(config, schema="../schemas/config.schema.yaml")
 
 TIER = EXP.tier
+# Each rule's conda environment (--sdm conda): the CPU build of torch, but for training jobs
+# that compute on a GPU (device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
+try:
+    RULE_ENV = _ENVS[torch_flavour("cpu")]
+    TRAIN_ENV = _ENVS[torch_flavour(EXP.device)]
+except ConfigError as _err:
+    sys.exit(f"error: {_err}")
 RUNS = {run.run_id: run for run in EXP.runs()}
 SCENARIOS = sorted(EXP.scenarios)
 WORKLOADS = sorted(EXP.workloads)
@@ -250,14 +275,64 @@ def scenario_files(scenario, workload=None):
     return _existing([*traces, str(CONFIG_DIR / "devices" / f"{device}.yaml")])
 
 
+def cost_files(wildcards):
+    """A plugin codec's cost file (psml bench calibrate --plugin), so that a new one re-trains."""
+    r = EXP.recipes[wildcards.method]
+    codecs = [r.codec.name] + ([r.codec_down.name] if r.codec_down else [])
+    return _existing([str(cost_file(c)) for c in codecs])
+
+
 def train_threads(wildcards):
-    """Cores a training job occupies: one, or one per process of a multi-process backend."""
+    """Cores a training job occupies: torch's threads (compute.threads) per process, one
+    process or one per rank of a multi-process backend."""
     workers, shards = EXP.cluster(wildcards.workload)  # a workload may set its own workers
     if EXP.backend == "dist":
-        return workers + shards
+        return (workers + shards) * EXP.compute.threads
     if EXP.backend == "horovod":
-        return workers
-    return 1
+        return workers * EXP.compute.threads
+    return EXP.compute.threads
+
+
+def train_cpus(wildcards):
+    """SLURM CPUs per task: torch's threads in each process (a dist job has P + S tasks)."""
+    return EXP.compute.threads
+
+
+def train_memory(wildcards, input, attempt):
+    """A training job's memory (MB): its own peak when it last ran, else an estimate from the
+    run's workers, model and data (psml_core/footprint.py); more on a retry."""
+    from psml_core.footprint import train_mem_mb
+
+    run = EXP.run(wildcards.workload, wildcards.method, wildcards.scenario, int(wildcards.seed))
+    manifest = json.loads(Path(input.manifest).read_text(encoding="utf-8"))
+    bench = f"logs/{TIER}/bench/train/{run.run_id}.tsv"
+    return train_mem_mb(run, manifest, bench, attempt)
+
+
+def _gpu_here():
+    """Whether nvidia-smi lists a GPU on this host (as scripts/install.sh asks)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.startswith("GPU") for line in out.stdout.splitlines())
+
+
+def _on_cluster():
+    """Whether jobs go to a cluster: a remote executor, or (a dry run of) the slurm profile."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and not plugin.common_settings.local_exec:
+        return True
+    defaults = workflow.resource_settings.default_resources
+    return any(str(k).startswith("slurm_") for k in (defaults.keys() if defaults else ()))
+
+
+def train_gpu(wildcards):
+    """GPUs of a training job: one for device cuda; for device auto, one on a cluster (the GPU
+    partition) or where this host has one, else none."""
+    if EXP.device == "cuda":
+        return 1
+    return int(_on_cluster() or _gpu_here())
 
 
 def train_tasks(wildcards):
@@ -270,9 +345,13 @@ def train_tasks(wildcards):
 # is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
 TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
 
-# A GPU only for training jobs that compute on one (device: cuda), on the GPU partition;
-# every other job keeps the profile's default partition and asks for none.
-TRAIN_GPU = {"gpu": 1, "slurm_partition": EXP.slurm_gpu_partition} if EXP.device == "cuda" else {}
+# A GPU only for training jobs that compute on one (device: cuda, or auto where there is one),
+# on the GPU partition; every other job keeps the profile's default partition and asks for none.
+TRAIN_GPU = (
+    {"gpu": train_gpu, "slurm_partition": EXP.slurm_gpu_partition}
+    if EXP.device in ("cuda", "auto")
+    else {}
+)
 
 
 def all_summaries(wildcards):
@@ -308,14 +387,19 @@ PAPERS_DIR = str(Path(CONFIG_DIR) / "papers")
 
 
 def paper_files(wildcards):
-    """The reported results the claims are measured against."""
-    return sorted(str(p) for p in Path(PAPERS_DIR).glob("*.yaml"))
+    """The reported results the claims are measured against (plugins' paper files too)."""
+    own = sorted(str(p) for p in Path(PAPERS_DIR).glob("*.yaml"))
+    return own + [str(p) for p in plugin_paper_files()]
 
 
 def experiment_json(wildcards):
     """The effective configuration plus the recipes in use, for the report."""
     exp = dict(config)
     exp["recipes"] = {name: asdict(recipe) for name, recipe in EXP.recipes.items()}
+    # Recipes that come from or use a plugin: the report marks them "plugin: <package> <version>".
+    labels = recipe_labels(EXP.recipes)
+    if labels:
+        exp["plugins"] = labels
     # Scenarios and workloads as resolved, an experiment's axis sweeps included.
     exp["scenarios"] = {name: asdict(sc) for name, sc in EXP.scenarios.items()}
     exp["workloads"] = {name: asdict(wl) for name, wl in EXP.workloads.items()}
@@ -407,3 +491,39 @@ def calibration_traces(wildcards):
     """The trace and device files of a calibration's scenario (as for a training run)."""
     cal = EXP.calibrations[wildcards.calibration]
     return scenario_files(cal.scenario, cal.workload)
+
+
+# Snakemake's HTML report (snakemake --report) shows each figure and table with the PDF's own
+# words: `psml report --figures/--tables` writes index.json (section headings, titles) and the
+# captions beside them (psml_core/report/html.py); the caption templates include the captions.
+def _html_index(folder):
+    try:
+        return json.loads((Path(folder) / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"groups": {}, "files": {}}
+
+
+def _section(folder, wildcards):
+    return _html_index(folder)["groups"].get(wildcards.group, wildcards.group)
+
+
+# One label only: Snakemake turns a second label with two values into a toggle between files.
+def _labels(folder, wildcards):
+    key = f"{wildcards.group}/{wildcards.name}"
+    return {"title": _html_index(folder)["files"].get(key, wildcards.name)}
+
+
+def figure_section(wildcards, output):
+    return _section(output.figures, wildcards)
+
+
+def table_section(wildcards, output):
+    return _section(output.tables, wildcards)
+
+
+def figure_labels(wildcards, output):
+    return _labels(output.figures, wildcards)
+
+
+def table_labels(wildcards, output):
+    return _labels(output.tables, wildcards)

@@ -22,7 +22,7 @@ rule compare:
     benchmark:
         f"logs/{TIER}/bench/compare.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=2000,

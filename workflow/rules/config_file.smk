@@ -1,26 +1,25 @@
-# The config file, checked before Snakemake reads it: Snakemake's own message for a YAML error
-# or a top-level list names neither the file nor the line. A --configfile given on the command
-# line is read before this runs; `psml config --configfile FILE` checks one (README).
-import os
+# The config files, checked before Snakemake reads config/config.yaml: Snakemake's own messages
+# for a YAML error, an empty file or a top-level list name neither the file nor the line, and
+# it reads a non-UTF-8 file with a traceback and a key written twice as its last value. A
+# --configfile given on the command line was read by Snakemake already; it is checked here too
+# (its duplicate keys, which Snakemake accepted), and `psml config --configfile FILE` checks one.
 import sys
+
+from psml_core.config import load_yaml
+from psml_core.errors import ConfigError
 
 
 def _check_config_file(path):
     """One line naming the file, line and problem, before Snakemake's own message (no file)."""
-    import yaml
-
-    if not os.path.isfile(path):
-        return  # Snakemake's own error names a missing file
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        sys.exit(f"error: {path}{where}: not valid YAML ({problem}); fix the file")
-    if data is not None and not isinstance(data, dict):
+        data = load_yaml(path, empty_ok=False)
+    except ConfigError as exc:
+        if "does not exist" in str(exc):
+            return  # Snakemake's own error names a missing file
+        sys.exit(f"error: {exc}")
+    if not isinstance(data, dict):
         sys.exit(f"error: {path}: expected `key: value` lines at the top level, got a list")
 
 
-_check_config_file("config/config.yaml")
+for _path in [*workflow.overwrite_configfiles, "config/config.yaml"]:
+    _check_config_file(str(_path))

@@ -12,7 +12,7 @@ rule prepare:
     benchmark:
         f"logs/{TIER}/bench/prepare/{{dataset}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=4000,
@@ -35,7 +35,7 @@ rule hash:
     benchmark:
         f"logs/{TIER}/bench/hash/{{dataset}}/{{hashing}}/seed{{seed}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=4000,

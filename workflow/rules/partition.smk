@@ -13,7 +13,7 @@ rule partition:
     benchmark:
         f"logs/{TIER}/bench/partition/{{workload}}/{{method}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=4000,

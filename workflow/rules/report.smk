@@ -40,30 +40,30 @@ rule report:
             caption="../report/report.rst",
             category="Reproduction report",
         ),
-        # The PDF's figures (SVG, with PNG copies) and tables (CSV), by paper: Snakemake's
-        # HTML report (snakemake --report) shows them under one category per paper.
+        # The PDF's figures (SVG, with PNG copies) and tables (CSV, rendered as HTML), by
+        # paper: Snakemake's HTML report shows them under one category per paper section.
         figures=report(
             directory(f"reports/{TIER}/figures"),
-            patterns=["{group}/{name}.png"],
+            patterns=["{group}/{name}.svg"],
             caption="../report/figures.rst",
-            category="{group}",
+            category=figure_section,
             subcategory="figures",
-            labels={"figure": "{name}"},
+            labels=figure_labels,
         ),
         tables=report(
             directory(f"reports/{TIER}/tables"),
-            patterns=["{group}/{name}.csv"],
+            patterns=["{group}/{name}.html"],
             caption="../report/tables.rst",
-            category="{group}",
+            category=table_section,
             subcategory="tables",
-            labels={"table": "{name}"},
+            labels=table_labels,
         ),
     log:
         f"logs/{TIER}/report.log",
     benchmark:
         f"logs/{TIER}/bench/report.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -12,7 +12,7 @@ rule analyze:
     benchmark:
         f"logs/{TIER}/bench/analyze/{{dataset}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        RULE_ENV
     threads: 1
     resources:
         mem_mb=4000,

@@ -8,6 +8,7 @@ rule train:
         spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
         traces=delay_traces,
         calibration=calibration_of,
+        costs=cost_files,
     output:
         metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
         summary=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/summary.json",
@@ -16,14 +17,16 @@ rule train:
     benchmark:
         f"logs/{TIER}/bench/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.tsv"
     conda:
-        "../envs/psml.yaml"
+        TRAIN_ENV
     threads: train_threads
     resources:
         # SLURM tasks: P + S for dist, with `mpi` (see TRAIN_TASKS), else one.
         **TRAIN_TASKS,
         # One GPU (and the GPU partition) only where the run computes on one.
         **TRAIN_GPU,
-        mem_mb=4000,
+        # Sized from the run: torch's threads per task, the job's measured (or estimated) peak.
+        cpus_per_task=train_cpus,
+        mem_mb=train_memory,
         runtime=60,
         # How a dist run starts its ranks: "local" spawns them; the slurm profile sets "srun".
         launcher="local",

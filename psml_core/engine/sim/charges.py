@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from psml_core.capabilities import SERVER_DEVICE
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.config import ComputeSpec
 from psml_core.devices.codec_cost import CodecCostModel, unwrap
 
 __all__ = ["SERVER_DEVICE", "CodecCharges"]
-
-SERVER_DEVICE = "cpu-core"
-"""Where server shards run: CPU processes (PS-lite, BytePS), whatever the workers' device."""
 
 
 class CodecCharges:

@@ -197,3 +197,15 @@ def test_prepare_with_a_bad_url_exits_3_and_writes_nothing(tmp_path) -> None:
     assert "download failed" in proc.stderr and "datasets.svm.path" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists() and not (tmp_path / "data").exists()
+
+
+def test_a_download_prints_its_size_progress_and_rate(tmp_path, capsys, monkeypatch) -> None:
+    """A download printed one line, with no size or progress."""
+    monkeypatch.delenv("PSML_PROGRESS", raising=False)
+    data = bytes(range(256)) * 20_000  # 5.1 MB: five 1 MB chunks and a tail
+    url = _served(tmp_path, "big.bin", data)
+    fetch(url, tmp_path / "got" / "big.bin", _sha(data), "datasets.big")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"psml: downloading {url} -> {tmp_path / 'got' / 'big.bin'} (5.1 MB)"
+    assert "psml:   20% (1.0 MB of 5.1 MB)" in err and "psml:   80% (4.2 MB of 5.1 MB)" in err
+    assert err[-1].startswith("psml:   downloaded 5.1 MB in ")

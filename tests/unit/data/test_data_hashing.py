@@ -149,7 +149,10 @@ def test_dense_data_is_a_config_error_naming_the_field():
         ({"ratio": 1.5}, "key 'dense_bsp.hashing.ratio': 1.5 is out of range; must be <= 1"),
         ({"buckets": 0}, "key 'dense_bsp.hashing.buckets': 0 is out of range; must be >= 1"),
         ({"buckets": 2.5}, "key 'dense_bsp.hashing.buckets': expected integer"),
-        ({"bucket": 8}, "unknown key 'bucket' in 'dense_bsp.hashing'; allowed keys: buckets"),
+        (
+            {"bucket": 8},
+            "unknown key 'bucket' in 'dense_bsp.hashing'; did you mean 'buckets'? allowed keys",
+        ),
         ({"ratio": 0.5, "signed": "yes"}, "key 'dense_bsp.hashing.signed': expected boolean"),
     ],
 )

@@ -52,11 +52,19 @@ def test_parses_comments_blank_lines_and_labels(tmp_path) -> None:
     np.testing.assert_array_equal(rows.lines, [1, 2, 5, 6])
 
 
-def test_unsorted_indices_zeros_and_empty_rows(tmp_path) -> None:
-    X, _ = parse_libsvm(_write(tmp_path / "a.txt", "1 5:1 2:3 3:0\n0\n1 1:2\n"), n_features=6)
+def test_zeros_and_empty_rows(tmp_path) -> None:
+    X, _ = parse_libsvm(_write(tmp_path / "a.txt", "1 2:3 3:0 5:1\n0\n1 1:2\n"), n_features=6)
     assert X.shape == (3, 6) and X.has_canonical_format and X.nnz == 3
     np.testing.assert_array_equal(X.toarray()[0], [0, 3, 0, 0, 1, 0])
     assert X[1].nnz == 0
+
+
+def test_indices_out_of_order_are_an_error_naming_the_line(tmp_path) -> None:
+    """`4:1 2:1` was sorted silently; libsvm and scikit-learn refuse it, and so do we."""
+    msg = _error(tmp_path, "1 1:1 3:1\n-1 4:1 2:1\n")
+    assert "line 2" in msg and "index 2 follows 4" in msg and "ascending" in msg
+    with pytest.raises(ValueError, match="sorted"):  # the reference reader agrees
+        load_svmlight_file(str(tmp_path / "rcv1.txt"), zero_based=False)
 
 
 def test_crlf_line_endings(tmp_path) -> None:

@@ -39,9 +39,24 @@ def test_cpu_and_auto_without_a_gpu_resolve_to_the_cpu() -> None:
 
 
 @pytest.mark.skipif(GPU, reason="a GPU is present: cuda resolves")
-def test_cuda_without_a_gpu_is_one_clear_error() -> None:
+def test_cuda_without_a_gpu_is_one_clear_error(monkeypatch) -> None:
+    monkeypatch.setattr(torch.version, "cuda", "12.8")  # a CUDA build on a host without a GPU
     with pytest.raises(ConfigError, match="finds no GPU here.*device=cpu"):
         resolve_device("cuda")
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is present: cuda resolves")
+def test_the_cpu_build_names_the_cuda_install(monkeypatch, tmp_path, capsys) -> None:
+    """A CPU login node installs the CPU wheel; a GPU job then says how to get the CUDA one."""
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ConfigError, match=r"CPU build.*PSML_TORCH=cuda bash scripts/install.sh"):
+        resolve_device("cuda")
+    fake = tmp_path / "nvidia-smi"  # a GPU node: auto warns that it stays on the CPU
+    fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert resolve_device("auto") == torch.device("cpu")
+    assert "PSML_TORCH=cuda" in capsys.readouterr().err
 
 
 def test_a_cpu_run_keeps_its_config_hash_and_cuda_changes_it(smoke) -> None:

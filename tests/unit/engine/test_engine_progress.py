@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -194,3 +195,39 @@ def test_no_heartbeat_for_a_non_positive_or_non_finite_interval(interval: float)
     for t in range(5):
         p.tick(t)
     assert "heartbeat" not in out.getvalue()
+
+
+def test_a_timer_beats_before_the_first_iteration(smoke, prepared, tmp_path, monkeypatch):
+    """The heartbeat was checked only inside the iteration loop: a slow data check (or
+    placement, or one long iteration) printed nothing. Now a timer beats, naming the step."""
+    import psml_core.engine.training as training
+
+    spec = spec_for(smoke)
+    slow_load = training.load_prepared
+
+    def load(path):
+        time.sleep(0.4)  # a large data set's SHA-256 check
+        return slow_load(path)
+
+    monkeypatch.setattr(training, "load_prepared", load)
+    out = io.StringIO()
+    progress = Progress(spec.run_id, ITERATIONS, stream=out, bar=False, interval_s=0.1)
+    train(spec, prepared[spec.dataset.name], tmp_path, progress=progress)
+    lines = parse(out.getvalue())
+    beats = [x for x in lines if x["event"] == "heartbeat" and x.get("stage") == "data"]
+    assert beats and all(x["iter"] == f"0/{ITERATIONS}" for x in beats)
+    first_eval = next(i for i, x in enumerate(lines) if x["event"] == "eval")
+    assert lines.index(beats[0]) < first_eval
+    assert not progress._ticker._thread.is_alive()  # noqa: SLF001 - stopped with the run
+
+
+def test_a_run_that_fails_before_training_stops_its_heartbeat(smoke, tmp_path):
+    """The timer must not outlive a run whose data check (or placement, or build) failed."""
+    from psml_core.errors import DataError
+
+    spec = spec_for(smoke)
+    progress = Progress(spec.run_id, ITERATIONS, stream=io.StringIO(), bar=False, interval_s=0.05)
+    with pytest.raises(DataError):
+        train(spec, tmp_path / "no-data", tmp_path / "out", progress=progress)
+    thread = progress._ticker._thread  # noqa: SLF001
+    assert thread is not None and not thread.is_alive()

@@ -1,0 +1,278 @@
+"""Methods from outside the tree: building blocks, recipes and paper files from other packages.
+
+A package extends psml through Python entry points, so that a new method can be compared with
+the five papers' without a fork. Installed with pip, its blocks join psml's registries and its
+recipes join ``config/methods.yaml`` the first time psml loads settings
+(:func:`load_plugins`: every public loader of :mod:`psml_core.recipes` calls it).
+
+==========================  =======================================================  ========
+group                       an entry point names                                     registry
+==========================  =======================================================  ========
+``psml.codecs``             a :class:`~psml_core.codecs.Codec` subclass               CODECS
+``psml.sync``               a :class:`~psml_core.sync.SyncPolicy` subclass            SYNC_POLICIES
+``psml.controllers``        a :class:`~psml_core.control.Controller` subclass         CONTROLLERS
+``psml.placements``         a :class:`~psml_core.placement.Placement` subclass        PLACEMENTS
+``psml.recipes``            a package (or module) whose folder holds ``methods.yaml``
+                            and, optionally, ``papers/<id>.yaml`` with claims
+==========================  =======================================================  ========
+
+A block registers under its entry point's name (``first_k = "pkg.codec:FirstKCodec"``); a
+class that its own module registered already under that name is accepted as is. A name psml
+or another plugin already uses, a class of the wrong kind, a plugin that fails to import or a
+recipe name defined twice is one :class:`~psml_core.errors.ConfigError` naming the package,
+its version and the fix. ``psml config`` lists what each plugin added, and the report marks
+each recipe that uses one ("plugin: <package> <version>").
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from psml_core.codecs import CODECS, Codec
+from psml_core.config import MethodRecipe, load_yaml
+from psml_core.control import CONTROLLERS, Controller
+from psml_core.errors import ConfigError
+from psml_core.placement import PLACEMENTS, Placement
+from psml_core.registry import Registry
+from psml_core.sync import SYNC_POLICIES, SyncPolicy
+
+__all__ = [
+    "BLOCK_GROUPS",
+    "RECIPES_GROUP",
+    "Plugin",
+    "COSTS_ENV",
+    "block_origin",
+    "calibrate_command",
+    "cost_file",
+    "describe_plugins",
+    "load_plugins",
+    "methods_files",
+    "paper_files",
+    "recipe_labels",
+    "recipe_plugins",
+]
+
+BLOCK_GROUPS: dict[str, tuple[str, Registry[Any], type]] = {  # provenance.PLUGIN_GROUPS too
+    "psml.codecs": ("codec", CODECS, Codec),
+    "psml.sync": ("sync", SYNC_POLICIES, SyncPolicy),
+    "psml.controllers": ("controller", CONTROLLERS, Controller),
+    "psml.placements": ("placement", PLACEMENTS, Placement),
+}
+"""Entry-point group -> (recipe key, registry, the ABC its classes subclass)."""
+
+RECIPES_GROUP = "psml.recipes"
+"""The group whose entry points name a package holding ``methods.yaml`` (and ``papers/``)."""
+
+
+@dataclass
+class Plugin:
+    """One installed distribution that extends psml, and what it added.
+
+    Attributes:
+        package: The distribution's name (``pip install <package>``).
+        version: Its installed version.
+        blocks: Recipe key (codec, sync, controller, placement) -> the names it registered.
+        methods: Its ``methods.yaml`` files.
+        recipes: The recipe names those files define.
+        papers: Its paper files.
+    """
+
+    package: str
+    version: str
+    blocks: dict[str, list[str]] = field(default_factory=dict)
+    methods: list[Path] = field(default_factory=list)
+    recipes: list[str] = field(default_factory=list)
+    papers: list[Path] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``"<package> <version>"``, as the report prints it."""
+        return f"{self.package} {self.version}"
+
+
+COSTS_ENV = "PSML_PLUGIN_COSTS"
+"""Names the folder of plugin codecs' cost files, if not ``config/devices/plugins``."""
+
+_LOADED: dict[str, Plugin] | None = None
+
+
+def cost_file(codec: str) -> Path:
+    """Where the cost table of plugin codec ``codec`` lives (``psml bench calibrate --plugin``).
+
+    ``config/devices/plugins/<codec>.yaml`` relative to the working directory (the workflow's),
+    or under the folder ``$PSML_PLUGIN_COSTS`` names.
+    """
+    return Path(os.environ.get(COSTS_ENV) or Path("config", "devices", "plugins")) / f"{codec}.yaml"
+
+
+def calibrate_command(codecs: Iterable[str]) -> str:
+    """The command that measures plugin codecs' cost tables on this machine."""
+    return f"psml bench calibrate --plugin {','.join(sorted(set(codecs)))}"
+
+
+def _entry_points(group: str) -> list[md.EntryPoint]:
+    """A group's entry points, one per (distribution, name), in a stable order."""
+    seen: dict[tuple[str, str], md.EntryPoint] = {}
+    for ep in md.entry_points(group=group):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        seen.setdefault((dist, ep.name), ep)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _plugin(found: dict[str, Plugin], ep: md.EntryPoint) -> Plugin:
+    dist = ep.dist
+    name = dist.name if dist is not None else ep.module
+    if name not in found:
+        found[name] = Plugin(name, dist.version if dist is not None else "unknown")
+    return found[name]
+
+
+def _load(ep: md.EntryPoint, plugin: Plugin, group: str) -> Any:
+    """The entry point's object; an import failure is one line naming the plugin."""
+    try:
+        return ep.load()
+    except Exception as exc:  # any failure of foreign code at import is the plugin's
+        raise ConfigError(
+            f"plugin {plugin.label}: entry point {ep.name!r} ({ep.value}) of group {group!r} "
+            f"cannot be loaded ({type(exc).__name__}: {exc}); fix the package or uninstall it "
+            f"(pip uninstall {plugin.package})"
+        ) from None
+
+
+def _register_block(ep: md.EntryPoint, plugin: Plugin, group: str) -> None:
+    key, registry, base = BLOCK_GROUPS[group]
+    obj = _load(ep, plugin, group)
+    where = f"plugin {plugin.label}: entry point {ep.name!r} of group {group!r}"
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise ConfigError(
+            f"{where} is {obj!r}, not a subclass of {base.__name__}; point it at the class"
+        )
+    if ep.name in registry:
+        if registry.get(ep.name) is not obj:
+            owner = block_origin(key, ep.name)
+            who = f"plugin {owner.label}" if owner else "psml itself"
+            raise ConfigError(
+                f"{where}: {registry.kind} {ep.name!r} is registered by {who} already; "
+                "rename the entry point"
+            )
+    else:
+        registry.register(ep.name)(obj)
+    plugin.blocks.setdefault(key, []).append(ep.name)
+
+
+def _add_resources(ep: md.EntryPoint, plugin: Plugin) -> None:
+    module = _load(ep, plugin, RECIPES_GROUP)
+    where = f"plugin {plugin.label}: entry point {ep.name!r} of group {RECIPES_GROUP!r}"
+    try:
+        root = Path(str(files(module)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where} must name a package or module ({exc})") from None
+    if root.is_file():  # a plain module: its folder
+        root = root.parent
+    methods = root / "methods.yaml"
+    if not methods.is_file():
+        raise ConfigError(
+            f"{where}: {methods} does not exist; a recipes entry point names the package "
+            "whose folder holds methods.yaml (and, optionally, papers/<id>.yaml)"
+        )
+    defined = load_yaml(methods, "methods file")
+    plugin.methods.append(methods)
+    plugin.recipes += sorted(defined) if isinstance(defined, dict) else []
+    plugin.papers += sorted((root / "papers").glob("*.yaml"))
+
+
+def load_plugins() -> list[Plugin]:
+    """Load every installed plugin once per process; the plugins, by package name.
+
+    Raises:
+        ConfigError: one line naming the plugin and the fix (see the module docstring).
+    """
+    global _LOADED
+    if _LOADED is None:
+        found: dict[str, Plugin] = {}
+        try:
+            for group in BLOCK_GROUPS:
+                for ep in _entry_points(group):
+                    _register_block(ep, _plugin(found, ep), group)
+            for ep in _entry_points(RECIPES_GROUP):
+                _add_resources(ep, _plugin(found, ep))
+        except ConfigError:
+            _LOADED = None
+            raise
+        _LOADED = found
+    return [_LOADED[k] for k in sorted(_LOADED)]
+
+
+def methods_files() -> list[Path]:
+    """The plugins' ``methods.yaml`` files."""
+    return [m for p in load_plugins() for m in p.methods]
+
+
+def paper_files() -> list[Path]:
+    """The plugins' paper files."""
+    return [f for p in load_plugins() for f in p.papers]
+
+
+def block_origin(key: str, name: str) -> Plugin | None:
+    """The plugin that registered block ``name`` under recipe key ``key``; None: psml's own."""
+    key = "codec" if key == "codec_down" else key
+    for p in load_plugins() if _LOADED is not None else []:
+        if name in p.blocks.get(key, []):
+            return p
+    return None
+
+
+def recipe_plugins(name: str, blocks: Iterable[tuple[str, str]]) -> list[Plugin]:
+    """The plugins a recipe comes from or uses: its methods file's, then its blocks'.
+
+    Args:
+        name: The recipe's name (a sweep's ``<method>__<label>`` counts as its base's).
+        blocks: ``(recipe key, block name)`` of each block the recipe names.
+    """
+    out: list[Plugin] = []
+    base = name.split("__", 1)[0]
+    for p in load_plugins():
+        if base in p.recipes and p not in out:
+            out.append(p)
+    for key, block in blocks:
+        p = block_origin(key, block)
+        if p is not None and p not in out:
+            out.append(p)
+    return out
+
+
+def recipe_labels(recipes: Mapping[str, MethodRecipe]) -> dict[str, list[str]]:
+    """Recipe name -> ``"<package> <version>"`` of each plugin it comes from or uses.
+
+    Only recipes that involve a plugin are listed; the report marks them, and the workflow
+    hands this to it in the effective configuration (``plugins``).
+    """
+    out = {}
+    for name, r in recipes.items():
+        blocks = [("codec", r.codec.name), ("sync", r.sync.name)]
+        blocks += [("controller", r.controller.name), ("placement", r.placement.name)]
+        if r.codec_down is not None:
+            blocks.append(("codec", r.codec_down.name))
+        found = recipe_plugins(name, blocks)
+        if found:
+            out[name] = [p.label for p in found]
+    return out
+
+
+def describe_plugins() -> list[str]:
+    """One line per plugin: package, version and what it added (for ``psml config``)."""
+    lines = []
+    for p in load_plugins():
+        parts = [f"{k}s: {', '.join(v)}" for k, v in sorted(p.blocks.items())]
+        if p.recipes:
+            parts.append(f"recipes: {', '.join(sorted(p.recipes))}")
+        if p.papers:
+            parts.append(f"papers: {', '.join(f.stem for f in p.papers)}")
+        lines.append(f"{p.label} ({'; '.join(parts) or 'nothing'})")
+    return lines
