@@ -115,17 +115,20 @@ class DC2Controller(Controller):
     2. Warm-up: the first ``warmup`` steps run at ``r0``; their minimum ``D_hat`` is ``D_0``.
     3. Target: ``D* = max(kappa * T_hat, D_0)``: communication about as long as computation
        (``kappa = 1``), never below the delay seen in warm-up.
-    4. Law ``proportional``: ``r <- clip(r_t (D* / D_t)^gamma, r_min, r_max)``, taken only
+    4. Law ``proportional``: ``r <- clip(r_t (D* / D_t)^g, r_min, r_max)`` with the gain
+       ``g = gamma`` for a cut (``D_t > D*``) and ``g = gamma_up`` for a rise, taken only
        when ``D_t`` is off the target by more than ``hysteresis`` (relative; ``D_t`` within
        ``[D* / (1 + h), D* (1 + h)]`` is on target) or the proposal reaches a bound. The
        correction starts from the ratio the observed delay was measured at, not from the
        current ``r``: the feed lags a step or two behind (a step is observed once its pull
        is in), and a law that multiplied the current ``r`` by a lagged correction would cut
        again for a delay it had already answered (windup). On a delay linear in the ratio,
-       ``D = a + b r``, each observation moves ``log r`` the fraction
-       ``gamma * b r / (a + b r)`` of the way to its fixed point, so ``gamma <= 1`` never
-       overshoots and ``gamma = 0.5`` halves the distance at most, which keeps a
-       mis-measured step from moving the ratio far.
+       ``D = a + b r``, each observation moves ``log r`` the fraction ``g b r / (a + b r)``
+       of the way to its fixed point, so no gain up to 1 overshoots. Cuts take half the
+       way (``gamma = 0.5``): one congested or mis-measured step must not cost many steps
+       of accuracy. Rises take all of it (``gamma_up = 1``): from a small ratio the delay
+       is mostly latency, the multiplicative law already under-estimates the room, and a
+       ratio left low costs accuracy for nothing.
        Law ``aimd``: ``r <- r / 2`` if ``D_t > (1 + delta) D*``, once per round trip (an
        observation measured at a ratio above the current one predates the last cut and
        cuts no more, as TCP halves once per window); else ``r <- min(r_max, r + additive)``.
@@ -147,9 +150,10 @@ class DC2Controller(Controller):
     the same ratios on every worker or rank.
 
     Tuning: ``kappa`` sets the comm/compute balance (below 1 compresses harder, above 1
-    favours accuracy). ``gamma`` is the loop gain: 1 reaches the fixed point of a
-    bandwidth-bound link in one observation but follows every noisy sample; lower it (0.3)
-    under heavy jitter, raise it (up to 1) to follow fast changes. ``hysteresis`` stops chatter
+    favours accuracy). ``gamma`` and ``gamma_up`` are the loop gains: 1 reaches the fixed
+    point of a bandwidth-bound link in one observation but follows every noisy sample; lower
+    them (0.3) under heavy jitter, raise ``gamma`` towards 1 to follow congestion faster.
+    ``hysteresis`` stops chatter
     near the fixed point. ``min_elasticity`` and ``patience`` decide when the delay counts as
     unresponsive: raise ``patience`` where cross-traffic changes within a step or two, so
     that a change in competition that coincides with a cut is not taken for a floor. ``r_min``
@@ -162,7 +166,9 @@ class DC2Controller(Controller):
         alpha: EMA weight of the monitor's newest sample, in (0, 1] (default 0.2) [ours].
         warmup: Warm-up steps at ``r0`` that define ``D_0``, integer >= 0 (default 20) [ours].
         kappa: Target comm/compute ratio, > 0 (default 1.0) [ours].
-        gamma: Gain (exponent) of the proportional law, in (0, 1] (default 0.5) [ours].
+        gamma: Gain (exponent) of the proportional law's cuts, in (0, 1] (default 0.5)
+            [ours].
+        gamma_up: Gain of its rises, in (0, 1] (default 1.0) [ours].
         r_min: Smallest ratio, in (0, 1] (default 0.001) [ours].
         r_max: Largest ratio, in [r_min, 1] (default 1.0, no compression) [ours].
         r0: Ratio during warm-up and start, in [r_min, r_max] (default 1.0) [ours].
@@ -188,6 +194,7 @@ class DC2Controller(Controller):
         warmup: int = 20,
         kappa: float = 1.0,
         gamma: float = 0.5,
+        gamma_up: float = 1.0,
         r_min: float = 0.001,
         r_max: float = 1.0,
         r0: float = 1.0,
@@ -208,6 +215,7 @@ class DC2Controller(Controller):
         self.alpha = _number("alpha", alpha, 0.0, 1.0, True, False)
         self.kappa = _number("kappa", kappa, 0.0, math.inf, True, True)
         self.gamma = _number("gamma", gamma, 0.0, 1.0, True, False)
+        self.gamma_up = _number("gamma_up", gamma_up, 0.0, 1.0, True, False)
         self.r_min = _number("r_min", r_min, 0.0, 1.0, True, False)
         self.r_max = _number("r_max", r_max, self.r_min, 1.0, False, False)
         self.r0 = _number("r0", r0, self.r_min, self.r_max, False, False)
@@ -286,7 +294,8 @@ class DC2Controller(Controller):
             return self.r_max  # no measurable delay: nothing to save by compressing
         if target <= 0.0:
             return r if self.held is not None else self.r_min  # zero target: all we can
-        log_p = math.log(at) + self.gamma * (math.log(target) - math.log(d))
+        error = math.log(target) - math.log(d)  # > 0: room to send more
+        log_p = math.log(at) + (self.gamma_up if error > 0.0 else self.gamma) * error
         if self.held is not None:
             log_p = max(log_p, math.log(at))  # anti-windup: no cut while the delay is floored
         if log_p >= math.log(self.r_max):

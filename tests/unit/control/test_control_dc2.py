@@ -115,10 +115,10 @@ def drive_pairs(ctl: DC2Controller, stream: Sequence[tuple[float, float]]) -> li
 
 def test_first_change_comes_right_after_warmup():
     ctl = DC2Controller(warmup=5, r0=0.3)
-    ratios = drive(ctl, [0.1] * 6, compute=1.0)  # fast network: grow, by (1 / 0.1)^0.5
-    assert ratios[:5] == [0.3] * 5 and ratios[5] == pytest.approx(0.3 * 10**0.5)
-    fast = DC2Controller(warmup=5, r0=0.3, gamma=1.0)
-    assert drive(fast, [0.1] * 6, compute=1.0)[5] == 1.0  # gain 1: straight to r_max
+    ratios = drive(ctl, [0.1] * 6, compute=1.0)  # fast network: rise by 1 / 0.1, to r_max
+    assert ratios[:5] == [0.3] * 5 and ratios[5] == 1.0
+    slow = DC2Controller(warmup=5, r0=0.3, gamma_up=0.5)
+    assert drive(slow, [0.1] * 6, compute=1.0)[5] == pytest.approx(0.3 * 10**0.5)
 
 
 def test_determinism_and_stable_per_step_ratio():
@@ -204,10 +204,15 @@ def test_hysteresis_does_not_block_a_bound():
     assert low.ratio(1) == 0.001
 
 
-def test_gamma_scales_the_correction():
+def test_gamma_scales_cuts_and_gamma_up_rises():
     ctl = DC2Controller(r0=0.5, warmup=0, alpha=1.0, gamma=0.5)
     ctl.observe(Observation(0, 4.0, 1.0))
     assert ctl.ratio(1) == pytest.approx(0.25)  # 0.5 * (1/4)^0.5
+    ctl.observe(Observation(1, 0.5, 1.0, ratio=0.25))
+    assert ctl.ratio(2) == pytest.approx(0.5)  # 0.25 * (1/0.5)^1
+    up = DC2Controller(r0=0.1, warmup=0, alpha=1.0, gamma_up=0.5)
+    up.observe(Observation(0, 0.25, 1.0))
+    assert up.ratio(1) == pytest.approx(0.2)  # 0.1 * (1/0.25)^0.5
 
 
 def test_zero_delay_and_zero_target():
@@ -276,6 +281,7 @@ def test_registered_and_built_from_config():
         ("kappa", math.nan, "(0, inf)"),
         ("gamma", -1.0, "(0, 1]"),
         ("gamma", 1.5, "(0, 1]"),
+        ("gamma_up", 0.0, "(0, 1]"),
         ("r_min", 0.0, "(0, 1]"),
         ("r_max", 1.5, "[0.001, 1]"),
         ("r_max", 0.0001, "[0.001, 1]"),
