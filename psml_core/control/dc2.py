@@ -134,10 +134,14 @@ class DC2Controller(Controller):
        cuts no more, as TCP halves once per window); else ``r <- min(r_max, r + additive)``.
     5. Anti-windup at the latency floor: a cut *pays* when the delay falls with it, an
        elasticity ``log(D_prev / D_t) / log(r_prev / r_t) >= min_elasticity`` between
-       consecutive observed steps. After ``patience`` cuts in a row that did not pay, the
-       delay no longer depends on the ratio (latency, a delay process, a floor no ratio
-       shortens): neither law cuts further, and the hold ends when the delay moves by more
-       than ``release`` (relative) from where it began, or reaches the target.
+       consecutive observed steps, for cuts by more than the ``hysteresis`` band (smaller
+       ones are lost in the delay's noise). A cut that did not pay while the delay stayed within
+       ``release`` (relative) of the previous one counts; a delay that moved by more means
+       the network changed (more competition arriving during a cut is no floor), and the
+       count starts again. After ``patience`` such cuts in a row the delay no longer depends
+       on the ratio (latency, a delay process, a floor no ratio shortens): neither law cuts
+       further, and the hold ends when the delay moves by more than ``release`` from where
+       it began, or reaches the target.
 
     Subtlety: the warm-up runs at ``r0``, so ``D_0`` is the delay *at r0*: with the default
     ``r0 = 1`` it is the dense network delay of the warm-up, and DC2 compresses only when the
@@ -262,19 +266,24 @@ class DC2Controller(Controller):
             return math.nan
         return max(self.kappa * m.compute, m.baseline)
 
+    def _moved(self, before: float, after: float) -> bool:
+        """Whether the delay moved by more than ``release``: the network's conditions changed."""
+        return after > before * (1.0 + self.release) or after < before / (1.0 + self.release)
+
     def _track(self, r: float, d: float) -> None:
         """Anti-windup: count the cuts in a row that did not pay; hold, or end a hold."""
         prev, self._prev = self._prev, (r, d)
-        if self.held is not None:
-            moved = d > self.held * (1.0 + self.release) or d < self.held / (1.0 + self.release)
-            if moved or d <= self.target:
-                self.held, self.unpaid = None, 0
+        if self.held is not None and (self._moved(self.held, d) or d <= self.target):
+            self.held, self.unpaid = None, 0
         if prev is None:
             return
         r_prev, d_prev = prev
-        if r > r_prev:
+        if r > r_prev or self._moved(d_prev, d):
+            # A rise, or new conditions (more competition during a cut is no floor): recount.
             self.unpaid = 0
-        elif r < r_prev and d > 0.0 and d_prev > 0.0:
+        elif r < r_prev and r * (1.0 + self.hysteresis) <= r_prev and d > 0.0 and d_prev > 0.0:
+            # Only a cut beyond the dead band says how the delay responds; a smaller one
+            # (two interleaved lagged observations) is lost in the delay's noise.
             elasticity = math.log(d_prev / d) / math.log(r_prev / r)
             self.unpaid = 0 if elasticity >= self.min_elasticity else self.unpaid + 1
             if self.unpaid >= self.patience and self.held is None:

@@ -230,6 +230,27 @@ def test_kappa_scales_the_target():
     assert ctl.ratio(1) == 1.0 and ctl.target == 2.0
 
 
+def test_a_floor_needs_real_cuts_into_a_steady_delay():
+    """Tiny cuts in noise, or congestion that arrives during a cut, are no latency floor.
+
+    The small tier's bw_steps (seed 0) before the fix: a 3% cut between two interleaved
+    lagged observations counted as a cut that did not pay, the drop to 0.1 Gbit/s during
+    the next cut as a second, and the ratio stayed held at 0.056 for about 95 steps.
+    """
+    ctl = DC2Controller(warmup=0, alpha=1.0)
+    ctl.observe(Observation(0, 1e-3, 1e-3, ratio=0.0681))
+    ctl.observe(Observation(1, 1.005e-3, 1e-3, ratio=0.0661))  # 3% cut: no information
+    assert ctl.unpaid == 0
+    ctl.observe(Observation(2, 5.5e-3, 1e-3, ratio=0.0582))  # the link got 10x slower
+    ctl.observe(Observation(3, 5.8e-3, 1e-3, ratio=0.0563))
+    assert ctl.held is None and ctl.unpaid == 0
+    assert ctl.ratio(4) < 0.03  # still cutting, towards the new fixed point
+    # A steady delay that real cuts (beyond the 10% band) do not shorten is a floor.
+    for t, r in enumerate([0.02, 0.01, 0.005], start=4):
+        ctl.observe(Observation(t, 5.5e-3, 1e-3, ratio=r))
+    assert ctl.held == 5.5e-3
+
+
 # --------------------------------------------------------------------------- AIMD
 
 

@@ -170,6 +170,18 @@ def test_latency_floor_stops_the_cuts(lag):
     assert closed_loop(windup, plant, 150, lag)[0][-1] == windup.r_min
 
 
+@pytest.mark.parametrize("lag", LAGS)
+def test_congestion_arriving_during_cuts_is_no_floor(lag):
+    # 2 ms + 10 ms r (r* = 0.8) until step 3, while the first cuts are in flight; then 10x the
+    # bytes' time (r* = 0.08). The delay rises while r falls, which is no latency floor.
+    plant = linear(lambda t: 0.002, lambda t: 0.01 if t < 3 else 0.1)
+    ctl = DC2Controller(warmup=0)
+    ratios, delays = closed_loop(ctl, plant, 80, lag)
+    assert ctl.held is None
+    assert ratios[-1] == pytest.approx(0.08, rel=0.12)
+    assert np.abs(np.log(delays[settling(lag) + 3 :] / COMPUTE_S)).max() <= math.log(1.1)
+
+
 # --------------------------------------------------------------------------- AIMD
 
 
