@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -17,13 +18,20 @@ class Observation:
 
     Attributes:
         step: The step just finished.
-        comm_s: Communication time of the step.
+        comm_s: The step's network delay ``D_t``: the time its messages spent on the network,
+            from a message's first byte handed to the network to its last byte arriving, not
+            the compute, encode, decode, sync wait or server processing around them (the sim
+            backend measures it so; see :class:`~psml_core.control.feed.ControllerFeed`).
         compute_s: Compute time of the step.
+        ratio: The ratio the step's messages were encoded at (NaN where unknown); the feed
+            fills it in, so a controller can correct from the ratio an observation was
+            measured at rather than from the one in force when it arrives.
     """
 
     step: int
     comm_s: float
     compute_s: float
+    ratio: float = math.nan
 
 
 class Controller(ABC):

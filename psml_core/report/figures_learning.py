@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from psml_core.net.cross_traffic import make_cross_traffic
 from psml_core.report.figure_layout import (
     line_figures,
     method_handles,
@@ -37,6 +39,7 @@ from psml_core.report.format import clock_phrase
 
 __all__ = [
     "accuracy_by_scenario_figure",
+    "high_state_spans",
     "ratio_figure",
 ]
 
@@ -118,28 +121,114 @@ def _accuracy_group(
 # --------------------------------------------------------------------------- ratio (DC2)
 
 
+_HIGH_STYLE: dict[str, Any] = {"color": "0.88", "linewidth": 0}
+
+
+def high_state_spans(
+    cross_traffic: Mapping[str, Any] | None, seed: int, until: float
+) -> tuple[list[tuple[float, float]], int] | None:
+    """When a scenario's two-state cross-traffic is in its high state, over ``[0, until]``.
+
+    The chain is a function of the run's seed and simulated time alone
+    (:mod:`psml_core.net.cross_traffic`), so it is recomputed here, not re-simulated. Only a
+    ``markov`` chain with ``scope: shared`` (one state for the whole network) has one state
+    per instant; anything else gives None, as does a chain whose two states are equal.
+
+    Returns:
+        The high state's ``(start, end)`` intervals in seconds, and its competing flows.
+    """
+    spec = dict(cross_traffic or {})
+    flows = spec.get("flows")
+    if spec.get("kind") != "markov" or spec.get("scope", "shared") != "shared":
+        return None
+    if not isinstance(flows, list | tuple) or len(flows) != 2 or flows[0] == flows[1]:
+        return None
+    chain = make_cross_traffic(spec, seed, 1)
+    assert chain is not None
+    high, t = max(int(f) for f in flows), 0.0
+    spans: list[tuple[float, float]] = []
+    while t < until:
+        end = min(chain.next_change(t), until)
+        if chain.at(0, t)[0] == high:
+            if spans and spans[-1][1] == t:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((t, end))
+        t = end
+    return spans, high
+
+
 def ratio_figure(
     runs: pd.DataFrame,
     metrics: Mapping[str, pd.DataFrame],
     methods: Sequence[str],
     workdir: Path,
     stem: str,
+    scenarios: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[FigureSpec]:
     """Compression ratio in force per iteration (mean over workers and seeds), per method.
 
-    More than :data:`MAX_SERIES` methods are split into groups (:func:`method_groups`).
+    A panel whose scenario switches a shared two-state cross-traffic chain (``scenarios``:
+    the tier's scenario entries) shows instead the first seed's ratio against simulated time,
+    with the high state shaded: the states' timing differs between seeds, so a mean over
+    seeds would blur what the controller does in each. More than :data:`MAX_SERIES` methods
+    are split into groups (:func:`method_groups`).
     """
     data = per_iteration(runs, metrics, "ratio")
+    states = {
+        str(s): (scenarios or {}).get(str(s), {}).get("cross_traffic")
+        for s in runs["scenario"].unique()
+    }
     return per_group(
         present_methods(methods, runs),
         stem,
-        lambda group, name, part: _ratio_group(runs, data, group, workdir, name, part),
+        lambda group, name, part: _ratio_group(
+            runs, metrics, data, states, group, workdir, name, part
+        ),
     )
+
+
+class _StatePanel(NamedTuple):
+    """A two-state panel: its seed, each method's trace, the high state's spans and flows."""
+
+    seed: int
+    traces: dict[str, pd.DataFrame]
+    spans: list[tuple[float, float]]
+    flows: int
+
+
+def _state_panel(
+    runs: pd.DataFrame,
+    metrics: Mapping[str, pd.DataFrame],
+    cross_traffic: Mapping[str, Any] | None,
+    panel: tuple[str, str],
+    methods: Sequence[str],
+) -> _StatePanel | None:
+    """The first seed's ratio per iteration against the iteration's end (slowest worker)."""
+    w, s = panel
+    sel = runs[(runs["workload"] == w) & (runs["scenario"] == s)]
+    if sel.empty or not cross_traffic:
+        return None
+    seed = int(sel["seed"].min())
+    traces = {}
+    for r in sel[sel["seed"] == seed].itertuples(index=False):
+        if r.method in methods:
+            g = metrics[str(r.run_id)].groupby("iteration", sort=True)
+            traces[str(r.method)] = pd.DataFrame(
+                {"time_s": g["time_s"].max(), "ratio": g["ratio"].mean()}
+            )
+    if not traces:
+        return None
+    until = max(float(t["time_s"].max()) for t in traces.values())
+    found = high_state_spans(cross_traffic, seed, until)
+    return None if found is None else _StatePanel(seed, traces, *found)
 
 
 def _ratio_group(
     runs: pd.DataFrame,
+    metrics: Mapping[str, pd.DataFrame],
     data: pd.DataFrame,
+    states: Mapping[str, Any],
     methods: Sequence[str],
     workdir: Path,
     stem: str,
@@ -147,31 +236,59 @@ def _ratio_group(
 ) -> list[FigureSpec]:
     styles = method_styles(methods)
     log = spans_decades(data["mean"])
+    panels = run_panels(runs)
+    shaded = {
+        p: sp
+        for p in panels
+        if (sp := _state_panel(runs, metrics, states.get(p[1]), p, methods)) is not None
+    }
 
     def draw(ax: Axes, w: str, s: str) -> None:
         panel = data[(data["workload"] == w) & (data["scenario"] == s)]
-        for m in methods:
-            d = panel[panel["method"] == m]
-            if not d.empty:
-                ax.plot(d["iteration"], d["mean"], linewidth=1.2, **styles[m])
+        two = shaded.get((w, s))
+        if two is not None:
+            for a, b in two.spans:
+                ax.axvspan(a, b, **_HIGH_STYLE)
+            for m, t in two.traces.items():
+                # A step's ratio holds from the previous step's end to its own.
+                ax.step(t["time_s"], t["ratio"], where="pre", linewidth=1.2, **styles[m])
+            ax.set_xlabel(f"{clock_phrase(runs['clock'])} time (s), seed {two.seed}")
+        else:
+            for m in methods:
+                d = panel[panel["method"] == m]
+                if not d.empty:
+                    ax.plot(d["iteration"], d["mean"], linewidth=1.2, **styles[m])
+            ax.set_xlabel("iteration")
         if log:
             log_axis(ax.yaxis, ax.set_yscale, panel["mean"])
-        ax.set_xlabel("iteration")
         ax.set_ylabel("compression ratio (1 = dense)")
 
+    legend: list[Any] = method_handles(styles, methods)
+    flows = sorted({sp.flows for sp in shaded.values()})
+    if flows:
+        label = f"high state ({', '.join(map(str, flows))} competing flows per link)"
+        legend.append(Patch(label=label, **_HIGH_STYLE))
+
     def caption(k: int, n: int, chunk: Sequence[tuple[str, str]]) -> str:
+        two = [f"{w} · {s}" for w, s in chunk if (w, s) in shaded]
+        note = (
+            f" In {', '.join(two)}: each method's first seed against simulated time, with the "
+            "high state of the scenario's two-state cross-traffic shaded (the states' timing "
+            "differs between seeds, so a mean over seeds would blur each state's ratio)."
+            if two
+            else ""
+        )
         return (
             "Compression ratio in force at each iteration (the share of the update sent; 1 is "
             "dense), mean over workers and seeds, one panel per workload · scenario: an adaptive "
             "controller moves it with the measured delay, a fixed ratio stays flat."
+            + note
             + (" Logarithmic axis." if log else "")
             + part
             + part_caption(k, n, panel_labels(chunk))
         )
 
-    return line_figures(
-        run_panels(runs), stem, workdir, draw, method_handles(styles, methods), caption
-    )
+    return line_figures(panels, stem, workdir, draw, legend, caption)
 
 
 # --------------------------------------------------------------------------- horizontal bars

@@ -136,7 +136,8 @@ def _figures_for(
     figs += bytes_figure(runs, workdir, stem=f"{name}_bytes", log=True)
     extra: list[tb.Table] = []
     if any(_block_name(r, "controller") not in ("", "static") for r in recipes.values()):
-        figs += ratio_figure(runs, metrics, methods, workdir, f"{name}_ratio")
+        scenarios = experiment.get("scenarios") or {}
+        figs += ratio_figure(runs, metrics, methods, workdir, f"{name}_ratio", scenarios)
     if any(_block_name(r, "sync") not in ("", "bsp", "asp") for r in recipes.values()):
         rounds = [
             m

@@ -118,8 +118,7 @@ class RunState(KeyMoves):
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
         self.rows: list[dict[str, Any]] = []
-        # Controller feed: per step, each worker's (comm, compute) once all its pushes landed.
-        self._open: dict[tuple[int, int], list[float]] = {}
+        # Controller feed: a step's transfer times (its pushes, the next pull) and compute time.
         self.feed = ControllerFeed(job.controller, job.spec.workers)
         # Codec state each shard published to each worker for its next push (DFS masks, ...).
         self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
@@ -162,6 +161,7 @@ class RunState(KeyMoves):
         keys = job.workers[p].touched_keys() if touched else [None] * len(job.shards)
         pulls = [self.env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
         results = yield self.env.all_of(pulls)
+        self.feed.close_step(p, t - 1)  # its pushes and this pull: the previous step's round
         return _Pulled.of([results[proc] for proc in pulls], self.lossless)
 
     def final_pull(
@@ -281,8 +281,8 @@ class RunState(KeyMoves):
         """Step 3: encode per shard on the device and push each as its encode is done.
 
         The ratio is the one the controller set for step ``t`` (shared by all workers). Under
-        a barrier every step before ``t`` is complete by now, so asking here (before the
-        compute is charged) gives the ratio asking after it would.
+        a barrier the controller has seen every step before ``t - 1`` by now, and ``t - 1``
+        too once every worker's pull of ``t`` is in (a step is observed with its next pull).
         """
         job, env = self.job, self.env
         w = job.workers[p]
@@ -294,7 +294,7 @@ class RunState(KeyMoves):
         ready = [shard_ready(self.ready, k) for k in w.shard_keys] if overlap else []
         plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
         push_start = min(plan.push_start)
-        self._open[(p, t)] = [len(job.shards), pull_comm, compute, push_start]
+        self.feed.open_step(p, t, compute)
         if self.dynamic is not None:
             self.note_push(p, payloads, ctxs)
         pushes = [
@@ -332,7 +332,7 @@ class RunState(KeyMoves):
     def save(self, t: int, order: list[int], arrived: list[float], prev: list[float]) -> None:
         """Write the checkpoint of the drain before iteration ``t``."""
         assert self.checkpoint is not None
-        assert not self._open and not any(g.waiting for g in self.gates), "not drained"
+        assert not any(g.waiting for g in self.gates), "not drained"
         workers, shards, parts = capture_job(self.job)
         run = {
             "applied": self.applied,
@@ -372,19 +372,10 @@ class RunState(KeyMoves):
     def ratio(self, t: int) -> float:
         """The ratio of step ``t``: the controller sees every step whose workers all reported.
 
-        Under BSP that is every step before ``t``; under ASP/SSP the latest complete ones. The
-        value is fixed the first time it is asked, so all workers share it.
+        Under BSP that is every step before ``t - 1`` at least; under ASP/SSP the latest
+        complete ones. The value is fixed the first time it is asked; all workers share it.
         """
         return self.feed.ratio(t)
-
-    def _observe_push(self, p: int, t: int) -> None:
-        """A push of (p, t) landed; when the last one has, record the step's figures."""
-        state = self._open[(p, t)]
-        state[0] -= 1
-        if state[0] == 0:
-            _, pull_comm, compute, push_start = self._open.pop((p, t))
-            comm = pull_comm + self.env.now - push_start
-            self.feed.report(p, t, comm, compute)
 
     def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, tuple]:
         """Worker ``p``'s pull of iteration ``t`` from shard ``s``: request, gate, answer.
@@ -397,7 +388,10 @@ class RunState(KeyMoves):
         d = self.delay.delay_s(t)
         # The request: header only, or (touched) the key list of the shard's touched keys.
         request = b"" if keys is None else pack_keys(keys, len(shard.keys))
+        sent = self.env.now
         yield self.net.transfer(p, machine, len(request), d)
+        # The controller sees the transfer only, not the wait behind the last push's serving.
+        self.feed.transfer(p, t - 1, s, self.env.now - sent)
         landing = self._landing.get((p, s))
         if landing is not None and not landing.triggered:
             yield landing  # the request left behind the worker's last push: served after it
@@ -422,7 +416,9 @@ class RunState(KeyMoves):
         if self.lossless:
             packed = snappy_bytes(answer.payload) if answer.payload else 0
             lossless = self.net.wire_bytes(packed + answer.extra_bytes)
+        sent = self.env.now
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
+        self.feed.transfer(p, t - 1, s, self.env.now - sent)
         worker = self.job.workers[p]
         if keys is not None:  # touched: the values of exactly the requested keys
             worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
@@ -458,13 +454,16 @@ class RunState(KeyMoves):
             yield self.env.timeout(at - self.env.now)
         machine = int(self.job.shard_machine[s])
         nbytes = payload.wire_bytes + (REPORT_BYTES if report is not None else 0)
+        start = self.env.now
         sent, arrival = self.net.send(p, machine, nbytes, self.delay.delay_s(t))
         self._serving += 1  # in flight: a checkpoint's drain waits until it is served
         landed = self._landing[(p, s)] = self.env.event()
 
         def land() -> Generator[Any, Any, None]:
             yield arrival
-            self._observe_push(p, t)  # before the shard applies it: a released pull sees it
+            # Network time only (DC2's signal); before the shard applies it: a released pull
+            # sees it.
+            self.feed.transfer(p, t, s, self.env.now - start)
             yield from self.serve_push(p, s, t, payload, ctx, report)
             landed.succeed()  # served: the request queued behind it is the server's next
 

@@ -15,6 +15,7 @@ exactly that:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,13 +103,14 @@ CASES = {
         method="dc2_topk",
         workload="digits_mlp",
         iterations=80,
-        scenario="slow_100m",
+        scenario="dc_cross_high",
         multipliers=None,
         bar=0.90,
         baseline="dense_bsp",
         metric="total",
         factor=0.8,
-        note="acc 0.956 (seeds 1, 2: 0.947, 0.950); ratio down to 0.20; bytes 0.50 x dense",
+        note="acc 0.950 (dense 0.956); dense in the low state, ratio about 0.015 in the high "
+        "state (from iteration 61 on seed 0); bytes 0.69 x dense",
     ),
     "pcp": Case(
         method="pcp",
@@ -194,18 +196,23 @@ def test_method_saves_traffic(smoke: Experiment, prepared: dict[str, Path], name
     assert mine <= case.factor * theirs
 
 
-def test_dc2_controller_compresses_on_the_slow_link(
+def test_dc2_controller_compresses_when_the_delay_rises(
     smoke: Experiment, prepared: dict[str, Path]
 ) -> None:
-    """On 100 Mbit/s DC2 leaves r0 = 1 after its warm-up and compresses (measured min 0.20).
+    """DC2 leaves r0 = 1 after its warm-up and compresses once cross-traffic congests the link.
 
-    One ratio per step for every worker; before step 20 (the warm-up) it is r0.
+    One ratio per step for every worker; before step 20 (the warm-up) it is r0. On a link
+    that stays as slow as in warm-up (100 Mbit/s, no competition) the network delay stays at
+    its warm-up level ``D_0``, the target's floor, so DC2 leaves it uncompressed (measured on
+    dc_cross_high: minimum 0.015; on slow_100m: 1.0 throughout).
     """
     run = run_case(smoke, prepared, CASES["dc2_topk"])
     ratio = {r.iteration: r.ratio for r in run.records}
     assert all(r.ratio == ratio[r.iteration] for r in run.records)
     assert {ratio[t] for t in range(20)} == {1.0}
-    assert min(ratio.values()) < 0.5
+    assert min(ratio.values()) < 0.05
+    steady = dataclasses.replace(CASES["dc2_topk"], scenario="slow_100m", iterations=40)
+    assert {r.ratio for r in run_case(smoke, prepared, steady).records} == {1.0}
 
 
 def test_pcp_fast_workers_take_more_local_steps(

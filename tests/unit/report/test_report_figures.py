@@ -124,6 +124,39 @@ def test_ratio_and_head_to_head_figures(tmp_path: Path) -> None:
     assert "simulated" in h2h[0].caption
 
 
+def test_two_state_cross_traffic_panel_shades_the_high_state(tmp_path: Path, monkeypatch):
+    """A shared two-state chain: the first seed's ratio against time, the high state shaded."""
+    captured = {}
+    monkeypatch.setattr(figure_layout, "save_svg", lambda fig, path: captured.update(f=fig))
+    chain = {"kind": "markov", "flows": [0, 63], "switch_prob": 0.5, "period_ms": 1}
+    runs = _runs([{"method": "dc2", "seed": 1}, {"method": "dc2", "seed": 0}])
+    metrics = {}
+    for r in runs.itertuples():
+        m = _metrics(r.run_id, ratio=0.5)
+        metrics[r.run_id] = m.assign(time_s=0.004 * (m["iteration"] + 1) + 0.001 * r.seed)
+    spans, flows = figures_learning.high_state_spans(chain, 0, 0.016)
+    assert flows == 63 and spans and all(0.0 <= a < b <= 0.016 for a, b in spans)
+    scenarios = {"s": {"cross_traffic": chain}}
+    spec = figures_learning.ratio_figure(runs, metrics, ["dc2"], tmp_path, "r", scenarios)
+    ax = captured["f"].axes[0]
+    shaded = [(p.get_x(), p.get_x() + p.get_width()) for p in ax.patches]
+    np.testing.assert_allclose(shaded, spans)
+    (line,) = ax.lines  # seed 0 only: times 4, 8, 12, 16 ms
+    np.testing.assert_allclose(line.get_xdata(), [0.004, 0.008, 0.012, 0.016])
+    assert "seed 0" in ax.get_xlabel() and "simulated" in ax.get_xlabel()
+    assert "w · s: each method's first seed" in spec[0].caption
+    assert any("63 competing flows" in t.get_text() for t in captured["f"].legends[0].texts)
+    # No such chain (none, per machine, or equal states): the mean over seeds per iteration.
+    for other in (None, {**chain, "scope": "per_machine"}, {**chain, "flows": [5, 5]}):
+        assert figures_learning.high_state_spans(other, 0, 1.0) is None
+        scenarios = {"s": {"cross_traffic": other}}
+        spec = figures_learning.ratio_figure(runs, metrics, ["dc2"], tmp_path, "r", scenarios)
+        assert (
+            captured["f"].axes[0].get_xlabel() == "iteration"
+            and "first seed" not in spec[0].caption
+        )
+
+
 def test_head_to_head_marks_censored_seeds(tmp_path: Path, monkeypatch) -> None:
     captured = {}
     for module in (figure_layout, figures_traffic):
