@@ -7,6 +7,8 @@ sweeps the deciding axis, usually with one seed:
 * ``comm_compute``: the link's bandwidth (a ``scenario_sweep``); the x value of a point is the
   reference dense method's measured communication-to-computation ratio there;
 * ``workers``: the number of workers (a ``workload_sweep`` of ``workers``);
+* ``locality``: the data's locality (a ``workload_sweep`` of ``dataset`` over data sets that
+  differ in their planted communities' share ``lambda``): the data set's ``locality``;
 * anything else, e.g. ``delay_variation``: the swept value itself (the largest entry of a
   list, such as a Markov chain's competing flows).
 
@@ -53,7 +55,11 @@ MAP_COLUMNS = [
 ]  # fmt: skip
 """Columns of ``regime_map.parquet``: one row per (map, point, claim), against the strongest."""
 
-_AXIS_LABELS = {"comm_compute": "dense comm / compute", "workers": "workers"}
+_AXIS_LABELS = {
+    "comm_compute": "dense comm / compute",
+    "workers": "workers",
+    "locality": "locality lambda",
+}
 _TIERS = ("reproduced", "exceeded", "partial", "miss", "better", "not better", "indication")
 MIN_MAP_SEEDS = 2
 """Seeds a map point needs before it can hold (one seed has no spread to trust)."""
@@ -149,6 +155,9 @@ def map_rows(
                 x = float(metric_values(ref, "comm_compute_ratio").mean()) if len(ref) else None
             elif axis == "workers":
                 x = float(pd.to_numeric(at["workers"]).iloc[0])
+            elif axis == "locality":  # a workload sweep over data sets: their lambda
+                ds = (config.get("datasets") or {}).get(str(value)) or {}
+                x = float(ds.get("locality") or 0.0)
             else:
                 x = float(max(value) if isinstance(value, list | tuple) else value)
             for cid in rmap["claims"]:

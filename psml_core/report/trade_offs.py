@@ -105,10 +105,16 @@ def run_column(runs: pd.DataFrame, name: str) -> pd.Series:
     return pd.Series(math.nan, index=runs.index, dtype=float)
 
 
-def _bytes(runs: pd.DataFrame, kind: str) -> pd.Series:
-    """Per run: wire bytes (``wire``) or the same payloads Snappy-compressed (``lossless``)."""
+def _bytes(runs: pd.DataFrame, kind: str, direction: str = "both") -> pd.Series:
+    """Per run: wire bytes (``wire``) or the same payloads Snappy-compressed (``lossless``).
+
+    ``direction``: ``both`` (up + down) or ``up`` (what the workers send).
+    """
+    up = run_column(runs, "lossless_bytes_up" if kind == "lossless" else "bytes_up")
+    if direction == "up":
+        return up
     if kind == "lossless":
-        return run_column(runs, "lossless_bytes_up") + run_column(runs, "lossless_bytes_down")
+        return up + run_column(runs, "lossless_bytes_down")
     return run_column(runs, "bytes_total")
 
 
@@ -202,10 +208,11 @@ def _our_line(
     kind: str,
     reference: float,
     percent: bool,
+    direction: str = "both",
 ) -> list[str]:
     if runs.empty:
         return [source, NOT_RUN, DASH, DASH, DASH, DASH]
-    nbytes = finite_mean(_bytes(runs, kind))
+    nbytes = finite_mean(_bytes(runs, kind, direction))
     if math.isnan(nbytes):
         bytes_cell = "not measured" if kind == "lossless" else DASH
     else:
@@ -256,6 +263,7 @@ def reported_table(
     acc_col = next((c for c in spec["columns"] if c.get("quantity") == "final_test_accuracy"), {})
     percent = acc_col.get("unit") == "%"
     rows_spec = list(spec["rows"])
+    direction = str(spec.get("bytes_direction", "both"))
     first = rows_spec[0]
     first_kind = str((first.get("measure") or {}).get("bytes", "wire"))
     mine = runs_of(runs, grid, [str(r["method"]) for r in rows_spec]) if ex else runs.iloc[:0]
@@ -274,12 +282,15 @@ def reported_table(
             at = mine[(mine["workload"].astype(str) == w) & (mine["scenario"].astype(str) == s)]
             ref_runs = at[at["method"].astype(str) == str(first["method"])]
             reference = (
-                finite_mean(_bytes(ref_runs, first_kind)) if not ref_runs.empty else math.nan
+                finite_mean(_bytes(ref_runs, first_kind, direction))
+                if not ref_runs.empty
+                else math.nan
             )
             source = f"ours · {w} · {s}" if several else "ours"
             rows.append(
                 [head, *_our_line(source, at[at["method"].astype(str) == method], kind,
-                                  reference if row is not first else math.nan, percent)]
+                                  reference if row is not first else math.nan, percent,
+                                  direction)]
             )  # fmt: skip
     by_q = {c.get("quantity"): c for c in spec["columns"] if c.get("quantity")}
 
@@ -303,9 +314,10 @@ def reported_table(
         f"{spec['title']}. Paper: {spec['source']}" + (f" ({setup})" if setup else "")
         + f", values from {paper_file}; ours: {where}, from the runs table. Each heading names "
         "the paper's row and our recipe for it. "
-        f"Bytes: {paper_col('bytes', 'bytes')} / our wire bytes (up + down, all workers and "
-        "iterations; “Snappy”: the runs' lossless Snappy sizes), in brackets the change against "
-        "the first row. "
+        f"Bytes: {paper_col('bytes', 'bytes')} / our wire bytes ("
+        + ("up: what the workers send" if direction == "up" else "up + down")
+        + ", all workers and iterations; “Snappy”: the runs' lossless Snappy sizes), in "
+        "brackets the change against the first row. "
         f"Final accuracy: {paper_col('final_test_accuracy', 'accuracy')} / ours, mean "
         "[min, max] over seeds. "
         f"Time: {paper_col('total_time_s', 'time')}, its own clock / our total time on the "

@@ -203,10 +203,10 @@ def test_the_shipped_pf_table(tmp_path: Path) -> None:
             "lossless_bytes_up": math.nan, "lossless_bytes_down": math.nan}  # fmt: skip
     runs = pd.DataFrame(
         [
-            {**base, "method": "dense_asp", "bytes_total": 4e8},
-            {**base, "method": "snappy_asp", "bytes_total": 4e8, "lossless_bytes_up": 1e8,
-             "lossless_bytes_down": 2.9e8},
-            {**base, "method": "ratatouille_async__t0p2", "bytes_total": 1e8,
+            {**base, "method": "dense_asp", "bytes_total": 8e8, "bytes_up": 4e8},
+            {**base, "method": "snappy_asp", "bytes_total": 8e8, "bytes_up": 4e8,
+             "lossless_bytes_up": 3.9e8, "lossless_bytes_down": 2.9e8},
+            {**base, "method": "ratatouille_async__t0p2", "bytes_total": 5e8, "bytes_up": 1e8,
              "time_to_target_s": math.nan},
         ]
     )  # fmt: skip
