@@ -68,6 +68,7 @@ def test_analyze_cli_reports_raw_and_hashed(prepared, tmp_path: Path, capsys):
     stats = json.loads(out.read_text())
     assert [h["features"] for h in stats["hashed"]] == [round(stats["features"] / 16), 100]
     assert stats["hashed"][1]["hashing"]["signed"] is False
+    capsys.readouterr()  # the good run's start and done lines
     rc = main(["analyze", "--data", data, "--workers", "4", "--out", str(out), "--hashing", "{}"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "give exactly one of 'buckets'" in err and "\n" not in err
