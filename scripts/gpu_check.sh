@@ -5,7 +5,7 @@
 #   bash scripts/gpu_check.sh --cpu-dry  every step on the CPU with tiny sizes: checks the
 #                                        script's plumbing here (a few minutes on 2 cores)
 #
-# Steps, each with its own time limit inside an overall budget (BUDGET_S, default 470 s), so a
+# Steps, each with its own time limit inside an overall budget (BUDGET_S, default 540 s), so a
 # slow step is cut and reported rather than eating the others' time (expected: about 7 min):
 #   1. the machine: GPU, driver, Python, torch;
 #   2. the GPU tests (tests/unit/codecs/test_codecs_cuda.py, tests/unit/engine/test_engine_device.py);
@@ -15,7 +15,7 @@
 #   5. python benchmarks/bench_paper_dfs.py --device cuda --iterations 2 (the paper tier's DFS
 #      experiment projected from CIFAR-shaped synthetic images; the 60-minute target);
 #   6. the smoke tier with device=cuda on the sim backend, up to results/smoke/claims.csv, and
-#      its verdicts against the CPU run's (benchmarks/gpu/smoke_claims_cpu.csv);
+#      its verdicts against the same commit's CPU run, made beside it on the same machine;
 #   7. Horovod over NCCL: used where Horovod is built with NCCL, else one line saying why not;
 #   8. PLACEHOLDER, not run: a 2-rank dist run over NCCL (enabled once the dist protocol
 #      posts named receives; see the marked block below).
@@ -50,7 +50,7 @@ LOG=$OUTDIR/gpu_check.log
 SUMMARY=$OUTDIR/summary.txt
 : > "$LOG"
 : > "$SUMMARY"
-BUDGET_S=${BUDGET_S:-470}
+BUDGET_S=${BUDGET_S:-540}
 START=$(date +%s)
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PSML_PROGRESS=plain
 
@@ -113,19 +113,19 @@ step machine 60 bash -c '
 '
 
 # --- 2. the GPU tests -------------------------------------------------------------------------
-step gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rs \
+step gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -rs \
     tests/unit/codecs/test_codecs_cuda.py tests/unit/engine/test_engine_device.py
 
 # --- 3. batched gradients ---------------------------------------------------------------------
 if [ "$DRY" -eq 0 ]; then
-    step batch_grad 60 python3 benchmarks/bench_batch_grad.py --device cuda
+    step batch_grad 45 python3 benchmarks/bench_batch_grad.py --device cuda
 else
     step batch_grad 120 python3 benchmarks/bench_batch_grad.py --device cpu --trials 2 --workers 4
 fi
 
 # --- 4. the codecs on the device --------------------------------------------------------------
 if [ "$DRY" -eq 0 ]; then
-    step codecs 90 python3 benchmarks/bench_codecs_torch.py --device cuda --n 11200000 \
+    step codecs 75 python3 benchmarks/bench_codecs_torch.py --device cuda --n 11200000 \
         --repeats 10 --json "$OUTDIR/codecs_torch.json"
 else
     step codecs 120 python3 benchmarks/bench_codecs_torch.py --device cpu --n 200000 \
@@ -134,23 +134,35 @@ fi
 
 # --- 5. the paper tier's DFS experiment, projected --------------------------------------------
 if [ "$DRY" -eq 0 ]; then
-    step paper_dfs 150 python3 benchmarks/bench_paper_dfs.py --device cuda --iterations 2
+    step paper_dfs 120 python3 benchmarks/bench_paper_dfs.py --device cuda --iterations 2
 else
     step paper_dfs 300 python3 benchmarks/bench_paper_dfs.py --device cpu --iterations 1 \
         --methods dfs,dense_bsp --rows 100 --workers 2
 fi
 
 # --- 6. the smoke tier on the device, and its verdicts against the CPU's -----------------------
-# Up to the claims (the report's PDF needs typst, which this check does not carry).
+# Up to the claims (the report's PDF needs typst, which this check does not carry). The CPU run
+# goes on the same machine at the same time, in a copy of this tree, so both are of this commit.
 if [ "$DRY" -eq 0 ]; then
-    step smoke 170 python3 -m snakemake results/smoke/claims.csv --cores "$(nproc)" --config device=$DEV
+    rm -rf /tmp/psml_cpu_tree && mkdir -p /tmp/psml_cpu_tree
+    tar --exclude=./.whl --exclude=./gpu_check_out -cf - . | tar -xf - -C /tmp/psml_cpu_tree
+    HALF=$(( $(nproc) / 2 ))
+    step smoke 200 bash -c "
+        ( cd /tmp/psml_cpu_tree && PYTHONPATH=/tmp/site:/tmp/psml_cpu_tree python3 -m snakemake \
+            results/smoke/claims.csv --cores $HALF --config device=cpu > $OUTDIR/smoke_cpu.log 2>&1;
+          echo \"cpu smoke exit \$?\" ) &
+        python3 -m snakemake results/smoke/claims.csv --cores $HALF --config device=cuda \
+            > $OUTDIR/smoke_cuda.log 2>&1; echo \"cuda smoke exit \$?\"; wait"
     CLAIMS=results/smoke/claims.csv
+    CPU_CLAIMS=/tmp/psml_cpu_tree/results/smoke/claims.csv
 else
     step smoke 120 python3 -m snakemake results/smoke/claims.csv -n --cores 2 --config device=$DEV
     CLAIMS=benchmarks/gpu/smoke_claims_cpu.csv  # the plumbing only: the CPU's against itself
+    CPU_CLAIMS=benchmarks/gpu/smoke_claims_cpu.csv
 fi
 cp "$CLAIMS" "$OUTDIR/smoke_claims_$DEV.csv" 2> /dev/null
-step verdicts 30 python3 benchmarks/gpu/compare_verdicts.py benchmarks/gpu/smoke_claims_cpu.csv "$CLAIMS"
+cp "$CPU_CLAIMS" "$OUTDIR/smoke_claims_cpu.csv" 2> /dev/null
+step verdicts 30 python3 benchmarks/gpu/compare_verdicts.py "$CPU_CLAIMS" "$CLAIMS"
 
 # --- 7. Horovod over NCCL ---------------------------------------------------------------------
 step horovod 30 python3 -c '
