@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, build_job
@@ -41,6 +43,9 @@ def main() -> None:
     args = ap.parse_args()
     exp = load_experiment({"tier": "smoke"}, REPO / "config")
     base = exp.run(args.workload, "dense_bsp", "dc_10g", 0)
+    # As `psml train` does (engine/training.py): torch's default of one thread per core makes a
+    # tiny gradient wait on a busy machine, and the overhead ratio meaningless.
+    torch.set_num_threads(base.compute.threads)
     if args.rate_window is not None:
         sc = dataclasses.replace(base.scenario, rate_window=args.rate_window)
         base = dataclasses.replace(base, scenario=sc)

@@ -37,8 +37,22 @@ if [[ -z "$build" ]]; then
         build="cpu"; why="no NVIDIA GPU found (nvidia-smi lists none)"
     fi
 fi
+# An unreachable index costs pip five retries per package (minutes for torch's dependencies): ask
+# once, and where the CPU index cannot be reached use pip's own configuration (its index or
+# --find-links, e.g. a mirror that holds the CPU wheel), saying so.
+index_reachable() {
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+        "$1/torch/" >/dev/null 2>&1
+}
 case "$build" in
-    cpu) torch_cmd=(python3 -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX") ;;
+    cpu)
+        if [[ "$dry" == 1 ]] || index_reachable "$CPU_INDEX"; then
+            torch_cmd=(python3 -m pip install "$TORCH_PIN" --index-url "$CPU_INDEX")
+        else
+            echo "psml install: $CPU_INDEX is unreachable; torch comes from pip's configured index or links (check that it is the CPU build: python -c 'import torch; print(torch.__version__)')"
+            torch_cmd=(python3 -m pip install "$TORCH_PIN")
+        fi
+        ;;
     cuda | default) torch_cmd=() ;;
     *) echo "error: PSML_TORCH='$build': expected cpu or cuda" >&2; exit 2 ;;
 esac
