@@ -60,7 +60,9 @@ class ClaimResult:
     comparator the paper names (the strongest member where it names a family, such as uniform
     ratios); ``scenario`` the deciding one of the fixed scenarios. The ``robust_*`` fields are
     the second row: the same rule against the strongest of the named comparator and our other
-    baselines (``measure.robustness``), never the verdict. ``bound_value``/``bound_text``: the
+    baselines (``measure.robustness``), never the verdict; the ``nocodec_*`` fields the same
+    rule on the tier's codec-free runs (:mod:`.second_rows`), where it has them.
+    ``bound_value``/``bound_text``: the
     bound the paper's own numbers put on the claim (:mod:`.consistency`). ``cause``: what
     decided a verdict that is not REPRODUCED (a regime field, a bound, a run's fate, the
     seeds or the resolution, or a property of the method). ``resolution``: the grid of the
@@ -105,6 +107,11 @@ class ClaimResult:
     robust_ci_low: float = math.nan
     robust_ci_high: float = math.nan
     robust_detail: str = ""
+    nocodec_verdict: str = ""
+    nocodec_ours: float = math.nan
+    nocodec_ci_low: float = math.nan
+    nocodec_ci_high: float = math.nan
+    nocodec_detail: str = ""
     bound_value: float = math.nan
     bound_text: str = ""
     cause: str = ""

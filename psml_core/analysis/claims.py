@@ -77,7 +77,6 @@ import pandas as pd
 
 from psml_core.analysis.claim_result import (
     EXPLANATION_KEYS,
-    HIGHER_IS_BETTER,
     INCONSISTENT,
     MIN_SEEDS,
     NOT_COMPARABLE,
@@ -92,11 +91,12 @@ from psml_core.analysis.gains import (
     gains_of,
     metric_values,
 )
-from psml_core.analysis.judge import accuracy_step_gain, judge
+from psml_core.analysis.pairing import strongest_pairing, worst
 from psml_core.analysis.qualitative import judge_qualitative
 from psml_core.analysis.regime import check_regime, measure_regime, paper_regime, regime_rows
 from psml_core.analysis.resolution import resolution_text
 from psml_core.analysis.run_status import as_list, diverged_note, diverged_runs, usable_baselines
+from psml_core.analysis.second_rows import codec_free_row, robustness_row
 from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
@@ -148,43 +148,6 @@ def load_papers(
 # --------------------------------------------------------------------------- quantitative
 
 
-def _accuracy_step(runs: pd.DataFrame, baseline: str, scenario: str) -> float:
-    """One test sample as a gain of an accuracy ratio against ``baseline`` (NaN if unknown)."""
-    rows = runs[(runs["method"] == baseline) & (runs["scenario"] == scenario)]
-    if rows.empty or "test_samples" not in rows:
-        return math.nan
-    n = pd.to_numeric(rows["test_samples"], errors="coerce").min()
-    acc = pd.to_numeric(rows["final_test_accuracy"], errors="coerce").mean()
-    return accuracy_step_gain(float(n), float(acc))
-
-
-def _strongest_pairing(
-    claim: dict[str, Any], baselines: list[str], scenarios: list[str], runs: pd.DataFrame
-) -> tuple[list[tuple[str, str, Gains, str, dict[str, float]]], list[str]]:
-    """Per scenario, the verdict against the strongest of ``baselines``; and what is missing."""
-    meas = claim["measure"]
-    metric = meas["metrics"][0]
-    outcomes, missing = [], []
-    for sc in scenarios:
-        options = []
-        for b in baselines:
-            got = gains_of(runs, meas, metric, b, sc)
-            if got is None:
-                missing.append(f"{b or meas['method']} under {sc}")
-                continue
-            options.append(got)
-        if not options:
-            continue
-        # The strongest: the least favourable to the method (bounds count as values).
-        g = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
-        step = math.nan
-        if claim["reported"]["kind"] == "ratio" and metric in HIGHER_IS_BETTER:
-            step = _accuracy_step(runs, g.baseline, sc)
-        verdict, detail, nums = judge(claim, g, metric, step)
-        outcomes.append((verdict, sc, g, detail, nums))
-    return outcomes, missing
-
-
 def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]) -> None:
     kind = res.kind
 
@@ -206,39 +169,6 @@ def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]
     res.bound = "/".join(bounds)
 
 
-def _worst(outcomes: list) -> tuple:
-    """The deciding scenario's outcome: the worst verdict (ties: the first listed)."""
-    return min(outcomes, key=lambda o: VERDICT_RANK[o[0]])
-
-
-def _robustness(
-    claim: dict[str, Any], res: ClaimResult, named: list[str], scenarios: list[str],
-    runs: pd.DataFrame,
-) -> None:  # fmt: skip
-    """The second row: against the strongest of the named comparator and ``robustness``."""
-    extra = as_list(claim["measure"].get("robustness"))
-    if not extra:
-        return
-    pool, notes = usable_baselines(runs, list(dict.fromkeys([*named, *extra])), scenarios)
-    outcomes, missing = _strongest_pairing(claim, pool, scenarios, runs)
-    if not outcomes or missing:
-        res.robust_verdict = "NOT RUN"
-        res.robust_detail = "no runs of " + ", ".join(missing or ["any baseline"])
-        return
-    verdict, sc, g, detail, nums = _worst(outcomes)
-    metric = claim["measure"]["metrics"][0]
-
-    def eff(x: float) -> float:
-        return gain_to_effect(res.kind, metric, x)
-
-    res.robust_verdict, res.robust_baseline = verdict, g.baseline
-    res.robust_ours = eff(g.mean)
-    res.robust_ci_low, res.robust_ci_high = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
-    res.robust_detail = f"against the strongest of {', '.join(pool)} ({g.baseline}): {detail}"
-    if notes:
-        res.robust_detail += "; left out: " + "; ".join(notes)
-
-
 def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
                   runs: pd.DataFrame) -> None:  # fmt: skip
     meas = claim["measure"]
@@ -258,13 +188,13 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail = "baseline diverged: " + "; ".join(notes)
         res.cause = "run: the named comparator diverged"
         return
-    outcomes, missing = _strongest_pairing(claim, usable or [None], scenarios, runs)
+    outcomes, missing = strongest_pairing(claim, usable or [None], scenarios, runs)
     if not outcomes or missing:
         res.verdict = "NOT RUN"
         gone = ", ".join(missing) if missing else f"the runs of {meas['method']}"
         res.detail = f"not run in this tier: no runs of {gone}"
         return
-    verdict, sc, g, detail, nums = _worst(outcomes)
+    verdict, sc, g, detail, nums = worst(outcomes)
     res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
     res.seed_limited = bool(nums.pop("seed_limited", 0.0))
     _set_numbers(res, g, metric, nums)
@@ -273,7 +203,8 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail += "; " + ", ".join(f"{o[1]}: {o[0]}" for o in outcomes)
     if notes:
         res.detail += "; left out of the named family: " + "; ".join(notes)
-    _robustness(claim, res, [b for b in usable if b], scenarios, runs)
+    robustness_row(claim, res, [b for b in usable if b], scenarios, runs)
+    codec_free_row(claim, res, list(usable) or [None], scenarios, runs)
     for extra in meas["metrics"][1:]:  # shown beside the headline, never in its place
         other = gains_of(runs, meas, extra, g.baseline or None, sc)
         if other is not None and math.isfinite(other.mean):

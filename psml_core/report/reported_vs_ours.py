@@ -52,8 +52,9 @@ _REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime", "wor
 # Columns of claims files written since named comparators, bounds and causes: older files
 # read them as empty (text) or missing (numbers).
 _NEWER_TEXT = ("comparator", "robust_verdict", "robust_baseline", "robust_detail", "bound_text",
-               "cause", "resolution")  # fmt: skip
-_NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value")
+               "cause", "resolution", "nocodec_verdict", "nocodec_detail")  # fmt: skip
+_NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value",
+                  "nocodec_ours", "nocodec_ci_low", "nocodec_ci_high")  # fmt: skip
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -90,8 +91,13 @@ def read_claims(path: str | Path) -> pd.DataFrame:
     for col in ("reported", "ours", "low", "high", "ci_low", "ci_high", "seeds", "censored",
                 "floor", "band_low", "band_high"):  # fmt: skip
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    for col in _NEWER_NUMBERS:  # older claims files have none: missing
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float) if col in df else math.nan
     df["up_to"] = df["up_to"].map(lambda v: str(v).strip().lower() in ("true", "1"))
-    bad = sorted(set(df["verdict"]) - set(_VERDICTS) | set(df["robust_verdict"]) - {"", *_VERDICTS})
+    bad = sorted(
+        set(df["verdict"]) - set(_VERDICTS)
+        | (set(df["robust_verdict"]) | set(df["nocodec_verdict"])) - {"", *_VERDICTS}
+    )
     if bad:
         raise DataError(f"claims file {str(p)!r} holds unknown verdicts {bad}; regenerate it")
     return df
@@ -217,6 +223,24 @@ def fmt_robust(row: Any) -> str:
     return text
 
 
+def has_codec_free(row: Any) -> bool:
+    """Whether the claim has a codec-free sensitivity row (the tier ran ``__nocodec`` runs)."""
+    return bool(getattr(row, "nocodec_verdict", ""))
+
+
+def fmt_codec_free(row: Any) -> str:
+    """The codec-free row's effect: its mean and 95% interval."""
+    if row.nocodec_verdict == "NOT RUN" or not math.isfinite(float(row.nocodec_ours)):
+        return "not run"
+    text = _unit(sig(float(row.nocodec_ours)), row.unit)
+    if math.isfinite(float(row.nocodec_ci_low)):
+        text += f" [{sig(float(row.nocodec_ci_low))}, {sig(float(row.nocodec_ci_high))}]"
+    return text
+
+
+_CODEC_FREE_JUDGED = "sensitivity: codec work at 0 s"
+
+
 def robust_judged(row: Any) -> str:
     """Against what the robustness row was judged."""
     if not row.robust_baseline:
@@ -336,6 +360,9 @@ def verdict_table(claims: pd.DataFrame) -> Table:
             rows.append(
                 [r.paper, "↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict, ""]
             )
+        if has_codec_free(r):
+            rows.append([r.paper, "↳ codec-free", "", fmt_codec_free(r), _CODEC_FREE_JUDGED,
+                         r.nocodec_verdict, ""])  # fmt: skip
     return Table(
         "verdicts",
         "Reported versus reproduced, every claim of every paper. Reported: the paper's number; "
@@ -343,9 +370,11 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         "interval in brackets, n seeds, runs censored; Judged as: the fixed metric, workload, "
         "scenario and the comparator the paper names; ↳ robustness: the same rule against the "
         "strongest of the named comparator and our other baselines (never the verdict); "
-        "Regime: ours against the paper's where it gives one, else where along the regime map "
-        "the claim holds. Each paper's section gives every baseline, the partial floor, the "
-        "range over seeds, the resolution, and the cause of every verdict but REPRODUCED.",
+        "↳ codec-free: the verdict's rule on the same runs with codec work priced at 0 s "
+        "(a sensitivity, where the tier ran it); Regime: ours against the paper's where it "
+        "gives one, else where along the regime map the claim holds. Each paper's section "
+        "gives every baseline, the partial floor, the range over seeds, the resolution, and "
+        "the cause of every verdict but REPRODUCED.",
         ["Paper", "Claim", "Reported", "Ours", "Judged as", "Verdict", "Regime"],
         rows or [[DASH] * 7],
         widths=["auto", 1.5, 0.65, 1.05, 1.25, 0.8, 1.2],
@@ -366,6 +395,9 @@ def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
         rows.append([r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict])
         if has_robustness(r):
             rows.append(["↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict])
+        if has_codec_free(r):
+            rows.append(["↳ codec-free", "", fmt_codec_free(r), _CODEC_FREE_JUDGED,
+                         r.nocodec_verdict])  # fmt: skip
     return Table(
         f"claims_{paper}",
         "Reported versus reproduced, as in Table 1, with the range over seeds, the comparator "
@@ -431,6 +463,8 @@ def measurement_notes(claims: pd.DataFrame) -> list[dict[str, str]]:
             parts.append(f"Bound from the paper's own numbers: {r.bound_text}.")
         if has_robustness(r) and r.robust_detail:
             parts.append(f"Robustness ({r.robust_verdict}): {r.robust_detail}.")
+        if has_codec_free(r) and r.nocodec_detail:
+            parts.append(f"Codec-free sensitivity ({r.nocodec_verdict}): {r.nocodec_detail}.")
         if parts:
             out.append({"claim": r.claim, "text": " ".join(parts)})
     return out

@@ -362,6 +362,28 @@ def test_the_verdict_is_against_the_named_comparator_and_robustness_is_a_second_
     assert "omni, topk" in res.robust_detail
 
 
+def test_a_time_claim_prints_its_codec_free_result_beside_the_verdict():
+    """The same rule on the <scenario>__nocodec runs: how much the codec cost model decides."""
+    t = "time_to_target_s"
+    runs = pd.concat([
+        seeds([50] * 3, [100] * 3, metric=t),  # 2x with codec costs
+        seeds([25, 25], [100, 100], metric=t, scenario="a__nocodec"),  # 4x without
+    ])  # fmt: skip
+    res = verdict(claim("speedup", 8.0, metrics=(t,)), runs)
+    assert res.verdict == "NOT REPRODUCED" and res.ours == pytest.approx(2.0)
+    assert res.nocodec_ours == pytest.approx(4.0) and res.nocodec_verdict == "PARTIAL"
+    assert "a__nocodec" in res.nocodec_detail and "n = 2 < 3 seeds" in res.nocodec_detail
+    # Bytes do not depend on the price of codec work, and a tier without such runs has no row.
+    assert verdict(claim("reduction", 50.0), runs).nocodec_verdict == ""
+    plain = verdict(claim("speedup", 4.0, metrics=(t,)), seeds([50] * 3, [100] * 3, metric=t))
+    assert plain.nocodec_verdict == "" and math.isnan(plain.nocodec_ours)
+    # Codec-free runs of the baseline alone: the row says which are missing.
+    half = pd.concat([runs[runs["scenario"] == "a"],
+                      seeds([], [100, 100], metric=t, scenario="a__nocodec")])  # fmt: skip
+    gone = verdict(claim("speedup", 4.0, metrics=(t,)), half)
+    assert gone.nocodec_verdict == "NOT RUN" and "m under a__nocodec" in gone.nocodec_detail
+
+
 def test_a_diverged_baseline_is_never_the_strongest_and_never_the_comparator():
     """Used to deflate: a baseline that ended at chance could decide a claim."""
     runs = pd.concat([
