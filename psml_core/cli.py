@@ -159,6 +159,27 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _oracle_of(spec: RunSpec, ds: Any, model: Any, per_step: Any) -> dict[str, Any]:
+    """The data's oracle bound and this placement's share of it (placement/oracle.py).
+
+    Only where it is defined: planted groups, one colocated shard per worker, a sparse model
+    (its keys have an incidence). Elsewhere {} (the report then prints no bound).
+    """
+    from psml_core.errors import ConfigError
+    from psml_core.placement.oracle import dataset_oracle
+
+    if ds.groups_train is None or not spec.colocated or spec.shards != spec.workers:
+        return {}
+    if not isinstance(per_step, dict):
+        return {}
+    try:
+        bound = dataset_oracle(ds, model, spec.workers, spec.workload.batch_size, spec.seed)
+    except ConfigError as exc:  # a dense model, or fewer groups than workers
+        return {"unavailable": str(exc)}
+    remote = float(per_step["remote_bytes_up"]) + float(per_step["remote_bytes_down"])
+    return {**bound.to_dict(), "share": bound.share_of(remote)}
+
+
 def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
     """``psml partition``'s work: the assignment and its predicted traffic, written."""
     from psml_core.atomic import write_bytes, write_json
@@ -194,6 +215,9 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
         traffic["hashing"] = ds.meta["hashing"]
     if problem.incidence is None and not placement.needs_incidence:
         traffic["incidence"] = "not built (the placement does not read it): all keys counted"
+    oracle = _oracle_of(spec, ds, model, traffic.get("per_step"))
+    if oracle:
+        traffic["oracle"] = oracle
     write_bytes(
         args.out,
         npz_bytes({"sample_owner": assignment.sample_owner, "key_owner": assignment.key_owner}),

@@ -159,6 +159,9 @@ def _figures_for(
         figs += placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"
         )
+        table = tb.oracle_table(f"{name}_oracle", runs, partitions, methods)
+        if table is not None:
+            extra.append(table)
     if "dynamic" in placements.values():
         table = tb.reassignment_table(f"{name}_reassignment", runs, methods)
         if table is not None:

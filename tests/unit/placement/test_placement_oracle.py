@@ -95,3 +95,51 @@ def test_dense_models_and_mismatched_groups_are_refused() -> None:
     inc = sp.csr_matrix(np.ones((4, 3), np.int8))
     with pytest.raises(ConfigError, match="3 group labels for 4 samples"):
         oracle_bound(PlacementProblem(4, 3, inc), np.arange(3), 2, 2)
+
+
+def test_the_partition_job_states_each_placements_share_of_the_bound() -> None:
+    """`psml partition` writes the bound beside the prediction: random 0, the oracle itself 1."""
+    from types import SimpleNamespace
+
+    from psml_core.cli import _oracle_of
+    from psml_core.placement.cost import predicted_traffic
+    from psml_core.placement.random import RandomPlacement
+
+    prob, ds = _problem(3000, 0.6, features=2000, nnz_per_row=20.0, communities=16)
+    wl = WorkloadSpec(name="w", dataset="z", model="logreg", batch_size=32, lr=0.1, iterations=1)
+    model = make_model(wl, ds.n_features, 2)
+    spec = SimpleNamespace(workers=4, shards=4, colocated=True, seed=0, workload=wl)
+
+    def share(assignment) -> float:
+        per = predicted_traffic(prob, assignment, 4, 4, True, batch_size=32)["per_step"]
+        got = _oracle_of(spec, ds, model, per)
+        assert 0.0 < got["bound"] < 1.0 and got["groups"] == 16
+        return got["share"]
+
+    assert share(RandomPlacement().assign(prob, 4, 4)) == pytest.approx(0.0, abs=1e-12)
+    assert share(oracle_assignment(prob, ds.groups_train, 4, 32)) == pytest.approx(1.0)
+    # Undefined without planted groups, or with shards off the workers' machines.
+    assert _oracle_of(SimpleNamespace(**{**vars(spec), "colocated": False}), ds, model, {}) == {}
+    _, flat = _problem(500, None, features=400, nnz_per_row=10.0)
+    assert _oracle_of(spec, flat, model, {"remote_bytes_up": 1, "remote_bytes_down": 1}) == {}
+
+
+def test_the_report_table_sets_each_placement_against_the_bound() -> None:
+    import pandas as pd
+
+    from psml_core.report.tables import oracle_table
+
+    bound = {"random_remote_bytes": 1000.0, "oracle_remote_bytes": 400.0, "bound": 0.6,
+             "share": 0.5}  # fmt: skip
+    parts = {("w", "jpdc"): {"placement": "parsa", "oracle": {**bound}},
+             ("w", "rand"): {"placement": "random", "oracle": {**bound, "share": 0.0}},
+             ("w", "dense"): {"placement": "range"}}  # fmt: skip
+    runs = pd.DataFrame(
+        [{"workload": "w", "method": "jpdc", "remote_bytes_up": 500, "remote_bytes_down": 200,
+          "iterations": 1}]  # 700 B per step: (1000 - 700) / 600 = 50 % of the possible cut
+    )  # fmt: skip
+    table = oracle_table("t", runs, parts, ["jpdc", "rand", "dense"])
+    assert [r[0] for r in table.rows] == ["w · jpdc (parsa)", "w · rand (random)"]
+    assert table.rows[0][3:] == ["60.0\u00a0%", "50.0\u00a0%", "50.0\u00a0%"]
+    assert table.rows[1][5] == "–"  # no runs of it
+    assert oracle_table("t", runs, {("w", "dense"): {}}, ["dense"]) is None
