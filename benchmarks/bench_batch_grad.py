@@ -48,9 +48,10 @@ def main() -> None:
             name="w", dataset="d", model="mlp", hidden=hidden, batch_size=b, lr=0.1, iterations=1
         )
         model = make_model(wl, d, k)
-        model.to(device)
         p = args.workers
+        # Initialised on the host, as build_job does, then moved: the same replicas anywhere.
         params = np.stack([model.init_params(s) for s in range(p)])
+        model.to(device)
         Xs = [rng.standard_normal((b, d)).astype(np.float32) for _ in range(p)]
         ys = [rng.integers(0, k, b) for _ in range(p)]
         loop, batched, ratios = [], [], []

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.engine.server import BUDGET_KEY, codec_state
@@ -89,9 +90,16 @@ def compute_step(
         loss, vector = worker.compute()
         assert worker.last_batch is not None
         cost = step_cost(worker.last_batch)
-    if not (math.isfinite(loss) and np.isfinite(vector).all()):
+    if not (math.isfinite(loss) and _finite(vector)):
         raise Diverged(iteration, worker.rank, loss)
     return loss, vector, cost
+
+
+def _finite(vector: Any) -> bool:
+    """Every element finite: a host array, or a tensor on its device (kept on a GPU)."""
+    if isinstance(vector, torch.Tensor):
+        return bool(torch.isfinite(vector).all())
+    return bool(np.isfinite(vector).all())
 
 
 def encode_pushes(

@@ -63,7 +63,7 @@ def _rows(records) -> list[dict]:
         "dc2_dgc",  # DGC's sampled threshold
     ],
 )
-def test_a_run_kept_on_the_device_equals_the_host_run(smoke, small, prepared, method):
+def test_a_run_kept_on_the_device_equals_the_host_run(smoke, small, prepared, method, monkeypatch):
     ds = load_prepared(prepared["digits"])
     spec = _spec(smoke, small, method)
     host = SimBackend().run(build_job(spec, ds))
@@ -71,7 +71,15 @@ def test_a_run_kept_on_the_device_equals_the_host_run(smoke, small, prepared, me
     assert keep_on_device(job, CPU, force=True) is None
     assert isinstance(job.workers[0].params, torch.Tensor)
     assert isinstance(job.shards[0].values, torch.Tensor)
+
+    # A CPU tensor passes silently where NumPy takes it (np.isfinite(t), np.asarray(t)); a GPU
+    # tensor does not. Refuse the implicit conversion, as CUDA would: only .cpu().numpy() copies.
+    def no_implicit_copy(self, *args, **kwargs):
+        raise TypeError("implicit NumPy conversion of a tensor (a CUDA tensor would fail here)")
+
+    monkeypatch.setattr(torch.Tensor, "__array__", no_implicit_copy)
     dev = SimBackend().run(job)
+    monkeypatch.undo()
     assert _rows(dev) == _rows(host)
 
 
