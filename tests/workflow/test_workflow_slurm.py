@@ -52,6 +52,12 @@ def test_smoke_and_dist_through_the_slurm_profile_on_a_real_slurm(tmp_path: Path
         pytest.skip(reason)
     env = env_with_venv()
     env["PSML_SLURM_WORKDIR"] = str(tmp_path / "run")  # kept, with every log, for a failure
+    # The SLURM path, not the tier: one experiment (DFS's, 6 runs: 33 jobs, not 161) through
+    # sbatch, then the report; test_workflow_smoke.py runs the whole tier locally.
+    env["PSML_SLURM_SMOKE_CONFIG"] = (
+        "experiments={overview: null, jpdc: null, ratatouille: null, pf_theta: null, "
+        "dc2: null, pcp: null}"
+    )
     proc = subprocess.run(
         ["bash", str(SCRIPT), str(REPO)],
         capture_output=True,
