@@ -59,7 +59,7 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
 def test_dry_run_small_tier_schedules_every_run(workflow_copy: Path):
     proc = snakemake_cli(["-n", "--config", "tier=small"], workflow_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "results/small/runs/digits_mlp/dense_bsp/slow_100m/seed2/metrics.parquet" in proc.stdout
+    assert "results/small/runs/cnn/dense_bsp/slow_100m/seed4/metrics.parquet" in proc.stdout
     # Every recipe of config/methods.yaml is scheduled by some experiment of the small tier.
     from psml_core.recipes import load_methods
 
