@@ -10,6 +10,7 @@ The package is a leaf: it imports nothing of psml_core but its errors. :mod:`.sc
 validates, :mod:`.specs` holds the typed settings, :mod:`.load` builds an experiment.
 """
 
+from psml_core.config.experiment import Experiment, ExperimentSpec
 from psml_core.config.load import (
     IMAGE_MODELS,
     SPARSE_SOURCES,
@@ -35,8 +36,6 @@ from psml_core.config.specs import (
     BlockSpec,
     ComputeSpec,
     DatasetSpec,
-    Experiment,
-    ExperimentSpec,
     HashingSpec,
     HeterogeneitySpec,
     MethodRecipe,

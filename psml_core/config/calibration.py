@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from psml_core.config.experiment import Experiment
 from psml_core.config.schema import load_yaml
-from psml_core.config.specs import Experiment, MethodRecipe, RunSpec, build
+from psml_core.config.specs import MethodRecipe, RunSpec, build
 from psml_core.errors import ConfigError, DataError
 
 __all__ = [

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.config.calibration import CalibrationSpec, calibration_spec, marker
+from psml_core.config.experiment import Experiment, ExperimentSpec
+from psml_core.config.points import TuningSpec
 from psml_core.config.schema import (
     config_root,
     load_yaml,
@@ -21,11 +23,8 @@ from psml_core.config.schema import (
 from psml_core.config.specs import (
     ComputeSpec,
     DatasetSpec,
-    Experiment,
-    ExperimentSpec,
     MethodRecipe,
     ScenarioSpec,
-    TuningSpec,
     WorkloadSpec,
     build,
 )
