@@ -445,6 +445,9 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
             )
             means = f" Means, method vs comparator: {r.per_metric}." if r.per_metric else ""
             cause = f" Cause: {r.cause}." if r.cause else ""
+            told = r.cause.removeprefix("method: ")
+            if r.cause.startswith("method: ") and why.startswith(told):
+                cause = " Cause: a property of the method, as follows."  # not the text twice
             text = f"{r.verdict}: {r.detail}.{means}{cause} What we think explains it: {why}."
         out.append({"claim": r.claim, "text": text})
     return out

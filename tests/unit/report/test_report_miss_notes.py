@@ -1,0 +1,33 @@
+"""The misses list: a method's cause is not printed twice beside its explanation."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from psml_core.analysis.claim_result import ClaimResult
+from psml_core.report.reported_vs_ours import miss_notes, read_claims
+
+WHY = "Our law compresses only while the delay is high. In free periods it sends dense bytes."
+
+
+def _claims(tmp_path, **kw) -> pd.DataFrame:
+    detail = "a seed falls below the partial floor"
+    res = ClaimResult(paper="dc2", claim="c", statement="s", source="abs", kind="speedup",
+                      reported=41.0, unit="x", up_to=True, verdict="NOT REPRODUCED",
+                      detail=detail, explanation=WHY, **kw)  # fmt: skip
+    path = tmp_path / "claims.csv"
+    pd.DataFrame([res.row()]).to_csv(path, index=False)
+    return read_claims(path)
+
+
+def test_a_method_cause_taken_from_the_explanation_is_not_repeated(tmp_path) -> None:
+    cause = "method: Our law compresses only while the delay is high"
+    text = miss_notes(_claims(tmp_path, cause=cause), "papers/dc2.yaml")[0]["text"]
+    assert text.count("Our law compresses only while the delay is high") == 1
+    assert "Cause: a property of the method, as follows." in text and WHY in text
+
+
+def test_any_other_cause_is_printed_as_it_is(tmp_path) -> None:
+    cause = "regime: gradient bytes 6.9e+04 B against the paper's 4.5e+07 B"
+    text = miss_notes(_claims(tmp_path, cause=cause), "papers/dc2.yaml")[0]["text"]
+    assert f"Cause: {cause}." in text and WHY in text
