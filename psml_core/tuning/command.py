@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,6 +30,21 @@ if TYPE_CHECKING:
     from psml_core.tuning.targets import TuneTarget
 
 __all__ = ["cmd_tune", "tune_args"]
+
+
+def _exit_with_parent(parent: int, every_s: float = 2.0) -> None:
+    """Pool worker initializer: exit when ``psml tune`` is gone (killed, not shut down).
+
+    A spawned worker runs a whole target (several full runs); without this it would go on
+    training for minutes after its parent was killed, on the cores the user meant to free.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="psml-tune-parent-watch", daemon=True).start()
 
 
 def tune_args(p: argparse.ArgumentParser, config_args: Callable[[Any], None]) -> None:
@@ -157,7 +174,10 @@ def _tune_record(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="psml-tune-") as tmp:
         data = _prepare_all(exp, keys, res.targets, Path(tmp))
         jobs = [(res.targets[k], data[res.targets[k].spec.dataset.name]) for k in keys]
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            args.jobs, mp_context=get_context("spawn"), initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:  # fmt: skip
             futures = {pool.submit(_one, t, exp.tuning, d, workdir): t.key for t, d in jobs}
             for fut in as_completed(futures):
                 try:
