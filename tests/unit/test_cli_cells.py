@@ -68,7 +68,7 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     for (w, m, s, seed), wc in zip(grid, cells, strict=True):
         assert main(["train", *_by_name(w, m, s, seed), *SMOKE]) == 0
         spec, data, out, partition = calls.pop()
-        # Byte for byte the spec file the run_spec rule writes (write_spec adds a newline).
+        # Byte for byte the spec file the workflow writes (with a final newline).
         assert f"{spec.to_json()}\n" == f"{wf['run_json'](wc)}\n"
         assert spec.operating_point.source == "record operating_points/smoke.yaml"
         assert spec.run_id == smoke.run_id(w, m, s, seed)

@@ -2,24 +2,10 @@
 # every training run of the sweep reads it (train.smk). Trial runs stay in <key>.runs/.
 
 
-localrules:
-    calibration_spec,
-
-
-rule calibration_spec:
-    output:
-        f"results/{TIER}/specs/calibration/{{calibration}}.json",
-    log:
-        f"logs/{TIER}/specs/calibration/{{calibration}}.log",
-    params:
-        spec=calibration_json_of,
-    run:
-        write_spec(output[0], params.spec, log[0])
-
-
 rule calibrate:
     input:
         unpack(calibration_data),
+        # Written when the workflow is read (specs.smk).
         spec=f"results/{TIER}/specs/calibration/{{calibration}}.json",
         traces=calibration_traces,
     output:

@@ -203,15 +203,12 @@ def tuned_input(wildcards):
 
 
 def write_run_spec(path, text, tuned, log):
-    """A run's spec, at the tune job's point where it waited for one (`tuned_input`)."""
+    """A run's spec at the point its tune job chose (the run_spec rule)."""
     from psml_core.config import RunSpec
     from psml_core.tuning.record import check_entry, entry_point
 
-    if tuned:
-        entry = check_entry(json.loads(Path(tuned[0]).read_text()), tuned[0])
-        text = (
-            RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned[0]}")).to_json()
-        )
+    entry = check_entry(json.loads(Path(tuned).read_text()), tuned)
+    text = RunSpec.from_json(text).at_point(entry_point(entry, f"tune job {tuned}")).to_json()
     write_spec(path, text, log)
 
 
@@ -221,6 +218,23 @@ def write_spec(path, text, log):
 
     write_text(path, f"{text}\n")
     write_text(log, f"wrote {path}\n")
+
+
+def write_changed(files):
+    """Write each settings file whose text differs from the file's (atomically), no other.
+
+    An unchanged file keeps its time stamp, so that only the jobs whose settings changed re-run.
+    """
+    from psml_core.atomic import write_text
+
+    for path, text in files.items():
+        text = f"{text}\n"
+        try:
+            if Path(path).read_text(encoding="utf-8") == text:
+                continue
+        except (OSError, UnicodeDecodeError):
+            pass
+        write_text(path, text)
 
 
 def parent_dir(wildcards, input):
@@ -491,6 +505,50 @@ def calibration_traces(wildcards):
     """The trace and device files of a calibration's scenario (as for a training run)."""
     cal = EXP.calibrations[wildcards.calibration]
     return scenario_files(cal.scenario, cal.workload)
+
+
+# Settings files (specs.smk): where a run's spec is, and every file known when the workflow is read.
+
+
+def run_spec_file(w, m, s, seed, tuned=False):
+    """Where a run's spec is: specs/runs/ (known when read), specs/tuned/ (after its tune job)."""
+    kind = "tuned" if tuned else "runs"
+    return f"results/{TIER}/specs/{kind}/{w}/{m}/{s}/seed{seed}.json"
+
+
+def waits_for_tuning(w, m):
+    """Whether a (workload, recipe)'s runs take their point from a tune job of this workflow."""
+    return EXP.tuning_key(w, m) in TUNING.pending
+
+
+def run_spec_of(wildcards):
+    """The spec a training run reads."""
+    w, m = wildcards.workload, wildcards.method
+    return run_spec_file(w, m, wildcards.scenario, wildcards.seed, waits_for_tuning(w, m))
+
+
+def settings_files():
+    """Every settings file known when the workflow is read, with its text."""
+    files = {}
+    for w, m, s, seed in EXP.grid():
+        if not waits_for_tuning(w, m):
+            files[run_spec_file(w, m, s, seed)] = EXP.run(w, m, s, seed).to_json()
+    for w, m in sorted({(w, m) for w, m, _s, _seed in EXP.grid()}):
+        wc = SimpleNamespace(workload=w, method=m)
+        files[f"results/{TIER}/specs/partition/{w}/{m}.json"] = partition_json(wc)
+    for key in sorted(TUNING.pending):
+        w, m = key.split("/")
+        files[f"results/{TIER}/specs/tune/{key}.json"] = tune_json(
+            SimpleNamespace(workload=w, method=m)
+        )
+    for name in CALIBRATIONS:
+        files[f"results/{TIER}/specs/calibration/{name}.json"] = calibration_json_of(
+            SimpleNamespace(calibration=name)
+        )
+    lists = {"summaries": all_summaries, "metrics": all_metrics, "partitions": all_partitions}
+    for name, paths in lists.items():
+        files[f"results/{TIER}/specs/{name}.txt"] = "\n".join(paths(None))
+    return files
 
 
 # Snakemake's HTML report (snakemake --report) shows each figure and table with the PDF's own

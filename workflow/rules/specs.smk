@@ -1,38 +1,34 @@
-# Run specs: each job's settings as a JSON file that the job reads, so that a job's shell line
-# names a file and not two kilobytes of JSON. A spec is rewritten (and its jobs re-run) when the
-# settings it holds change.
+# Settings files: each job's settings as a JSON file that the job reads, so that a job's shell
+# line names a file and not two kilobytes of JSON. Those known when the workflow is read (run,
+# placement, tune and calibration specs, the lists of outputs) are written then, each only when
+# its text changed: its new time stamp re-runs exactly the jobs whose settings changed. They are
+# not jobs because Snakemake starts every `run:` job as a new Snakemake process, 3-4 s each, and
+# the small tier has about 600 of them.
+#
+# A run whose (workload, recipe) waits for a tune job (no point in the record) gets its spec from
+# the run_spec job, at the tune job's point, under specs/tuned/.
 
 
 localrules:
     run_spec,
-    partition_spec,
     effective_config,
-    run_lists,
+
+
+write_changed(settings_files())
 
 
 rule run_spec:
     input:
-        # The tune job's choice, where the record has no point for the run's (workload, method).
-        tuned=tuned_input,
+        # The tune job's choice, for a (workload, method) the record has no point for.
+        tuned=lambda wc: tune_file(EXP.tuning_key(wc.workload, wc.method)),
     output:
-        f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
+        f"results/{TIER}/specs/tuned/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
     log:
-        f"logs/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
+        f"logs/{TIER}/specs/tuned/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
     params:
         run=run_json,
     run:
         write_run_spec(output[0], params.run, input.tuned, log[0])
-
-
-rule partition_spec:
-    output:
-        f"results/{TIER}/specs/partition/{{workload}}/{{method}}.json",
-    log:
-        f"logs/{TIER}/specs/partition/{{workload}}/{{method}}.log",
-    params:
-        run=partition_json,
-    run:
-        write_spec(output[0], params.run, log[0])
 
 
 rule effective_config:
@@ -47,20 +43,3 @@ rule effective_config:
         experiment=experiment_json,
     run:
         write_config_json(output[0], params.experiment, input.points, log[0])
-
-
-rule run_lists:
-    output:
-        summaries=f"results/{TIER}/specs/summaries.txt",
-        metrics=f"results/{TIER}/specs/metrics.txt",
-        partitions=f"results/{TIER}/specs/partitions.txt",
-    log:
-        f"logs/{TIER}/specs/run_lists.log",
-    params:
-        summaries=lambda wildcards: "\n".join(all_summaries(wildcards)),
-        metrics=lambda wildcards: "\n".join(all_metrics(wildcards)),
-        partitions=lambda wildcards: "\n".join(all_partitions(wildcards)),
-    run:
-        write_spec(output.summaries, params.summaries, log[0])
-        write_spec(output.metrics, params.metrics, log[0])
-        write_spec(output.partitions, params.partitions, log[0])

@@ -5,7 +5,8 @@ rule train:
     input:
         unpack(run_data),
         partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
-        spec=f"results/{TIER}/specs/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
+        # Written when the workflow is read, or by run_spec after a tune job (specs.smk).
+        spec=run_spec_of,
         traces=delay_traces,
         calibration=calibration_of,
         costs=cost_files,

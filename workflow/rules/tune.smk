@@ -4,27 +4,13 @@
 
 
 localrules:
-    tune_spec,
     operating_points,
-
-
-rule tune_spec:
-    output:
-        f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
-    log:
-        f"logs/{TIER}/specs/tune/{{workload}}/{{method}}.log",
-    wildcard_constraints:
-        workload="|".join(TUNE_WORKLOADS) or "(?!)",
-        method="|".join(TUNE_METHODS) or "(?!)",
-    params:
-        spec=tune_json,
-    run:
-        write_spec(output[0], params.spec, log[0])
 
 
 rule tune:
     input:
         unpack(prepared),
+        # Written when the workflow is read (specs.smk).
         spec=f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
         traces=tune_traces,
     output:
