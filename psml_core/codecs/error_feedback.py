@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
+from psml_core.codecs.base import Codec, CodecContext, Payload, check_vector, is_tensor
+from psml_core.codecs.wrapper import WrapperCodec
 
 if TYPE_CHECKING:
     import torch
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["ErrorFeedback"]
 
 
-class ErrorFeedback(Codec):
+class ErrorFeedback(WrapperCodec):
     """Wraps a codec with residual memory: what was not sent is added to the next input.
 
     Algorithm (Seide et al. 2014; Karimireddy et al. 2019, "Error Feedback Fixes SignSGD"; GRACE's
@@ -80,32 +81,6 @@ class ErrorFeedback(Codec):
         if r is None or r.size != x.size:
             return x
         return (x.astype(np.float64) + r).astype(np.float32)
-
-    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Decoding is the inner codec's."""
-        return self.inner.decode(payload, ctx)
-
-    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
-        """Decoding onto a device is the inner codec's."""
-        return self.inner.decode_on(payload, ctx, device)
-
-    def __getattr__(self, attr: str) -> object:
-        # Codec-specific methods (DFS's predicted_costs, ...) stay reachable through the wrapper.
-        if attr == "inner":  # not yet set (copy/pickle): no recursion
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def server(self) -> ServerCodec:
-        """The inner codec's server side."""
-        return self.inner.server()
-
-    def for_worker(self, rank: int) -> None:
-        """Pass the rank to the inner codec."""
-        self.inner.for_worker(rank)
-
-    def set_layout(self, bounds: np.ndarray) -> None:
-        """Pass the tensor layout on to the wrapped codec."""
-        self.inner.set_layout(bounds)
 
 
 def _host(a: Any) -> np.ndarray:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
+from psml_core.codecs.base import Codec, CodecContext, Payload, check_vector, is_tensor
+from psml_core.codecs.wrapper import WrapperCodec
 
 if TYPE_CHECKING:
     import torch
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["MomentumCorrection"]
 
 
-class MomentumCorrection(Codec):
+class MomentumCorrection(WrapperCodec):
     """Momentum correction and factor masking on the worker (Deep Gradient Compression).
 
     Source: Lin, Han, Mao, Wang, Dally, "Deep Gradient Compression: Reducing the Communication
@@ -151,29 +152,3 @@ class MomentumCorrection(Codec):
         if self.velocity is None or self.velocity.shape[0] != x.size:
             return x
         return self._advance(x)[1].astype(np.float32)
-
-    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
-        """Decoding is the inner codec's."""
-        return self.inner.decode(payload, ctx)
-
-    def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
-        """Decoding onto a device is the inner codec's."""
-        return self.inner.decode_on(payload, ctx, device)
-
-    def __getattr__(self, attr: str) -> object:
-        # Codec-specific methods (DFS's predicted_costs, ...) stay reachable through the wrapper.
-        if attr == "inner":  # not yet set (copy/pickle): no recursion
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def server(self) -> ServerCodec:
-        """The inner codec's server side (the server needs no momentum state)."""
-        return self.inner.server()
-
-    def for_worker(self, rank: int) -> None:
-        """Pass the rank to the inner codec."""
-        self.inner.for_worker(rank)
-
-    def set_layout(self, bounds: np.ndarray) -> None:
-        """Pass the tensor layout on to the wrapped codec."""
-        self.inner.set_layout(bounds)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from psml_core.config import DatasetSpec
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
 
-__all__ = ["ROWS", "DigitsSource"]
+__all__ = ["ROWS", "DigitsSource", "load_split"]
 
 ROWS = 1797
 """Images in scikit-learn's digits set (``load_digits().data.shape[0]``), known before loading."""
@@ -26,29 +28,40 @@ class DigitsSource(DatasetSource):
 
     def load(self) -> Dataset:
         """Load the images and split them, stratified by class, with our design's seed."""
-        # Imported here: sklearn takes ~1 s to import and only this source needs it.
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-
-        spec = self.spec
-        bunch = load_digits()
-        X = (np.asarray(bunch.data, dtype=np.float64) / 16.0).astype(np.float32)
-        y = np.asarray(bunch.target, dtype=np.int64)
-        X_train, X_test, y_train, y_test = train_test_split(
-            X, y, test_size=spec.test_fraction, random_state=spec.seed, stratify=y
-        )
-        return Dataset(
-            name=spec.name,
-            X_train=X_train,
-            y_train=y_train,
-            X_test=X_test,
-            y_test=y_test,
-            n_classes=10,
-            meta={
+        return load_split(
+            self.spec,
+            lambda bunch: (np.asarray(bunch.data, dtype=np.float64) / 16.0).astype(np.float32),
+            {
                 "source": self.name,
                 "origin": "sklearn.datasets.load_digits (UCI optical digits, 8x8, values 0-16)",
                 "scaling": "pixel / 16",
-                "seed": spec.seed,
-                "test_fraction": spec.test_fraction,
             },
         )
+
+
+def load_split(
+    spec: DatasetSpec, features: Callable[[Any], np.ndarray], meta: dict[str, Any]
+) -> Dataset:
+    """scikit-learn's digits as ``features(bunch)`` rows, split stratified by class.
+
+    The split uses the data set's seed; the digits and digits28 sources share it.
+    """
+    # Imported here: sklearn takes ~1 s to import and only these sources need it.
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    X = features(bunch)
+    y = np.asarray(bunch.target, dtype=np.int64)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=spec.test_fraction, random_state=spec.seed, stratify=y
+    )
+    return Dataset(
+        name=spec.name,
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        n_classes=10,
+        meta={**meta, "seed": spec.seed, "test_fraction": spec.test_fraction},
+    )

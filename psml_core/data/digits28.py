@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from psml_core.data.base import DATASETS, Dataset, DatasetSource
+from psml_core.data.digits import load_split
 
 __all__ = ["BOX", "SIDE", "Digits28Source", "resample"]
 
@@ -57,25 +58,10 @@ class Digits28Source(DatasetSource):
 
     def load(self) -> Dataset:
         """Load the 8x8 images, resample them and split them, stratified by class."""
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-
-        spec = self.spec
-        bunch = load_digits()
-        images = np.asarray(bunch.images, dtype=np.float64) / 16.0
-        X = resample(images)
-        y = np.asarray(bunch.target, dtype=np.int64)
-        X_train, X_test, y_train, y_test = train_test_split(
-            X, y, test_size=spec.test_fraction, random_state=spec.seed, stratify=y
-        )
-        return Dataset(
-            name=spec.name,
-            X_train=X_train,
-            y_train=y_train,
-            X_test=X_test,
-            y_test=y_test,
-            n_classes=10,
-            meta={
+        return load_split(
+            self.spec,
+            lambda bunch: resample(np.asarray(bunch.images, dtype=np.float64) / 16.0),
+            {
                 "source": self.name,
                 "origin": (
                     "sklearn.datasets.load_digits (UCI optical digits, 8x8, values 0-16), "
@@ -86,7 +72,5 @@ class Digits28Source(DatasetSource):
                     "(scipy.ndimage.zoom order=1, grid_mode=True), clipped to [0, 1], "
                     "centred in 28x28 with a 4-pixel zero border (MNIST's layout)"
                 ),
-                "seed": spec.seed,
-                "test_fraction": spec.test_fraction,
             },
         )
