@@ -89,7 +89,6 @@ def judge_qualitative(
     metrics = list(meas["metrics"])
     margins = dict(meas.get("margins") or {})
     out = QualitativeOutcome()
-    primary = metrics[0]
     ok_secondary = True
     chosen = []
     for sc in scenarios:
@@ -100,67 +99,99 @@ def judge_qualitative(
         if mine.empty:
             out.missing.append(f"{meas['method']} under {sc}")
             continue
-        sign = 1 if primary in HIGHER_IS_BETTER else -1
-        cands = []
-        for b in baselines:
-            rows = sel[sel["method"] == b]
-            if rows.empty:
-                out.missing.append(f"{b} under {sc}")
-                continue
-            vals, _ = censored_values(rows, primary)
-            cands.append((sign * float(np.mean(vals)), b, rows))
-        if not cands:
+        strongest = _strongest(sel, baselines, metrics[0], sc, out)
+        if strongest is None:
             continue
-        _, name, base_rows = max(cands, key=lambda c: c[0])
+        name, base_rows = strongest
         chosen.append(name)
         step = _test_step(pd.concat([mine, base_rows]))
         out.total += 1
         for i, metric in enumerate(metrics):
-            sgn = 1 if metric in HIGHER_IS_BETTER else -1
-            ours, our_c = censored_values(mine, metric)
-            ours = np.where(our_c, -sgn * math.inf, ours)
-            base, base_c = censored_values(base_rows, metric)
-            if i == 0:
-                out.censored += int(our_c.sum()) + int(base_c.sum())
-                out.seeds = max(out.seeds, len(ours))
-            with np.errstate(invalid="ignore"):
-                diff = sgn * (float(np.mean(ours)) - float(np.mean(base)))
-            entry = {
-                "metric": metric, "scenario": sc, "method": float(np.mean(ours)),
-                "baseline": float(np.mean(base)), "strongest": name,
-                "role": "primary" if i == 0 else "secondary",
-            }  # fmt: skip
-            if i == 0:
-                need = step if metric == "final_test_accuracy" else 0.0
-                worst = ours.min() if sgn > 0 else ours.max()
-                best = base.max() if sgn > 0 else base.min()
-                better = bool(diff > need)
-                spread = bool(sgn * (worst - best) > need)
-                out.better += better
-                out.beyond += spread
-                entry["beyond_spread"] = spread
-                entry["outcome"] = (
-                    "better beyond the seed spread" if spread
-                    else "better on average" if better else "not better"
-                )  # fmt: skip
-            else:
-                margin = _margin(metric, margins, float(np.mean(base)), step)
-                fine = bool(diff >= -margin) if math.isfinite(diff) else False
-                ok_secondary = ok_secondary and fine
-                entry["beyond_spread"] = False
-                entry["margin"] = margin
-                entry["outcome"] = (
-                    f"non-inferior (margin {margin:.3g})" if fine
-                    else f"inferior by more than the margin {margin:.3g}"
-                )  # fmt: skip
-            out.per_metric.append(entry)
+            fine = _judge_metric(out, metric, i == 0, sc, name, mine, base_rows, step, margins)
+            ok_secondary = ok_secondary and fine
     out.baseline = ", ".join(sorted(set(chosen)))
+    _conclude(out, meas["method"], metrics[0], ok_secondary)
+    return out
+
+
+def _strongest(
+    sel: pd.DataFrame, baselines: list[str], primary: str, sc: str, out: QualitativeOutcome
+) -> tuple[str, pd.DataFrame] | None:
+    """The baseline with the best mean primary metric under one scenario (missing ones noted)."""
+    sign = 1 if primary in HIGHER_IS_BETTER else -1
+    cands = []
+    for b in baselines:
+        rows = sel[sel["method"] == b]
+        if rows.empty:
+            out.missing.append(f"{b} under {sc}")
+            continue
+        vals, _ = censored_values(rows, primary)
+        cands.append((sign * float(np.mean(vals)), b, rows))
+    if not cands:
+        return None
+    _, name, base_rows = max(cands, key=lambda c: c[0])
+    return name, base_rows
+
+
+def _judge_metric(
+    out: QualitativeOutcome,
+    metric: str,
+    primary: bool,
+    sc: str,
+    name: str,
+    mine: pd.DataFrame,
+    base_rows: pd.DataFrame,
+    step: float,
+    margins: dict[str, Any],
+) -> bool:
+    """One metric under one scenario into ``out``; False where a secondary one is inferior."""
+    sgn = 1 if metric in HIGHER_IS_BETTER else -1
+    ours, our_c = censored_values(mine, metric)
+    ours = np.where(our_c, -sgn * math.inf, ours)
+    base, base_c = censored_values(base_rows, metric)
+    if primary:
+        out.censored += int(our_c.sum()) + int(base_c.sum())
+        out.seeds = max(out.seeds, len(ours))
+    with np.errstate(invalid="ignore"):
+        diff = sgn * (float(np.mean(ours)) - float(np.mean(base)))
+    entry = {
+        "metric": metric, "scenario": sc, "method": float(np.mean(ours)),
+        "baseline": float(np.mean(base)), "strongest": name,
+        "role": "primary" if primary else "secondary",
+    }  # fmt: skip
+    fine = True
+    if primary:
+        need = step if metric == "final_test_accuracy" else 0.0
+        worst = ours.min() if sgn > 0 else ours.max()
+        best = base.max() if sgn > 0 else base.min()
+        better = bool(diff > need)
+        spread = bool(sgn * (worst - best) > need)
+        out.better += better
+        out.beyond += spread
+        entry["beyond_spread"] = spread
+        entry["outcome"] = (
+            "better beyond the seed spread" if spread
+            else "better on average" if better else "not better"
+        )  # fmt: skip
+    else:
+        margin = _margin(metric, margins, float(np.mean(base)), step)
+        fine = bool(diff >= -margin) if math.isfinite(diff) else False
+        entry["beyond_spread"] = False
+        entry["margin"] = margin
+        entry["outcome"] = (
+            f"non-inferior (margin {margin:.3g})" if fine
+            else f"inferior by more than the margin {margin:.3g}"
+        )  # fmt: skip
+    out.per_metric.append(entry)
+    return fine
+
+
+def _conclude(out: QualitativeOutcome, method: str, primary: str, ok_secondary: bool) -> None:
+    """The verdict and its one-paragraph detail from the counts in ``out``."""
     if out.missing or out.total == 0:
         out.verdict = "NOT RUN"
-        out.detail = "not run in this tier: no runs of " + ", ".join(
-            out.missing or [meas["method"]]
-        )
-        return out
+        out.detail = "not run in this tier: no runs of " + ", ".join(out.missing or [method])
+        return
     all_better = out.better == out.total
     if out.beyond == out.total and ok_secondary and out.seeds >= MIN_SEEDS:
         out.verdict = "REPRODUCED"
@@ -183,4 +214,3 @@ def judge_qualitative(
         out.detail += f" (REPRODUCED needs {MIN_SEEDS} seeds)"
     if out.censored:
         out.detail += f"; {out.censored} censored run(s) (never held the target) counted as bounds"
-    return out
