@@ -292,6 +292,29 @@ def reported_table(
                                   reference if row is not first else math.nan, percent,
                                   direction)]
             )  # fmt: skip
+    caption = _reported_caption(spec, mine, pairs, ex_name, ex, experiment, paper_file, direction)
+    return Table(
+        name,
+        caption,
+        ["Row", "Source", "Bytes", "Final accuracy", "Time", "Time to target", "Also reported"],
+        rows,
+        align=["left", "left", "right", "right", "right", "right", "left"],
+        widths=["auto", "auto", "auto", "auto", "auto", "auto", 1],
+        group=True,
+    )
+
+
+def _reported_caption(
+    spec: Mapping[str, Any],
+    mine: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    ex_name: str,
+    ex: Mapping[str, Any] | None,
+    experiment: Mapping[str, Any],
+    paper_file: str,
+    direction: str,
+) -> str:
+    """The caption of a paper's reported table: its source, our runs, and each column's sense."""
     by_q = {c.get("quantity"): c for c in spec["columns"] if c.get("quantity")}
 
     def paper_col(q: str, fallback: str) -> str:
@@ -310,7 +333,7 @@ def reported_table(
     )
     setup = " ".join(str(spec.get("setup") or "").split()).rstrip(".")
     note = " ".join(str(spec.get("note") or "").split())
-    caption = (
+    return (
         f"{spec['title']}. Paper: {spec['source']}" + (f" ({setup})" if setup else "")
         + f", values from {paper_file}; ours: {where}, from the runs table. Each heading names "
         "the paper's row and our recipe for it. "
@@ -326,15 +349,6 @@ def reported_table(
         "experiment; “not measured”: the runs record no lossless sizes."
         + (f" {note}" if note else "")
     )  # fmt: skip
-    return Table(
-        name,
-        caption,
-        ["Row", "Source", "Bytes", "Final accuracy", "Time", "Time to target", "Also reported"],
-        rows,
-        align=["left", "left", "right", "right", "right", "right", "left"],
-        widths=["auto", "auto", "auto", "auto", "auto", "auto", 1],
-        group=True,
-    )
 
 
 # --------------------------------------------------------------------------- sweeps
