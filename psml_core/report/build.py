@@ -224,28 +224,18 @@ def _report_data(
     setup = _setup_section(experiment, sparsity, workdir, validation)
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
-    by_pair = {
-        (name.split(" · ")[0], name.split(" · ")[1]): obj
-        for name, obj in partition.items()
-        if len(name.split(" · ")) == 2
-    }
-    # One paper at a time (each section is its own), so that the log shows where it is.
-    ids = sorted(papers)
-    total = len(ids) + 2
-    papers_data: list[dict[str, Any]] = []
-    for i, pid in enumerate(ids, 1):
-        _stage(f"figures ({i}/{total}): paper {pid}")
-        papers_data += paper_sections(
-            papers={pid: papers[pid]},
-            claims=claims,
-            runs=runs,
-            frames=frames,
-            experiment=experiment,
-            sparsity=sparsity,
-            partitions=by_pair,
-            papers_dir=papers_dir,
-            workdir=workdir,
-        )
+    papers_data = _paper_sections(
+        papers=papers,
+        claims=claims,
+        runs=runs,
+        frames=frames,
+        experiment=experiment,
+        sparsity=sparsity,
+        partition=partition,
+        papers_dir=papers_dir,
+        workdir=workdir,
+    )
+    total = len(papers) + 2
     _stage(f"figures ({total - 1}/{total}): head-to-head")
     h2h = head_to_head_section(
         runs=runs, aggregate=aggregate, frames=frames, experiment=experiment, workdir=workdir
@@ -284,6 +274,43 @@ def _report_data(
             w(tp.data_files_table(runs)),
         ],
     }
+
+
+def _paper_sections(
+    *,
+    papers: Mapping[str, Mapping[str, Any]],
+    claims: pd.DataFrame,
+    runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    experiment: Mapping[str, Any],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    partition: Mapping[str, Mapping[str, Any]],
+    papers_dir: Path,
+    workdir: Path,
+) -> list[dict[str, Any]]:
+    """Every paper's section, one paper at a time, so that the log shows where it is."""
+    by_pair = {
+        (name.split(" · ")[0], name.split(" · ")[1]): obj
+        for name, obj in partition.items()
+        if len(name.split(" · ")) == 2
+    }
+    ids = sorted(papers)
+    total = len(ids) + 2
+    out: list[dict[str, Any]] = []
+    for i, pid in enumerate(ids, 1):
+        _stage(f"figures ({i}/{total}): paper {pid}")
+        out += paper_sections(
+            papers={pid: papers[pid]},
+            claims=claims,
+            runs=runs,
+            frames=frames,
+            experiment=experiment,
+            sparsity=sparsity,
+            partitions=by_pair,
+            papers_dir=papers_dir,
+            workdir=workdir,
+        )
+    return out
 
 
 def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -387,6 +414,53 @@ def build_report(
     """
     t0 = time.perf_counter()
     _stage(f"loading runs, metrics and claims ({len(metrics)} runs)")
+    got = _load_inputs(
+        runs_csv=runs_csv,
+        aggregate_csv=aggregate_csv,
+        metrics=metrics,
+        sparsity=sparsity,
+        partition=partition,
+        experiment=experiment,
+        claims_csv=claims_csv,
+        papers_dir=papers_dir,
+        regime_map=regime_map,
+        validation=validation,
+        extra_papers=extra_papers,
+    )
+    rmap = got.pop("rmap")
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    _remove_stale(workdir)
+    data = _report_data(**got, experiment=experiment, papers_dir=Path(papers_dir), workdir=workdir)
+    data["regime_map"] = regime_map_section(rmap, workdir)
+    if not rmap.empty:
+        data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
+    write_json(workdir / "report_data.json", data)
+    write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
+    _stage("typst compile")
+    _compile(workdir, Path(out_pdf))
+    _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
+
+
+def _load_inputs(
+    *,
+    runs_csv: Path,
+    aggregate_csv: Path,
+    metrics: dict[str, Path],
+    sparsity: list[Path],
+    partition: list[Path],
+    experiment: dict[str, Any],
+    claims_csv: Path,
+    papers_dir: Path,
+    regime_map: Path | None,
+    validation: Path | None,
+    extra_papers: Sequence[Path],
+) -> dict[str, Any]:
+    """Every input read and checked before anything is written (``build_report``'s arguments).
+
+    Returns:
+        ``_report_data``'s inputs, plus ``rmap``: the regime maps' points.
+    """
     require_files(
         [
             Path(runs_csv),
@@ -415,28 +489,15 @@ def build_report(
     rmap = read_regime_map(regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
-    workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    _remove_stale(workdir)
-    data = _report_data(
-        runs=runs,
-        aggregate=aggregate,
-        frames=frames,
-        experiment=experiment,
-        claims=claims,
-        papers=papers,
-        papers_dir=Path(papers_dir),
-        inputs=inputs,
-        sparsity=sparsity_stats,
-        partition=placements,
-        workdir=workdir,
-        validation=validation_block(checked, validation, experiment),
-    )
-    data["regime_map"] = regime_map_section(rmap, workdir)
-    if not rmap.empty:
-        data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
-    write_json(workdir / "report_data.json", data)
-    write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
-    _stage("typst compile")
-    _compile(workdir, Path(out_pdf))
-    _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
+    return {
+        "runs": runs,
+        "aggregate": aggregate,
+        "frames": frames,
+        "claims": claims,
+        "papers": papers,
+        "inputs": inputs,
+        "sparsity": sparsity_stats,
+        "partition": placements,
+        "validation": validation_block(checked, validation, experiment),
+        "rmap": rmap,
+    }
