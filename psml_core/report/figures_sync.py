@@ -101,42 +101,9 @@ def sync_figure(
             grid = fig.add_gridspec(
                 2 if rounds else 1, 2, height_ratios=[bar_h, line_h] if rounds else [bar_h]
             )
-            ax_wait, ax_stale = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
-            _sync_bars(ax_wait, sub, order, colours, "wait_fraction", fmt_percent)
-            ax_wait.set(
-                title=f"{w}: time blocked by the sync policy",
-                xlabel="wait / (compute + codec + comm + wait)",
-            )
-            ax_wait.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
-            _sync_bars(ax_stale, sub, order, colours, "staleness_mean", lambda v: sig(v, 2))
-            ax_stale.scatter(
-                sub["staleness_max"],
-                range(len(sub)),
-                marker="|",
-                s=60,
-                color="0.2",
-                zorder=3,
-                label="maximum",
-            )
-            ax_stale.set(title=f"{w}: staleness (iterations)", xlabel="mean (bar), maximum (|)")
-            top = float(np.nanmax(sub[["staleness_mean", "staleness_max"]].to_numpy(dtype=float)))
-            ax_stale.set_xlim(0, max(top, 1.0) * 1.15)
-            ax_stale.set_yticklabels([])
+            _wait_and_staleness(fig, grid, w, sub, order, colours)
             if rounds:
-                ax = fig.add_subplot(grid[1, :])
-                for m in rounds:
-                    d = steps[(steps["workload"] == w) & (steps["method"] == m)]
-                    for s, ds in d.groupby("scenario", sort=True):
-                        label = m if len(set(d["scenario"])) == 1 else f"{m} · {s}"
-                        ax.plot(
-                            ds["iteration"], ds["mean"], linewidth=1.2, label=label, **styles[m]
-                        )
-                ax.set(
-                    title=f"{w}: local steps granted per round (mean over workers and seeds)",
-                    xlabel="round",
-                    ylabel="local steps",
-                )
-                ax.legend(frameon=False, fontsize=7)
+                _local_steps(fig.add_subplot(grid[1, :]), w, rounds, steps, styles)
             save_svg(fig, path)
         specs.append(
             FigureSpec(
@@ -155,6 +122,50 @@ def sync_figure(
             )
         )
     return specs
+
+
+def _wait_and_staleness(
+    fig: Any, grid: Any, w: str, sub: pd.DataFrame, order: list[str], colours: list[Any]
+) -> None:
+    """The top row: time blocked by the sync policy (left), staleness (right)."""
+    ax_wait, ax_stale = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    _sync_bars(ax_wait, sub, order, colours, "wait_fraction", fmt_percent)
+    ax_wait.set(
+        title=f"{w}: time blocked by the sync policy",
+        xlabel="wait / (compute + codec + comm + wait)",
+    )
+    ax_wait.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
+    _sync_bars(ax_stale, sub, order, colours, "staleness_mean", lambda v: sig(v, 2))
+    ax_stale.scatter(
+        sub["staleness_max"],
+        range(len(sub)),
+        marker="|",
+        s=60,
+        color="0.2",
+        zorder=3,
+        label="maximum",
+    )
+    ax_stale.set(title=f"{w}: staleness (iterations)", xlabel="mean (bar), maximum (|)")
+    top = float(np.nanmax(sub[["staleness_mean", "staleness_max"]].to_numpy(dtype=float)))
+    ax_stale.set_xlim(0, max(top, 1.0) * 1.15)
+    ax_stale.set_yticklabels([])
+
+
+def _local_steps(
+    ax: Any, w: str, rounds: list[str], steps: pd.DataFrame, styles: Mapping[str, Any]
+) -> None:
+    """The bottom row: local steps a round policy granted per round."""
+    for m in rounds:
+        d = steps[(steps["workload"] == w) & (steps["method"] == m)]
+        for s, ds in d.groupby("scenario", sort=True):
+            label = m if len(set(d["scenario"])) == 1 else f"{m} · {s}"
+            ax.plot(ds["iteration"], ds["mean"], linewidth=1.2, label=label, **styles[m])
+    ax.set(
+        title=f"{w}: local steps granted per round (mean over workers and seeds)",
+        xlabel="round",
+        ylabel="local steps",
+    )
+    ax.legend(frameon=False, fontsize=7)
 
 
 def _sync_bars(
