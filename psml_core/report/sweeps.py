@@ -110,21 +110,39 @@ def sweep_table(
             if mine.empty:
                 rows.append([f"{w} · {s}", method, meaning, "0", NOT_RUN, DASH, DASH, DASH])
                 continue
-            remote = run_column(mine, "remote_bytes_up") + run_column(mine, "remote_bytes_down")
-            rows.append(
-                [
-                    f"{w} · {s}",
-                    method,
-                    meaning,
-                    str(len(mine)),
-                    fmt_bytes(finite_mean(remote)),
-                    fmt_bytes(finite_mean(run_column(mine, "bytes_total"))),
-                    fmt_accuracy(mine["final_test_accuracy"], percent=True),
-                    time_to_target_cell(mine["time_to_target_s"]),
-                ]
-            )
+            rows.append(_sweep_row(f"{w} · {s}", method, meaning, mine))
+    caption = _sweep_caption(ex_name, sweep, sub)
+    return Table(
+        name,
+        caption,
+        ["Setting", "Recipe", "Swept value", "Seeds", "Remote bytes", "Bytes", "Final accuracy",
+         "Time to target"],
+        rows,
+        align=["left", "left", "left", "right", "right", "right", "right", "right"],
+        widths=["auto", "auto", 1, "auto", "auto", "auto", "auto", "auto"],
+        group=True,
+    )  # fmt: skip
+
+
+def _sweep_row(setting: str, method: str, meaning: str, mine: pd.DataFrame) -> list[str]:
+    """One recipe's row of a sweep table from its runs."""
+    remote = run_column(mine, "remote_bytes_up") + run_column(mine, "remote_bytes_down")
+    return [
+        setting,
+        method,
+        meaning,
+        str(len(mine)),
+        fmt_bytes(finite_mean(remote)),
+        fmt_bytes(finite_mean(run_column(mine, "bytes_total"))),
+        fmt_accuracy(mine["final_test_accuracy"], percent=True),
+        time_to_target_cell(mine["time_to_target_s"]),
+    ]
+
+
+def _sweep_caption(ex_name: str, sweep: Mapping[str, Any], sub: pd.DataFrame) -> str:
+    """A sweep table's caption: the sweep, and what each column means."""
     params = ", ".join(str(p) for p in sweep["params"])
-    caption = (
+    return (
         f"Trade-off of experiment {ex_name}'s sweep, grouped by workload · scenario: "
         f"{sweep['method']} with {params} set to each value (one recipe per value, "
         f"{sweep['method']}__<label>), beside the experiment's other methods (– under Swept "
@@ -140,13 +158,3 @@ def sweep_table(
             else ""
         )
     )
-    return Table(
-        name,
-        caption,
-        ["Setting", "Recipe", "Swept value", "Seeds", "Remote bytes", "Bytes", "Final accuracy",
-         "Time to target"],
-        rows,
-        align=["left", "left", "left", "right", "right", "right", "right", "right"],
-        widths=["auto", "auto", 1, "auto", "auto", "auto", "auto", "auto"],
-        group=True,
-    )  # fmt: skip
