@@ -220,36 +220,9 @@ def paper_sections(
             to.reported_table(f"{pid}_{spec['id']}", spec, runs, experiment, paper_file)
             for spec in paper.get("tables") or []
         ]
-        texts, figures, tables = [], [], []
-        shown: set[tuple[tuple[str, ...], ...]] = set()  # a table two experiments share: once
-        for name in names:
-            ex = experiments[name] or {}
-            sub = experiment_runs(runs, experiment, ex)
-            texts.append(_experiment_text(name, experiment, ex, sub))
-            if sub.empty:
-                texts.append(
-                    f"The runs table holds no run of experiment {name}, so there is nothing to "
-                    "draw; run the workflow for this tier to make them."
-                )
-                continue
-            figs, extra = _figures_for(
-                name, experiment, ex, sub, frames, sparsity, partitions, workdir
-            )
-            figures += [_fig(f) for f in figs]
-            for t in extra:
-                content = (tuple(t.header), *map(tuple, t.rows))
-                if content not in shown:
-                    shown.add(content)
-                    tables.append(t.write(workdir))
-            settings = {
-                m: text
-                for spec in paper.get("tables") or []
-                if spec["experiment"] == name
-                for m, text in to.paper_settings(spec).items()
-            }
-            sweep = sweep_table(f"{name}_sweep", name, experiment, runs, settings)
-            if sweep is not None:
-                tables.append(sweep.write(workdir))
+        texts, figures, tables = _experiments_parts(
+            names, paper, experiment, runs, frames, sparsity, partitions, workdir
+        )
         if not names:
             texts.append(
                 f"The {fmt_value(experiment.get('tier'))} tier defines no experiment "
@@ -279,6 +252,51 @@ def paper_sections(
             }
         )
     return out
+
+
+def _experiments_parts(
+    names: list[str],
+    paper: Mapping[str, Any],
+    experiment: Mapping[str, Any],
+    runs: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    sparsity: Mapping[str, Mapping[str, Any]],
+    partitions: Mapping[tuple[str, str], Mapping[str, Any]],
+    workdir: Path,
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A paper's experiments: their texts, figures and tables (a table two share: once)."""
+    experiments = experiment.get("experiments") or {}
+    texts: list[str] = []
+    figures: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []
+    shown: set[tuple[tuple[str, ...], ...]] = set()
+    for name in names:
+        ex = experiments[name] or {}
+        sub = experiment_runs(runs, experiment, ex)
+        texts.append(_experiment_text(name, experiment, ex, sub))
+        if sub.empty:
+            texts.append(
+                f"The runs table holds no run of experiment {name}, so there is nothing to "
+                "draw; run the workflow for this tier to make them."
+            )
+            continue
+        figs, extra = _figures_for(name, experiment, ex, sub, frames, sparsity, partitions, workdir)
+        figures += [_fig(f) for f in figs]
+        for t in extra:
+            content = (tuple(t.header), *map(tuple, t.rows))
+            if content not in shown:
+                shown.add(content)
+                tables.append(t.write(workdir))
+        settings = {
+            m: text
+            for spec in paper.get("tables") or []
+            if spec["experiment"] == name
+            for m, text in to.paper_settings(spec).items()
+        }
+        sweep = sweep_table(f"{name}_sweep", name, experiment, runs, settings)
+        if sweep is not None:
+            tables.append(sweep.write(workdir))
+    return texts, figures, tables
 
 
 # --------------------------------------------------------------------------- head-to-head
