@@ -18,9 +18,6 @@ from psml_core.config.load import (
     effective_config,
     parse_method_files,
     parse_methods,
-    sweep_entries,
-    sweep_label,
-    sweep_recipes,
 )
 from psml_core.config.points import MOMENTUM_HANDLINGS, OperatingPoint, TuningSpec
 from psml_core.config.schema import (
@@ -47,6 +44,7 @@ from psml_core.config.specs import (
     check_part,
     read_run_spec,
 )
+from psml_core.config.sweeps import sweep_entries, sweep_label, sweep_recipes
 
 __all__ = [
     "BandwidthStep",

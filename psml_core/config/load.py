@@ -6,12 +6,11 @@ The method recipes' blocks are checked one layer up (:mod:`psml_core.recipes`).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from psml_core.config.calibration import CalibrationSpec, calibration_spec, marker
+from psml_core.config.calibration import CalibrationSpec, calibration_spec
 from psml_core.config.experiment import Experiment, ExperimentSpec
 from psml_core.config.points import TuningSpec
 from psml_core.config.schema import (
@@ -28,6 +27,7 @@ from psml_core.config.specs import (
     WorkloadSpec,
     build,
 )
+from psml_core.config.sweeps import sweep_entries, sweep_recipes
 from psml_core.errors import ConfigError, did_you_mean
 
 # --------------------------------------------------------------------------- loading
@@ -327,129 +327,6 @@ def _check_tuning_seed(cfg: dict[str, Any]) -> None:
                 f"{key!r}); choose a tuning seed that no experiment runs, e.g. "
                 f"{max(s for v in used.values() for s in v) + 1000}"
             )
-
-
-def sweep_label(param: str, value: float) -> str:
-    """A sweep value's default recipe-name suffix: the path's last part and the value.
-
-    ``sweep_label("codec.params.ratio", 0.01) == "ratio_0p01"``.
-    """
-    text = f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
-    return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
-
-
-def _set_paths(data: dict[str, Any], paths: list[str], value: Any, where: str, owner: str) -> None:
-    """Set every dotted path of a sweep to ``value`` in ``data`` (a recipe, scenario, workload).
-
-    Raises:
-        ConfigError: ``owner`` has no block on the way to a path.
-    """
-    for path in paths:
-        node: Any = data
-        parts = path.split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(
-                    f"invalid config: key '{where}.params': {owner} has no {path!r} "
-                    f"(no {part!r} block)"
-                )
-            node = node[part]
-        node[parts[-1]] = value
-
-
-def sweep_entries(
-    table: dict[str, Any], sweep: dict[str, Any], where: str, kind: str
-) -> dict[str, dict[str, Any]]:
-    """The scenarios (or workloads) of an experiment's axis sweep: ``<base>__<label>``.
-
-    Each is the base entry of ``table`` with every dotted path of ``sweep["params"]`` set to
-    the value (a number, or a list such as a Markov chain's flow counts), and the value named
-    in its description. A regime map sweeps a link's bandwidth (a scenario), the number of
-    workers (a workload's ``workers``) or the delay variation (a scenario's cross-traffic).
-
-    Raises:
-        ConfigError: an unknown base, a path the base does not have, or labels that do not
-            match the values.
-    """
-    base_name = sweep["base"]
-    if base_name not in table:
-        raise ConfigError(
-            f"invalid config: key '{where}.base': unknown {kind[:-1]} {base_name!r}; "
-            f"{did_you_mean(base_name, table)}known {kind}: {', '.join(sorted(table))}"
-        )
-    values = list(sweep["values"])
-    labels = list(sweep.get("labels") or [])
-    if len(labels) != len(values):
-        if labels or not all(isinstance(v, int | float) for v in values):
-            raise ConfigError(
-                f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
-                "values; give one per value (labels may be left out for numeric values only)"
-            )
-        labels = [sweep_label(sweep["params"][0], v) for v in values]
-    out: dict[str, dict[str, Any]] = {}
-    for value, label in zip(values, labels, strict=True):
-        data = copy.deepcopy(table[base_name])
-        _set_paths(data, sweep["params"], value, where, f"{kind[:-1]} {base_name!r}")
-        shown = f"{sweep['params'][0].rsplit('.', 1)[-1]} = {value}"
-        if "description" in data or kind == "scenarios":
-            data["description"] = f"{data.get('description', '')} [sweep: {shown}]".strip()
-        out[f"{base_name}__{label}"] = data
-    return out
-
-
-def sweep_recipes(
-    recipes: dict[str, MethodRecipe],
-    sweep: dict[str, Any],
-    where: str,
-    cal: CalibrationSpec | None = None,
-) -> dict[str, MethodRecipe]:
-    """The recipes of an experiment's parameter sweep: one per value, ``<method>__<label>``.
-
-    Each is the swept recipe with every path of ``sweep["params"]`` set to the value (and the
-    value named in its description); its blocks are checked like any recipe's. With a
-    calibration ``cal``, the values are in the paper's units and each recipe carries the
-    ``calibrated`` marker that training resolves (:mod:`psml_core.config.calibration`).
-
-    Raises:
-        ConfigError: an unknown method, a path the recipe does not have, labels that do not
-            match the values, or a value its block rejects (naming the key).
-    """
-    method = sweep["method"]
-    if method not in recipes:
-        raise ConfigError(
-            f"invalid config: key '{where}.method': unknown method {method!r}; "
-            f"{did_you_mean(method, recipes)}known methods (config/methods.yaml): "
-            + ", ".join(sorted(recipes))
-        )
-    values = list(sweep["values"])
-    labels = list(sweep.get("labels") or [])
-    if labels and len(labels) != len(values):
-        raise ConfigError(
-            f"invalid config: key '{where}.labels': {len(labels)} labels for {len(values)} "
-            "values; give one per value or none"
-        )
-    labels = labels or [sweep_label(sweep["params"][0], v) for v in values]
-    base = dataclasses.asdict(recipes[method])
-    out: dict[str, MethodRecipe] = {}
-    for value, label in zip(values, labels, strict=True):
-        data = copy.deepcopy(base)
-        _set_paths(data, sweep["params"], value, where, f"recipe {method!r}")
-        name = f"{method}__{label}"
-        shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
-        data.update(
-            name=name,
-            description=f"{data['description']} [sweep: {shown}, in place of the base recipe's "
-            f"value that the text above names]",
-        )
-        if cal is not None:
-            data["calibrated"] = marker(cal, value)
-            data["description"] += f" [{shown} in the paper's units, x the factor of {cal.key}]"
-        try:
-            recipe = build(MethodRecipe, data, name)
-        except ConfigError as exc:
-            raise ConfigError(f"invalid config: key '{where}': {exc}") from None
-        out[name] = recipe
-    return out
 
 
 def _used_methods(cfg: dict[str, Any]) -> list[str]:
