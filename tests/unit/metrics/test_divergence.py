@@ -14,8 +14,10 @@ from psml_core.metrics.divergence import divergence
 LN10 = math.log(10)
 
 
-def evals(*losses):
-    return [(i * 10, float(i), 0.5, loss) for i, loss in enumerate(losses)]
+def evals(*losses, accuracy=None):
+    """Evaluations with these test losses; the accuracy at chance (1/C = 0.1) unless given."""
+    accs = accuracy or [0.1] * len(losses)
+    return [(i * 10, float(i), accs[i], loss) for i, loss in enumerate(losses)]
 
 
 def test_a_run_that_learns_is_not_diverged():
@@ -45,7 +47,20 @@ def test_a_run_that_never_left_chance_is_diverged():
 
 def test_binary_chance_is_ln_2():
     assert divergence(evals(0.69, 0.4, 0.3), [], 2) is None
-    assert divergence(evals(0.69, 0.4, 0.68), [], 2) is not None
+    assert divergence(evals(0.69, 0.4, 0.68, accuracy=[0.5, 0.8, 0.52]), [], 2) is not None
+
+
+def test_an_overfitting_run_whose_accuracy_holds_is_not_diverged():
+    # The small tier's sparse DNN: test loss past ln 2 late in the run, accuracy where it was.
+    holds = [0.5, 0.70, 0.733, 0.716]
+    assert divergence(evals(0.69, 0.6, 0.7, 1.19, accuracy=holds), [(0, 0.3)], 2) is None
+    # The same losses with the accuracy gone back to chance: diverged.
+    lost = [0.5, 0.70, 0.733, 0.55]
+    why = divergence(evals(0.69, 0.6, 0.7, 1.19, accuracy=lost), [(0, 0.3)], 2)
+    assert why is not None and "back at chance" in why
+    # An accuracy that never gained MIN_GAIN over 1/C did not learn: loss at chance diverges.
+    flat = [0.1, 0.12, 0.13]
+    assert divergence(evals(LN10, 2.0, LN10, accuracy=flat), [], 10) is not None
 
 
 def test_a_blown_up_sim_run_ends_diverged_instead_of_failing(smoke, prepared, tmp_path):
