@@ -224,18 +224,23 @@ def _report_data(
     setup = _setup_section(experiment, sparsity, workdir, validation)
     title = (experiment.get("report") or {}).get("title") or DEFAULT_TITLE
     tier = fmt_value(experiment.get("tier") or ", ".join(sorted(set(runs["tier"].astype(str)))))
-    papers_data = _paper_sections(
+    total = len(papers) + 2
+    papers_data = paper_sections(
         papers=papers,
         claims=claims,
         runs=runs,
         frames=frames,
         experiment=experiment,
         sparsity=sparsity,
-        partition=partition,
+        partitions={
+            (name.split(" · ")[0], name.split(" · ")[1]): obj
+            for name, obj in partition.items()
+            if len(name.split(" · ")) == 2
+        },
         papers_dir=papers_dir,
         workdir=workdir,
+        on_paper=lambda i, pid: _stage(f"figures ({i}/{total}): paper {pid}"),
     )
-    total = len(papers) + 2
     _stage(f"figures ({total - 1}/{total}): head-to-head")
     h2h = head_to_head_section(
         runs=runs, aggregate=aggregate, frames=frames, experiment=experiment, workdir=workdir
@@ -274,43 +279,6 @@ def _report_data(
             w(tp.data_files_table(runs)),
         ],
     }
-
-
-def _paper_sections(
-    *,
-    papers: Mapping[str, Mapping[str, Any]],
-    claims: pd.DataFrame,
-    runs: pd.DataFrame,
-    frames: Mapping[str, pd.DataFrame],
-    experiment: Mapping[str, Any],
-    sparsity: Mapping[str, Mapping[str, Any]],
-    partition: Mapping[str, Mapping[str, Any]],
-    papers_dir: Path,
-    workdir: Path,
-) -> list[dict[str, Any]]:
-    """Every paper's section, one paper at a time, so that the log shows where it is."""
-    by_pair = {
-        (name.split(" · ")[0], name.split(" · ")[1]): obj
-        for name, obj in partition.items()
-        if len(name.split(" · ")) == 2
-    }
-    ids = sorted(papers)
-    total = len(ids) + 2
-    out: list[dict[str, Any]] = []
-    for i, pid in enumerate(ids, 1):
-        _stage(f"figures ({i}/{total}): paper {pid}")
-        out += paper_sections(
-            papers={pid: papers[pid]},
-            claims=claims,
-            runs=runs,
-            frames=frames,
-            experiment=experiment,
-            sparsity=sparsity,
-            partitions=by_pair,
-            papers_dir=papers_dir,
-            workdir=workdir,
-        )
-    return out
 
 
 def _ordered_claims(claims: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -19,7 +19,7 @@ paper's reported tables (``tables:`` of its paper file) beside ours.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +204,17 @@ def paper_sections(
     partitions: Mapping[tuple[str, str], Mapping[str, Any]],
     papers_dir: Path,
     workdir: Path,
+    on_paper: Callable[[int, str], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One section per paper, in id order, for the template (tables written to ``workdir``)."""
+    """One section per paper, in id order, for the template (tables written to ``workdir``).
+
+    ``on_paper(i, pid)`` is called as the i-th paper (from 1) starts, for the build's log.
+    """
     experiments = experiment.get("experiments") or {}
     out = []
-    for pid in sorted(papers):
+    for i, pid in enumerate(sorted(papers), 1):
+        if on_paper is not None:
+            on_paper(i, pid)
         paper = papers[pid]
         mine = claims[claims["paper"] == pid]
         named = sorted(n for n, ex in experiments.items() if (ex or {}).get("paper") == pid)
