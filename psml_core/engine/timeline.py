@@ -41,8 +41,13 @@ def key_ready_fraction(tensor_sizes: Sequence[int]) -> np.ndarray:
 
 
 def shard_ready(ready: np.ndarray, keys: np.ndarray) -> float:
-    """The share of a step done when every key of ``keys`` has its gradient (1.0 if none)."""
-    return float(ready[keys].max()) if keys.size else 1.0
+    """The share of a step done when every key of ``keys`` has its gradient (1.0 if none).
+
+    ``ready`` (:func:`key_ready_fraction`) never increases along the keys, exactly (a cumulative
+    sum of non-negative sizes, then monotone arithmetic, each rounding monotone), so the latest
+    key is the smallest: one reduction over ``keys`` instead of gathering every key's value.
+    """
+    return float(ready[keys.min()]) if keys.size else 1.0
 
 
 class DeviceTimeline:
