@@ -17,7 +17,9 @@ from psml_core.engine.timeline import FORWARD_SHARE, key_ready_fraction, shard_r
     seed=st.integers(min_value=0, max_value=2**31 - 1),
     share=st.floats(min_value=0.0, max_value=1.0),
 )
-def test_shard_ready_is_the_latest_key_of_the_shard(sizes: list[int], seed: int, share: float) -> None:
+def test_shard_ready_is_the_latest_key_of_the_shard(
+    sizes: list[int], seed: int, share: float
+) -> None:
     ready = key_ready_fraction(sizes)
     assert np.all(np.diff(ready) <= 0)  # what shard_ready relies on, exactly
     rng = np.random.default_rng(seed)
