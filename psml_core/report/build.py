@@ -20,6 +20,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from psml_core.report.sections import experiment_aggregate, head_to_head_section
 from psml_core.report.validation import validation_block
 from psml_core.validate.table import read_table
 
-__all__ = ["DEFAULT_TITLE", "TEMPLATE", "build_report"]
+__all__ = ["DEFAULT_TITLE", "TEMPLATE", "ReportInputs", "build_report"]
 
 DEFAULT_TITLE = "psml: reproducing parameter-server communication methods"
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "report.typ"
@@ -336,25 +337,11 @@ def _read_claims(claims_csv: Path, papers: Mapping[str, Mapping[str, Any]]) -> p
     return _ordered_claims(claims, papers)
 
 
-def build_report(
-    *,
-    runs_csv: Path,
-    aggregate_csv: Path,
-    metrics: dict[str, Path],
-    sparsity: list[Path],
-    partition: list[Path],
-    experiment: dict[str, Any],
-    claims_csv: Path,
-    papers_dir: Path,
-    out_pdf: Path,
-    workdir: Path,
-    regime_map: Path | None = None,
-    validation: Path | None = None,
-    extra_papers: Sequence[Path] = (),
-) -> None:
-    """Build the PDF report.
+@dataclass(frozen=True)
+class ReportInputs:
+    """The files a report is built from; :func:`build_report` reads nothing else.
 
-    Args:
+    Attributes:
         runs_csv: The runs table (:func:`psml_core.analysis.write_runs_csv`).
         aggregate_csv: The means over seeds ``psml compare`` computed
             (:func:`psml_core.analysis.aggregate.aggregate_experiments`).
@@ -367,39 +354,50 @@ def build_report(
             scenarios, compute, recipes, optional report.title).
         claims_csv: Every claim measured with its verdict (``psml compare --claims``).
         papers_dir: The paper files (``config/papers``) the claims were measured against.
-        out_pdf: Where to write the PDF.
-        workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
         regime_map: The regime maps' points (``psml compare --regime-map``), if the tier runs
             any.
         validation: The validation table ``report.validation`` names (``psml validate``), if
             any; without one the report says the simulator is unvalidated for the tier's links.
         extra_papers: Paper files beyond ``papers_dir`` (plugins').
+    """
+
+    runs_csv: Path
+    aggregate_csv: Path
+    metrics: dict[str, Path]
+    sparsity: list[Path]
+    partition: list[Path]
+    experiment: dict[str, Any]
+    claims_csv: Path
+    papers_dir: Path
+    regime_map: Path | None = None
+    validation: Path | None = None
+    extra_papers: Sequence[Path] = ()
+
+
+def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
+    """Build the PDF report.
+
+    Args:
+        out_pdf: Where to write the PDF.
+        workdir: Where the figures, tables, ``report_data.json`` and ``report.typ`` go.
+        **inputs: The fields of :class:`ReportInputs` (an unknown name is a ``TypeError``).
 
     Raises:
         DataError: An input file is missing or malformed (the message names it), the metrics
             files do not match the runs, or the claims file does not match the paper files.
         ConfigError: A paper file fails its schema.
     """
+    given = ReportInputs(**inputs)
     t0 = time.perf_counter()
-    _stage(f"loading runs, metrics and claims ({len(metrics)} runs)")
-    got = _load_inputs(
-        runs_csv=runs_csv,
-        aggregate_csv=aggregate_csv,
-        metrics=metrics,
-        sparsity=sparsity,
-        partition=partition,
-        experiment=experiment,
-        claims_csv=claims_csv,
-        papers_dir=papers_dir,
-        regime_map=regime_map,
-        validation=validation,
-        extra_papers=extra_papers,
-    )
+    _stage(f"loading runs, metrics and claims ({len(given.metrics)} runs)")
+    got = _load_inputs(given)
     rmap = got.pop("rmap")
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     _remove_stale(workdir)
-    data = _report_data(**got, experiment=experiment, papers_dir=Path(papers_dir), workdir=workdir)
+    data = _report_data(
+        **got, experiment=given.experiment, papers_dir=Path(given.papers_dir), workdir=workdir
+    )
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:
         data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
@@ -410,33 +408,23 @@ def build_report(
     _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
 
 
-def _load_inputs(
-    *,
-    runs_csv: Path,
-    aggregate_csv: Path,
-    metrics: dict[str, Path],
-    sparsity: list[Path],
-    partition: list[Path],
-    experiment: dict[str, Any],
-    claims_csv: Path,
-    papers_dir: Path,
-    regime_map: Path | None,
-    validation: Path | None,
-    extra_papers: Sequence[Path],
-) -> dict[str, Any]:
-    """Every input read and checked before anything is written (``build_report``'s arguments).
+def _load_inputs(given: ReportInputs) -> dict[str, Any]:
+    """Every input read and checked before anything is written.
 
     Returns:
         ``_report_data``'s inputs, plus ``rmap``: the regime maps' points.
     """
+    runs_csv, aggregate_csv, claims_csv = given.runs_csv, given.aggregate_csv, given.claims_csv
+    metrics, papers_dir, validation = given.metrics, given.papers_dir, given.validation
+    experiment = given.experiment
     require_files(
         [
             Path(runs_csv),
             Path(aggregate_csv),
             Path(claims_csv),
             *map(Path, metrics.values()),
-            *sparsity,
-            *partition,
+            *given.sparsity,
+            *given.partition,
         ]
     )
     if not Path(papers_dir).is_dir():
@@ -446,15 +434,15 @@ def _load_inputs(
     aggregate = read_aggregate_csv(aggregate_csv)
     experiment_aggregate(aggregate, ALL_RUNS, runs)  # refuses an aggregate older than the runs
     frames = load_metrics(runs, {str(k): Path(v) for k, v in metrics.items()})
-    papers = load_papers(papers_dir, extra_papers)
+    papers = load_papers(papers_dir, given.extra_papers)
     claims = _read_claims(claims_csv, papers)
-    sparsity_stats = named_json(sparsity, "sparsity", "dataset")
-    placements = partition_files(partition)
+    sparsity_stats = named_json(given.sparsity, "sparsity", "dataset")
+    placements = partition_files(given.partition)
     checked = read_table(validation) if validation is not None else None
     named = [runs_csv, aggregate_csv, claims_csv, *([validation] if validation else [])]
-    paper_files = [*sorted(Path(papers_dir).glob("*.yaml")), *map(Path, extra_papers)]
+    paper_files = [*sorted(Path(papers_dir).glob("*.yaml")), *map(Path, given.extra_papers)]
     inputs = _inputs(experiment, paper_files, *map(Path, named))
-    rmap = read_regime_map(regime_map)
+    rmap = read_regime_map(given.regime_map)
     short = map_summaries(rmap)
     claims["regime_map_short"] = [short.get(c, "") for c in claims["claim"]]
     return {
