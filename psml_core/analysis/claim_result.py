@@ -97,6 +97,7 @@ class ClaimResult:
     detail: str = ""
     explanation: str = ""
     seed_limited: bool = False
+    above_band: bool = False
     regime_status: str = ""
     regime_notes: str = ""
     regime_map: str = ""

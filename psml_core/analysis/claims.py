@@ -197,6 +197,7 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     verdict, sc, g, detail, nums = worst(outcomes)
     res.verdict, res.scenario, res.baseline = verdict, sc, g.baseline
     res.seed_limited = bool(nums.pop("seed_limited", 0.0))
+    res.above_band = bool(nums.pop("above_band", 0.0))
     _set_numbers(res, g, metric, nums)
     res.detail = detail
     if len(outcomes) > 1:
@@ -334,7 +335,7 @@ def _cause(res: ClaimResult) -> str:
         return "run: the method never held its target in some seed (censored)"
     if res.seed_limited:
         return f"seeds: the effect holds in every seed, but REPRODUCED needs {MIN_SEEDS}"
-    if res.verdict == "EXCEEDED":
+    if res.verdict == "EXCEEDED" or res.above_band:
         return "regime: a setup more favourable than the paper's (see the regime rows)"
     key = EXPLANATION_KEYS.get(res.verdict, "")
     why = " ".join(res.explanation.split()) if res.explanation else ""
@@ -404,14 +405,20 @@ def evaluate_claims(
                 _regime(paper, claim, res, wanted, mine, config)
             _bound(paper, claim, res)
             res.resolution = resolution_text(claim, mine, wanted)
-            res.explanation = explanation_for(claim, res.verdict, res.seeds, res.seed_limited)
+            res.explanation = explanation_for(
+                claim, res.verdict, res.seeds, res.seed_limited, res.above_band
+            )
             res.cause = _cause(res)
             out.append(res)
     return out
 
 
 def explanation_for(
-    claim: dict[str, Any], verdict: str, seeds: int = MIN_SEEDS, seed_limited: bool = False
+    claim: dict[str, Any],
+    verdict: str,
+    seeds: int = MIN_SEEDS,
+    seed_limited: bool = False,
+    above_band: bool = False,
 ) -> str:
     """The paper file's explanation of this verdict, or "" if it gives none for it.
 
@@ -419,7 +426,9 @@ def explanation_for(
     ``not_comparable``, ``inconsistent``, ``reproduced``) to text, so that an explanation
     written for one outcome is never printed beside another. A PARTIAL held back only by its
     number of seeds (``seed_limited``: every seed inside the band, or beyond the spread) is
-    explained as such, not by the text written for a smaller effect.
+    explained as such, not by the text written for a smaller effect; nor is a PARTIAL whose
+    whole interval lies above the band (``above_band``), which takes the text written for
+    EXCEEDED, or says that the setup favours the method more than the paper's did.
     """
     if verdict == "PARTIAL" and seed_limited:
         ran = "the one seed run" if seeds == 1 else f"each of the {seeds} seeds run"
@@ -429,5 +438,12 @@ def explanation_for(
             "--config 'seeds=[0,1,2]')"
         )
     by_verdict = claim.get("explanation") or {}
+    if verdict == "PARTIAL" and above_band:
+        return str(
+            by_verdict.get("exceeded")
+            or "the whole 95% interval lies above the paper's tolerance band: our setup favours "
+            "the method more than the paper's did (see the regime rows); a larger effect than "
+            "reported is no reproduction of the reported one"
+        )
     key = EXPLANATION_KEYS.get(verdict)
     return str(by_verdict.get(key) or "") if key else ""

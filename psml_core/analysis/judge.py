@@ -127,6 +127,7 @@ def judge(
             why = f"n = {n} < {MIN_SEEDS} seeds (no interval)"
         elif ci[0] > band[1]:
             why = "the interval lies above the tolerance band (a more favourable setup)"
+            nums["above_band"] = 1.0
         elif mean > band[1]:
             why = "the interval reaches above the tolerance band"
         else:

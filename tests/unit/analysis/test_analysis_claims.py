@@ -333,6 +333,22 @@ def test_a_partial_held_back_only_by_its_seeds_is_explained_as_such():
     assert res.explanation == "why it fell short"
 
 
+def test_a_partial_above_the_band_is_explained_by_the_setup_not_by_a_shortfall():
+    # A claimed 75% cut, not "up to": 95% in every seed clears the floor but lies above the band.
+    c = claim("reduction", 75.0, explanation=EXPLAINED)
+    res = verdict(c, seeds([5.0, 5.1, 4.9, 5.0, 5.2], [100.0] * 5))
+    assert res.verdict == "PARTIAL" and res.above_band and not res.seed_limited
+    assert "fell short" not in res.explanation and "above" in res.explanation
+    assert res.cause.startswith("regime: a setup more favourable")
+    with_text = claim("reduction", 75.0, explanation={**EXPLAINED, "exceeded": "why it beat it"})
+    assert verdict(with_text, seeds([5.0, 5.1, 4.9, 5.0, 5.2], [100.0] * 5)).explanation == (
+        "why it beat it"
+    )
+    short = verdict(c, seeds([40.0, 41.0, 39.0, 40.0, 42.0], [100.0] * 5))  # 60%: below the band
+    assert short.verdict == "PARTIAL" and not short.above_band
+    assert short.explanation == "why it fell short"
+
+
 # --------------------------------------------------------------------------- the rules of issue 26
 
 
