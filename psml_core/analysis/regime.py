@@ -16,7 +16,9 @@ a paper-wide block, overridden per claim), each field *reported* (with its sourc
   communication: ``1 - floor / comm``, with ``comm`` the communication time per worker-step
   and ``floor = 2 (latency + per-message overhead)`` the time a step's push and pull take on
   an infinitely fast link;
-* the density is the method's wire bytes per sample over the reference's (1 for dense);
+* the density is the method's wire bytes per sample over the reference's (1 for dense), both
+  directions, or the workers' sent bytes only where the paper's figure counts those
+  (``direction: up`` on its density field: ``density_up``);
 * workers, servers, batch, link and target come from the runs and the scenario.
 
 **Matching bounds** (:func:`check_regime`), applied only to fields the paper reports or that
@@ -214,7 +216,18 @@ def measure_regime(
         ref_sample = np.nanmean(_num(ref, "bytes_total") / _num(ref, "samples_processed"))
         if ref_sample > 0:
             out["density"] = float(per_sample / ref_sample)
+        up_sample = np.nanmean(_num(mine, "bytes_up") / _num(mine, "samples_processed"))
+        ref_up = np.nanmean(_num(ref, "bytes_up") / _num(ref, "samples_processed"))
+        if ref_up > 0:
+            out["density_up"] = float(up_sample / ref_up)
     return out
+
+
+def _mine(key: str, field: dict[str, Any], ours: dict[str, Any]) -> Any:
+    """Our value of a field, measured as the paper's is (a density of sent bytes: up only)."""
+    if key == "density" and field.get("direction") == "up":
+        return ours.get("density_up")
+    return ours.get(key)
 
 
 def _outside(mine: float, theirs: float, bound: float) -> float | None:
@@ -240,7 +253,7 @@ def check_regime(
         value = field.get("value")
         if field.get("status") == "unknown" or not isinstance(value, int | float):
             continue
-        mine = ours.get(key)
+        mine = _mine(key, field, ours)
         if mine is None or not math.isfinite(mine):
             continue
         checked += 1
@@ -287,7 +300,7 @@ def regime_rows(theirs: dict[str, dict[str, Any]], ours: dict[str, Any]) -> list
     for key, label, unit in REGIME_FIELDS:
         field = theirs.get(key, {"status": "unknown"})
         value = field.get("value")
-        mine = ours.get(key)
+        mine = _mine(key, field, ours)
         ratio = None
         if (
             isinstance(value, int | float)

@@ -71,7 +71,7 @@ def test_ours_is_measured_from_the_dense_reference_and_the_scenario():
     assert (ours["workers"], ours["servers"], ours["batch_size"]) == (2, 2, 10)
     assert ours["bandwidth_gbps"] == 1.0 and ours["delay_variation"] == "none"
     assert ours["model"] == "mlp, hidden 8 on d"
-    assert set(ours) == {k for k, _, _ in REGIME_FIELDS} | {"reference"}
+    assert set(ours) == {k for k, _, _ in REGIME_FIELDS} | {"reference", "density_up"}
 
 
 def test_the_bounds_apply_only_to_fields_the_paper_gives():
@@ -164,3 +164,17 @@ def test_the_codec_share_of_a_step_is_measured():
     ours = measure_regime(claim(), rows, CONFIG, "a")
     # The dense step is 0.1 s compute + 1 s comm per worker-step: 0.22 / 1.1.
     assert ours["codec_share"] == pytest.approx(0.2)
+
+
+def test_a_papers_density_of_sent_bytes_is_matched_by_ours_of_sent_bytes():
+    """PF's 'data sent' counts the workers' pushes; whole pulls must not make ours dense."""
+    rows = table()
+    # The method sends a fifth of the dense pushes but pulls whole: 400 + 2000 of 4000 bytes.
+    rows.loc[rows.method == "m", ["bytes_up", "bytes_total"]] = [400.0, 2400.0]
+    ours = measure_regime(claim(), rows, CONFIG, "a")
+    assert ours["density"] == pytest.approx(0.6) and ours["density_up"] == pytest.approx(0.2)
+    unknown = paper_regime({}, {})
+    sent = {"density": {"status": "derived", "value": 0.2455, "how": "x", "direction": "up"}}
+    both = {"density": {"status": "derived", "value": 0.2455, "how": "x"}}
+    assert check_regime({**unknown, **sent}, ours, "final_test_accuracy") == ("matched", [])
+    assert check_regime({**unknown, **both}, ours, "final_test_accuracy")[0] == "off"
