@@ -159,7 +159,11 @@ def _figures_for(
         figs += placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"
         )
-        table = tb.oracle_table(f"{name}_oracle", runs, partitions, methods)
+        # Only this experiment's workloads, and only placements whose runs move the keys a
+        # batch touches: a dense push's remote bytes do not compare with the bound's.
+        here = set(runs["workload"])
+        bounded = {k: p for k, p in partitions.items() if k[0] in here and k[1] in touched}
+        table = tb.oracle_table(f"{name}_oracle", runs, bounded, methods)
         if table is not None:
             extra.append(table)
     if "dynamic" in placements.values():

@@ -1,0 +1,48 @@
+"""The oracle table's arithmetic: each placement's share of the best cut its data allow."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from psml_core.report.tables import oracle_table
+
+BOUND = {"bound": 0.6, "share": 0.5, "random_remote_bytes": 1000.0, "oracle_remote_bytes": 400.0}
+
+
+def runs(method: str, remote_per_iteration: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"workload": "w", "method": method, "iterations": 10,
+             "remote_bytes_up": remote_per_iteration * 10 * share,
+             "remote_bytes_down": remote_per_iteration * 10 * (1 - share)}
+            for share in (0.25, 0.75)
+        ]
+    )  # fmt: skip
+
+
+def test_a_placement_is_measured_as_its_share_of_the_oracles_cut() -> None:
+    parts = {("w", "p"): {"placement": "parsa", "oracle": BOUND}}
+    table = oracle_table("t", runs("p", 700.0), parts, ["p"])
+    assert table is not None
+    (row,) = table.rows
+    assert row[0] == "w · p (parsa)"
+    # (1000 - 700) / (1000 - 400): half the cut the oracle makes; predicted 50% too.
+    assert row[3].startswith("60")
+    assert row[4].startswith("50") and row[5].startswith("50")
+
+
+def test_a_placement_without_runs_or_a_bound_is_left_out_or_unmeasured() -> None:
+    parts = {("w", "p"): {"placement": "parsa", "oracle": BOUND}, ("w", "q"): {"placement": "x"}}
+    table = oracle_table("t", runs("other", 1.0), parts, ["p", "q"])
+    assert table is not None and len(table.rows) == 1
+    assert table.rows[0][5] == "–"
+    assert oracle_table("t", runs("p", 1.0), {("w", "q"): {}}, ["q"]) is None
+
+
+@pytest.mark.parametrize("remote", [1000.0, 400.0])
+def test_random_is_zero_and_the_oracle_is_the_whole_cut(remote: float) -> None:
+    parts = {("w", "p"): {"placement": "parsa", "oracle": BOUND}}
+    table = oracle_table("t", runs("p", remote), parts, ["p"])
+    assert table is not None
+    assert table.rows[0][5].startswith("0" if remote == 1000.0 else "100")
