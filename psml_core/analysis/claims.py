@@ -325,6 +325,11 @@ def _bound(paper: dict[str, Any], claim: dict[str, Any], res: ClaimResult) -> No
         res.cause = f"bound: {res.bound_text}; the claimed {res.reported:g} exceeds it"
 
 
+CAUSE_KINDS = ("regime", "bound", "run", "seeds", "method")
+"""What a cause may name (docs/measurement.md): a paper file's explanation that starts with one
+of these and a colon names its own kind (a data set's ceiling is a regime, not the method)."""
+
+
 def _cause(res: ClaimResult) -> str:
     """What decided a verdict that is not REPRODUCED (see the module docstring)."""
     if res.cause or res.verdict in ("REPRODUCED", "SETUP FACT"):
@@ -339,8 +344,11 @@ def _cause(res: ClaimResult) -> str:
         return "regime: a setup more favourable than the paper's (see the regime rows)"
     key = EXPLANATION_KEYS.get(res.verdict, "")
     why = " ".join(res.explanation.split()) if res.explanation else ""
+    first = why.split(". ")[0].rstrip(".")
+    if first.split(":")[0] in CAUSE_KINDS:  # the paper file names the kind: "regime: ..."
+        return first
     if why:
-        return f"method: {why.split('. ')[0].rstrip('.')}"
+        return f"method: {first}"
     return f"method: no explanation recorded (explanation.{key} in the paper file)"
 
 

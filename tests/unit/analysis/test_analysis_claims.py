@@ -532,3 +532,12 @@ def test_the_resolution_of_a_time_to_target_claim_is_stated():
     assert "coarser than the 2%" in text
     runs["eval_every"] = 2
     assert "coarser" not in verdict(c, runs).resolution
+
+
+def test_an_explanation_may_name_its_own_kind_of_cause():
+    """A data set's ceiling is a regime, not the method: the paper file may say so."""
+    c = claim("ratio", 0.1, explanation={"not_reproduced": "regime: the data cap it. More."})
+    res = verdict(c, seeds([20, 20, 20], [10, 10, 10]))
+    assert res.verdict == "NOT REPRODUCED" and res.cause == "regime: the data cap it"
+    plain = claim("ratio", 0.1, explanation={"not_reproduced": "The law lags. More."})
+    assert verdict(plain, seeds([20, 20, 20], [10, 10, 10])).cause == "method: The law lags"
