@@ -46,3 +46,12 @@ def test_random_is_zero_and_the_oracle_is_the_whole_cut(remote: float) -> None:
     table = oracle_table("t", runs("p", remote), parts, ["p"])
     assert table is not None
     assert table.rows[0][5].startswith("0" if remote == 1000.0 else "100")
+
+
+def test_no_share_of_a_cut_under_one_percent_nor_a_prediction_over_every_key() -> None:
+    tiny = {**BOUND, "bound": 0.002, "oracle_remote_bytes": 998.0, "share": 5.19}
+    table = oracle_table("t", runs("p", 990.0), {("w", "p"): {"oracle": tiny}}, ["p"])
+    assert table is not None and table.rows[0][4:] == ["–", "–"]
+    every = {"oracle": {**BOUND, "share": -10.0}, "incidence": "not built (...): all keys counted"}
+    table = oracle_table("t", runs("p", 700.0), {("w", "p"): every}, ["p"])
+    assert table is not None and table.rows[0][4] == "–" and table.rows[0][5].startswith("50")
