@@ -96,11 +96,12 @@ def _results_intro(runs: pd.DataFrame) -> str:
     status = runs["status"] if "status" in runs else pd.Series("ok", index=runs.index)
     bad = int((status == "diverged").sum())
     fate = (
-        "No run diverged (a loss that became non-finite, or a final test loss at chance)."
+        "No run diverged (a loss that became non-finite, or a final test loss back at chance "
+        "with the accuracy's gain lost)."
         if bad == 0
         else f"{_count(bad, 'run')} diverged (a loss that became non-finite, or a final test "
-        "loss at chance): Table “diverged” lists them with the reason; no claim uses a diverged "
-        "run as its baseline."
+        "loss back at chance with the accuracy's gain lost): the table of diverged runs below "
+        "lists them with the reason; no claim uses a diverged run as its baseline."
     )
     return (
         f"{_count(len(runs), 'run')}: {counts}. All times in this section are on the "

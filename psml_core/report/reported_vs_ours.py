@@ -427,6 +427,14 @@ def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+KIND_WORDS = {
+    "method": "a property of the method",
+    "regime": "a regime of ours (the data or setup), not the method",
+    "bound": "a bound from the paper's own numbers",
+}
+"""How a miss note names a cause whose text follows in the explanation."""
+
+
 def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
     """For every claim not reproduced: the verdict, why, and what we think explains it."""
     out = []
@@ -445,9 +453,12 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
             )
             means = f" Means, method vs comparator: {r.per_metric}." if r.per_metric else ""
             cause = f" Cause: {r.cause}." if r.cause else ""
-            told = r.cause.removeprefix("method: ")
-            if r.cause.startswith("method: ") and why.startswith(told):
-                cause = " Cause: a property of the method, as follows."  # not the text twice
+            kind, _, told = r.cause.partition(": ")
+            # The paper file may name the kind itself ("regime: ..."): print it in words once.
+            body = why.removeprefix(f"{kind}: ")
+            if told and body.startswith(told):
+                cause = f" Cause: {KIND_WORDS.get(kind, kind)}, as follows."  # not the text twice
+                why = body
             text = f"{r.verdict}: {r.detail}.{means}{cause} What we think explains it: {why}."
         out.append({"claim": r.claim, "text": text})
     return out

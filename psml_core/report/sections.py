@@ -154,7 +154,10 @@ def _figures_for(
         predicted = {
             (w, m): p["per_step"]
             for (w, m), p in partitions.items()
-            if m in touched and isinstance(p.get("per_step"), Mapping)
+            if m in touched
+            and isinstance(p.get("per_step"), Mapping)
+            # A placement that does not read the incidence was predicted over every key.
+            and not str(p.get("incidence", "")).startswith("not built")
         }
         figs += placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"

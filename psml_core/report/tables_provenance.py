@@ -103,7 +103,8 @@ def inputs_table(files: Mapping[str, str]) -> Table:
         "inputs",
         "SHA-256 of the report's configuration and result tables: the effective configuration "
         "(canonical JSON of the tier with its recipes), the paper files with the reported "
-        "numbers, and the runs and claims tables.",
+        "numbers, the runs, means-over-seeds and claims tables, and the simulator validation "
+        "table where the tier names one (report.validation).",
         ["Input", "SHA-256"],
         rows,
         widths=["auto", 1],

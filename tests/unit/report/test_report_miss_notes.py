@@ -31,3 +31,17 @@ def test_any_other_cause_is_printed_as_it_is(tmp_path) -> None:
     cause = "regime: gradient bytes 6.9e+04 B against the paper's 4.5e+07 B"
     text = miss_notes(_claims(tmp_path, cause=cause), "papers/dc2.yaml")[0]["text"]
     assert f"Cause: {cause}." in text and WHY in text
+
+
+def test_a_kind_named_by_the_paper_file_is_printed_in_words_once(tmp_path) -> None:
+    why = "regime: on these data no placement can cut 14x. The oracle bound is in the table."
+    detail = "the interval reaches below the partial floor"
+    res = ClaimResult(paper="jpdc", claim="c", statement="s", source="abs", kind="speedup",
+                      reported=14.0, unit="x", up_to=True, verdict="NOT REPRODUCED",
+                      detail=detail, explanation=why,
+                      cause="regime: on these data no placement can cut 14x")  # fmt: skip
+    path = tmp_path / "claims.csv"
+    pd.DataFrame([res.row()]).to_csv(path, index=False)
+    text = miss_notes(read_claims(path), "papers/jpdc.yaml")[0]["text"]
+    assert text.count("no placement can cut 14x") == 1 and "regime: on" not in text
+    assert "Cause: a regime of ours (the data or setup), not the method, as follows." in text
