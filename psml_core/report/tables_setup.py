@@ -94,7 +94,8 @@ def datasets_table(experiment: Mapping[str, Any]) -> Table:
         "Datasets and their parameters (– where a dataset has no parameters or no workload).",
         ["Dataset", "Source", "Parameters", "Used by"],
         rows or [[DASH] * 4],
-        widths=["auto", "auto", 1, "auto"],
+        # "Used by" lists many workloads: a flexible column, or it squeezes Parameters to nothing.
+        widths=["auto", "auto", 1, 1],
     )
 
 
@@ -198,6 +199,7 @@ def scenarios_table(experiment: Mapping[str, Any]) -> Table:
         rows or [[DASH] * 8],
         align=["left", "right", "right", "right", "right", "right", "right", "left"],
         widths=["auto", "auto", "auto", "auto", "auto", "auto", "auto", 1],
+        breakable=True,  # long descriptions: a tier with many scenarios runs past a page
     )
 
 
