@@ -10,11 +10,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.claim_result import ClaimResult
+from psml_core.analysis.claim_result import MIN_SEEDS, ClaimResult
 from psml_core.analysis.gains import gain_to_effect
 from psml_core.analysis.pairing import strongest_pairing, worst
 from psml_core.analysis.run_status import as_list, usable_baselines
@@ -47,7 +48,7 @@ def robustness_row(
 
     res.robust_verdict, res.robust_baseline = verdict, g.baseline
     res.robust_ours = eff(g.mean)
-    res.robust_ci_low, res.robust_ci_high = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
+    res.robust_ci_low, res.robust_ci_high = _interval(g, nums, eff)
     res.robust_detail = f"against the strongest of {', '.join(pool)} ({g.baseline}): {detail}"
     if notes:
         res.robust_detail += "; left out: " + "; ".join(notes)
@@ -76,8 +77,20 @@ def codec_free_row(
 
     res.nocodec_verdict = verdict
     res.nocodec_ours = eff(g.mean)
-    res.nocodec_ci_low, res.nocodec_ci_high = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
+    res.nocodec_ci_low, res.nocodec_ci_high = _interval(g, nums, eff)
     res.nocodec_detail = (
         f"codec work at 0 s ({', '.join(free)}), against {g.baseline or 'the value alone'}: "
         f"{detail}"
     )
+
+
+def _interval(g: Any, nums: dict[str, float], eff: Any) -> tuple[float, float]:
+    """The 95% interval in the claim's units, or none below MIN_SEEDS seeds (as the verdict's).
+
+    With two seeds a t interval has one degree of freedom (t = 12.7): printed in brackets it
+    reads as a measurement, where the rule itself says there is no interval.
+    """
+    if len(g.seeds) < MIN_SEEDS:
+        return math.nan, math.nan
+    lo, hi = sorted((eff(nums["ci_low"]), eff(nums["ci_high"])))
+    return lo, hi

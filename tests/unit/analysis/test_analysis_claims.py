@@ -389,6 +389,8 @@ def test_a_time_claim_prints_its_codec_free_result_beside_the_verdict():
     assert res.verdict == "NOT REPRODUCED" and res.ours == pytest.approx(2.0)
     assert res.nocodec_ours == pytest.approx(4.0) and res.nocodec_verdict == "PARTIAL"
     assert "a__nocodec" in res.nocodec_detail and "n = 2 < 3 seeds" in res.nocodec_detail
+    # Two seeds have no interval (a t interval on one degree of freedom would print as one).
+    assert math.isnan(res.nocodec_ci_low) and math.isnan(res.nocodec_ci_high)
     # Bytes do not depend on the price of codec work, and a tier without such runs has no row.
     assert verdict(claim("reduction", 50.0), runs).nocodec_verdict == ""
     plain = verdict(claim("speedup", 4.0, metrics=(t,)), seeds([50] * 3, [100] * 3, metric=t))
