@@ -454,11 +454,12 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
             means = f" Means, method vs comparator: {r.per_metric}." if r.per_metric else ""
             cause = f" Cause: {r.cause}." if r.cause else ""
             kind, _, told = r.cause.partition(": ")
-            # The paper file may name the kind itself ("regime: ..."): print it in words once.
-            body = why.removeprefix(f"{kind}: ")
+            # The paper file may name the kind itself ("regime: ..."): the cause says it, in words.
+            named, _, rest = why.partition(": ")
+            body = rest if named in KIND_WORDS and rest else why
             if told and body.startswith(told):
                 cause = f" Cause: {KIND_WORDS.get(kind, kind)}, as follows."  # not the text twice
-                why = body
+            why = body
             text = f"{r.verdict}: {r.detail}.{means}{cause} What we think explains it: {why}."
         out.append({"claim": r.claim, "text": text})
     return out
