@@ -212,7 +212,20 @@ def compute_table(experiment: Mapping[str, Any]) -> Table:
     """The compute-time model's settings."""
     compute = experiment.get("compute") or {}
     pairs = [(str(k), fmt_value(compute[k], str(k))) for k in sorted(compute)] or [(DASH, DASH)]
-    return kv_table("compute", "Compute-time model.", pairs, ["Setting", "Value"])
+    # A workload may name the hardware class its paper trained on: its runs use that profile.
+    own: dict[str, list[str]] = {}
+    for name, wl in sorted((experiment.get("workloads") or {}).items()):
+        device = (wl or {}).get("device")
+        if device and device != compute.get("device"):
+            own.setdefault(str(device), []).append(str(name))
+    pairs += [(f"device of {', '.join(names)}", dev) for dev, names in sorted(own.items())]
+    return kv_table(
+        "compute",
+        "Compute-time model: the tier's settings, and the device profile of each workload that "
+        "names its own (the hardware class its paper trained on).",
+        pairs,
+        ["Setting", "Value"],
+    )
 
 
 def _block(spec: Any) -> str:
