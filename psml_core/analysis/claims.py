@@ -101,6 +101,7 @@ from psml_core.config import load_yaml, validate
 from psml_core.errors import ConfigError
 
 __all__ = [
+    "CAUSE_KINDS",
     "evaluate_claims",
     "explanation_for",
     "load_papers",

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from psml_core.analysis.claim_result import EXPLANATION_KEYS, VERDICTS
+from psml_core.analysis.claims import CAUSE_KINDS
 from psml_core.errors import DataError
 from psml_core.report.claim_regimes import regime_cell
 from psml_core.report.format import DASH, fmt_value, missing, sig
@@ -456,7 +457,7 @@ def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
             kind, _, told = r.cause.partition(": ")
             # The paper file may name the kind itself ("regime: ..."): the cause says it, in words.
             named, _, rest = why.partition(": ")
-            body = rest if named in KIND_WORDS and rest else why
+            body = rest if named in CAUSE_KINDS and rest else why
             if told and body.startswith(told):
                 cause = f" Cause: {KIND_WORDS.get(kind, kind)}, as follows."  # not the text twice
             why = body

@@ -156,8 +156,7 @@ def _figures_for(
             for (w, m), p in partitions.items()
             if m in touched
             and isinstance(p.get("per_step"), Mapping)
-            # A placement that does not read the incidence was predicted over every key.
-            and not str(p.get("incidence", "")).startswith("not built")
+            and not tb.counted_every_key(p)
         }
         figs += placement_traffic_figure(
             runs, predicted, methods, placements, workdir, f"{name}_traffic"

@@ -179,6 +179,15 @@ def reassignment_table(name: str, runs: pd.DataFrame, methods: Sequence[str]) ->
     )  # fmt: skip
 
 
+def counted_every_key(part: Mapping[str, Any]) -> bool:
+    """Whether a partition file's prediction counted every key, not the ones samples touch.
+
+    A placement that does not read the sample-key incidence (the dynamic one) is predicted over
+    all keys, which says nothing about a run that pulls only the touched ones.
+    """
+    return str(part.get("incidence", "")).startswith("not built")
+
+
 MIN_ORACLE_CUT = 0.01
 """Below this bound (1% of the random placement's remote bytes) the oracle table gives no share."""
 
@@ -214,8 +223,8 @@ def oracle_table(
         predicted = float(bound["share"])
         if float(bound["bound"]) < MIN_ORACLE_CUT:  # a share of almost nothing: ill-conditioned
             share = predicted = math.nan
-        if str(part.get("incidence", "")).startswith("not built"):
-            predicted = math.nan  # the prediction counted every key, not the touched ones
+        if counted_every_key(part):
+            predicted = math.nan
         rows.append(
             [
                 f"{workload} · {method} ({part.get('placement', DASH)})",

@@ -278,6 +278,50 @@ class _Evaluator:
         return out
 
 
+def _slowest(hvd: Any, rank: int, t: int, comm: float, compute: float, ratio: float) -> Observation:
+    """Step ``t`` as the controller sees it: the slowest rank's times (one allreduce).
+
+    Raises:
+        RunError: the ranks used different ratios (a controller must be deterministic).
+    """
+    stats = torch.tensor([comm, compute, ratio, -ratio], dtype=torch.float64)
+    mx = hvd.allreduce(stats, op=hvd.Max, name="psml.control").tolist()
+    if mx[2] != -mx[3]:
+        raise RunError(
+            f"rank {rank}: the ranks' controllers disagree on the ratio of step {t} "
+            f"(from {-mx[3]} to {mx[2]}); a controller must be deterministic"
+        )
+    return Observation(step=t, comm_s=mx[0], compute_s=mx[1])
+
+
+def _gather(
+    hvd: Any,
+    params: np.ndarray,
+    rows: list[dict[str, Any]],
+    observed: list[Observation],
+    evaluator: _Evaluator | None,
+) -> tuple[list[IterationRecord], dict[int, list[Observation]]]:
+    """Every rank's rows and observations; rank 0 (the evaluator's) turns them into records.
+
+    Raises:
+        RunError: a replica differs from rank 0's after the run.
+    """
+    digest = hashlib.sha256(params.tobytes()).hexdigest()
+    parts = hvd.allgather_object(
+        {"rows": rows, "observed": observed, "digest": digest}, name="psml.result"
+    )
+    digests = [p["digest"] for p in parts]
+    if len(set(digests)) != 1:
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        raise RunError(f"the replicas of ranks {differ} differ from rank 0's after the run")
+    observations = {r: p["observed"] for r, p in enumerate(parts)}
+    records: list[IterationRecord] = []
+    if evaluator is not None:
+        rows = [row for part in parts for row in part["rows"]]
+        records = to_records(rows, evaluator.results(), "wall-clock")
+    return records, observations
+
+
 def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     """This Horovod rank's part of the run (initialises Horovod if needed).
 
@@ -328,15 +372,8 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         comm_end = time.perf_counter()
         compute, comm = compute_end - start, comm_end - compute_end
         # 3. control: the slowest rank's figures, and a check that all ranks used one ratio
-        stats = torch.tensor([comm, compute, ratio, -ratio], dtype=torch.float64)
-        mx = hvd.allreduce(stats, op=hvd.Max, name="psml.control").tolist()
+        obs = _slowest(hvd, rank, t, comm, compute, ratio)
         end = time.perf_counter()
-        if mx[2] != -mx[3]:
-            raise RunError(
-                f"rank {rank}: the ranks' controllers disagree on the ratio of step {t} "
-                f"(from {-mx[3]} to {mx[2]}); a controller must be deterministic"
-            )
-        obs = Observation(step=t, comm_s=mx[0], compute_s=mx[1])
         job.controller.observe(obs)
         observed.append(obs)
         if evaluator is not None and job.should_evaluate(t):
@@ -364,19 +401,7 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         )
         start = end
 
-    digest = hashlib.sha256(worker.params.tobytes()).hexdigest()
-    parts = hvd.allgather_object(
-        {"rows": rows, "observed": observed, "digest": digest}, name="psml.result"
-    )
-    digests = [p["digest"] for p in parts]
-    if len(set(digests)) != 1:
-        differ = [r for r, d in enumerate(digests) if d != digests[0]]
-        raise RunError(f"the replicas of ranks {differ} differ from rank 0's after the run")
-    observations = {r: p["observed"] for r, p in enumerate(parts)}
-    records: list[IterationRecord] = []
-    if evaluator is not None:
-        rows = [row for part in parts for row in part["rows"]]
-        records = to_records(rows, evaluator.results(), "wall-clock")
+    records, observations = _gather(hvd, worker.params, rows, observed, evaluator)
     return HorovodResult(
         records=records,
         params=worker.params.copy(),

@@ -24,11 +24,7 @@ from psml_core.engine.job import Job
 from psml_core.engine.migration import chunk_traffic
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import CodecCharges
-from psml_core.engine.sim.checkpoint import (
-    SimCheckpoint,
-    capture_job,
-    save_checkpoint,
-)
+from psml_core.engine.sim.drain import CheckpointDrain
 from psml_core.engine.sim.gate import Gate
 from psml_core.engine.sim.moves import KeyMoves
 from psml_core.engine.step import (
@@ -85,7 +81,7 @@ class _Pushed(NamedTuple):
     exposed: float  # push time beyond the device's work: communication on the critical path
 
 
-class RunState(KeyMoves):
+class RunState(KeyMoves, CheckpointDrain):
     """The mutable state of one simulated run, and its SimPy processes."""
 
     def __init__(
@@ -306,59 +302,6 @@ class RunState(KeyMoves):
         # The push's time beyond the device's: the communication left exposed.
         exposed = max(0.0, sent - plan.device_end)
         return _Pushed(ratio, payloads, plan.encode_s, push_start, sent, exposed)
-
-    def drain(self, p: int, t: int, prev_comm: float) -> Generator[Any, Any, float]:
-        """Hold worker ``p`` at iteration ``t`` until all are here; the last saves the state.
-
-        Returns the time ``p`` waited.
-        """
-        spec = self.job.spec
-        if t not in self._drain:
-            self._drain[t] = (self.env.event(), [], [0.0] * spec.workers, [0.0] * spec.workers)
-        done, order, arrived, prev = self._drain[t]
-        order.append(p)
-        arrived[p], prev[p] = self.env.now, prev_comm
-        if len(order) == spec.workers:
-            if self._serving:  # the servers are still processing pushes: nothing in flight
-                self._idle = self.env.event()
-                yield self._idle
-            del self._drain[t]
-            self.save(t, order, arrived, prev)
-            done.succeed()
-        else:
-            yield done
-        return self.env.now - arrived[p]
-
-    def save(self, t: int, order: list[int], arrived: list[float], prev: list[float]) -> None:
-        """Write the checkpoint of the drain before iteration ``t``."""
-        assert self.checkpoint is not None
-        assert not any(g.waiting for g in self.gates), "not drained"
-        workers, shards, parts = capture_job(self.job)
-        run = {
-            "applied": self.applied,
-            "evals": self.evals,
-            "rows": self.rows,
-            "feed": self.feed,
-            "extra": self.extra,
-        }
-        save_checkpoint(
-            self.checkpoint,
-            SimCheckpoint(
-                config_hash=self.job.spec.config_hash(),
-                iteration=t,
-                now=self.env.now,
-                arrived=list(arrived),
-                prev_comm=list(prev),
-                # The last to arrive went on at once, the others when the drain released them.
-                order=[order[-1], *order[:-1]],
-                workers=workers,
-                shards=shards,
-                run=run,
-                job=parts,
-            ),
-        )
-        up, down = self.bytes_so_far()
-        self.progress.checkpoint(t, sim_time=self.env.now, bytes_up=up, bytes_down=down)
 
     def bytes_so_far(self) -> tuple[int, int]:
         """Bytes up and down of the records so far (summed incrementally, for progress)."""
