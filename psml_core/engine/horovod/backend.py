@@ -322,6 +322,42 @@ def _gather(
     return records, observations
 
 
+def _row(
+    t: int,
+    rank: int,
+    time_s: float,
+    compute: float,
+    comm: float,
+    wait: float,
+    up: int,
+    down: int,
+    ratio: float,
+    loss: float,
+) -> dict[str, Any]:
+    """Step ``t``'s record row.
+
+    One collective, no shards: the bytes have no per-shard split, and all of them are remote.
+    """
+    return {
+        **step_row(
+            iteration=t,
+            worker=rank,
+            time_s=time_s,
+            compute_s=compute,
+            comm_s=comm,
+            wait_s=wait,
+            up=[up],
+            down=[down],
+            remote=[True],
+            ratio=ratio,
+            staleness=0,
+            loss=loss,
+        ),
+        "shard_bytes_up": (),
+        "shard_bytes_down": (),
+    }
+
+
 def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     """This Horovod rank's part of the run (initialises Horovod if needed).
 
@@ -378,26 +414,8 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         observed.append(obs)
         if evaluator is not None and job.should_evaluate(t):
             evaluator.add(t, worker.params)
-        # One collective, no shards: the bytes have no per-shard split, and all are remote.
         rows.append(
-            {
-                **step_row(
-                    iteration=t,
-                    worker=rank,
-                    time_s=end - t0,
-                    compute_s=compute,
-                    comm_s=comm,
-                    wait_s=end - comm_end,
-                    up=[up],
-                    down=[down],
-                    remote=[True],
-                    ratio=ratio,
-                    staleness=0,
-                    loss=float(loss),
-                ),
-                "shard_bytes_up": (),
-                "shard_bytes_down": (),
-            }
+            _row(t, rank, end - t0, compute, comm, end - comm_end, up, down, ratio, float(loss))
         )
         start = end
 
