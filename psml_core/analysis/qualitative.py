@@ -172,7 +172,7 @@ def _judge_metric(
         entry["outcome"] = (
             "better beyond the seed spread" if spread
             else "better on average" if better else "not better"
-        )  # fmt: skip
+        ) + _effect(metric, diff, float(np.mean(base)))  # fmt: skip
     else:
         margin = _margin(metric, margins, float(np.mean(base)), step)
         fine = bool(diff >= -margin) if math.isfinite(diff) else False
@@ -184,6 +184,22 @@ def _judge_metric(
         )  # fmt: skip
     out.per_metric.append(entry)
     return fine
+
+
+def _effect(metric: str, diff: float, base: float) -> str:
+    """The mean difference in words (accuracy in points, others relative to the baseline).
+
+    A qualitative claim has no number to meet, so the reader judges the size: "beyond the seed
+    spread" says the difference is real, this says how large it is.
+    """
+    if not math.isfinite(diff) or diff == 0:
+        return ""
+    word = "by" if diff > 0 else "worse by"
+    if metric == "final_test_accuracy":
+        return f" ({word} {abs(diff) * 100:.2g} points on average)"
+    if base == 0 or not math.isfinite(base):
+        return ""
+    return f" ({word} {100 * abs(diff) / abs(base):.3g}% on average)"
 
 
 def _conclude(out: QualitativeOutcome, method: str, primary: str, ok_secondary: bool) -> None:

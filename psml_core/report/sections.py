@@ -88,6 +88,21 @@ def _block_name(recipe: Mapping[str, Any], block: str) -> str:
     return str(spec.get("name", "")) if isinstance(spec, Mapping) else str(spec or "")
 
 
+def _placement_label(recipe: Mapping[str, Any], iterations: int) -> str:
+    """The recipe's placement as a reader would name it in this experiment.
+
+    A dynamic placement whose decision period is beyond the run never reassigns a chunk (the
+    static baseline is written that way, to share the dynamic one's chunking), so it reads
+    ``static``, not ``dynamic``.
+    """
+    name = _block_name(recipe, "placement")
+    spec = recipe.get("placement")
+    params = (spec.get("params") or {}) if isinstance(spec, Mapping) else {}
+    if name == "dynamic" and iterations and int(params.get("period", 0) or 0) >= iterations:
+        return "static"
+    return name
+
+
 def _experiment_text(
     name: str, experiment: Mapping[str, Any], ex: Mapping[str, Any], runs: pd.DataFrame
 ) -> str:
@@ -148,7 +163,8 @@ def _figures_for(
             )
         ]
         figs += sync_figure(runs, metrics, methods, rounds, workdir, f"{name}_sync")
-    placements = {m: _block_name(r, "placement") for m, r in recipes.items()}
+    longest = {str(m): int(pd.to_numeric(g["iterations"]).max()) for m, g in runs.groupby("method")}
+    placements = {m: _placement_label(r, longest.get(m, 0)) for m, r in recipes.items()}
     touched = {m for m, r in recipes.items() if r.get("pull") == "touched"}
     if len(set(placements.values())) > 1 or touched:
         predicted = {
@@ -165,7 +181,7 @@ def _figures_for(
         # batch touches: a dense push's remote bytes do not compare with the bound's.
         here = set(runs["workload"])
         bounded = {k: p for k, p in partitions.items() if k[0] in here and k[1] in touched}
-        table = tb.oracle_table(f"{name}_oracle", runs, bounded, methods)
+        table = tb.oracle_table(f"{name}_oracle", runs, bounded, methods, placements)
         if table is not None:
             extra.append(table)
     if "dynamic" in placements.values():

@@ -197,8 +197,16 @@ def oracle_table(
     runs: pd.DataFrame,
     partitions: Mapping[tuple[str, str], Mapping[str, Any]],
     methods: Sequence[str],
+    placements: Mapping[str, str] | None = None,
 ) -> Table | None:
     """Each placement against the oracle bound of its data (placement/oracle.py).
+
+    Args:
+        name: The table's file stem.
+        runs: The experiment's runs.
+        partitions: Partition files by (workload, method), each with its ``oracle`` bound.
+        methods: The experiment's methods, in order (others are left out).
+        placements: Method -> the placement's label (default: the partition file's name).
 
     Returns None when no partition file holds a bound (no planted groups, or shards not one
     per worker's machine).
@@ -227,7 +235,8 @@ def oracle_table(
             predicted = math.nan
         rows.append(
             [
-                f"{workload} · {method} ({part.get('placement', DASH)})",
+                f"{workload} · {method} "
+                f"({(placements or {}).get(method) or part.get('placement', DASH)})",
                 fmt_bytes(float(bound["random_remote_bytes"])),
                 fmt_bytes(float(bound["oracle_remote_bytes"])),
                 fmt_percent(float(bound["bound"])),

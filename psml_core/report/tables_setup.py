@@ -44,6 +44,7 @@ _WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dataset", "Dataset"),
     ("model", "Model"),
     ("hidden", "Hidden"),
+    ("workers", "Workers"),
     ("batch_size", "Batch"),
     ("lr", "LR"),
     ("momentum", "Momentum"),
@@ -54,8 +55,34 @@ _WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _seeds_by_experiment(experiment: Mapping[str, Any]) -> str:
+    """The seeds each experiment runs (its own list, else the tier's), grouped, most first."""
+    default = tuple(experiment.get("seeds") or ())
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, ex in sorted((experiment.get("experiments") or {}).items()):
+        groups.setdefault(tuple((ex or {}).get("seeds") or default), []).append(str(name))
+    if not groups:
+        return fmt_value(list(default))
+    order = sorted(groups.items(), key=lambda kv: (-len(kv[0]), kv[0]))
+    return "; ".join(f"{fmt_value(list(s))} ({', '.join(names)})" for s, names in order)
+
+
+def _methods_in_use(experiment: Mapping[str, Any]) -> str:
+    """The tier's method list, or (each experiment naming its own) how many recipes run where."""
+    if experiment.get("methods"):
+        return fmt_value(experiment.get("methods"))
+    recipes, experiments = experiment.get("recipes") or {}, experiment.get("experiments") or {}
+    if not recipes:
+        return DASH
+    return f"{len(recipes)} recipes over {len(experiments)} experiments (the recipe table)"
+
+
 def general_table(experiment: Mapping[str, Any]) -> Table:
-    """Tier-wide settings: backend, seeds, workers, shards, colocation, methods."""
+    """Tier-wide settings: backend, seeds per experiment, default workers and shards, methods.
+
+    Seeds are listed per experiment (an experiment may set its own); workers and shards are the
+    tier's defaults, which a workload may override (the workloads table gives each its own).
+    """
     colocated = experiment.get("colocated")
     coloc = (
         DASH
@@ -67,11 +94,15 @@ def general_table(experiment: Mapping[str, Any]) -> Table:
     pairs = [
         ("Tier", fmt_value(experiment.get("tier"))),
         ("Backend", fmt_value(experiment.get("backend"))),
-        ("Seeds", fmt_value(experiment.get("seeds"))),
-        ("Workers", fmt_value(experiment.get("workers"))),
-        ("Parameter-server shards", fmt_value(experiment.get("shards"))),
+        ("Seeds (experiments)", _seeds_by_experiment(experiment)),
+        (
+            "Workers (default)",
+            f"{fmt_value(experiment.get('workers'))}; a workload may set "
+            "its own (the workloads table)",
+        ),
+        ("Parameter-server shards (default)", fmt_value(experiment.get("shards"))),
         ("Colocated shards", coloc),
-        ("Methods", fmt_value(experiment.get("methods"))),
+        ("Methods", _methods_in_use(experiment)),
     ]
     return kv_table("general", "Experiment settings.", pairs, ["Setting", "Value"])
 
@@ -136,8 +167,10 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         cells = [name]
         for key, _ in _WORKLOAD_COLUMNS:
             v = spec.get(key)
-            if key == "hidden" and spec.get("model") != "mlp":
-                cells.append(DASH)  # only the MLP has hidden layers
+            if key == "hidden" and not v:
+                cells.append(DASH)  # a linear model has no hidden layers
+            elif key == "workers":
+                cells.append(fmt_value(v if v is not None else experiment.get("workers")))
             elif key == "target_accuracy":
                 cells.append(fmt_percent(v))
             else:
@@ -145,8 +178,10 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         rows.append(cells)
     return Table(
         "workloads",
-        "Workloads: model and training hyper-parameters (batch size per worker; learning rate "
-        "and momentum of the server-side SGD step; – where a parameter does not apply).",
+        "Workloads: model and training hyper-parameters (Hidden: an MLP's layer widths; a "
+        "CNN's convolution channels, then its dense units; a sparse MLP's embedding width, "
+        "then its layer widths; batch size per worker; learning rate and momentum of the "
+        "server-side SGD step; – where a parameter does not apply).",
         ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
         rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
         align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
@@ -234,13 +269,16 @@ def _block(spec: Any) -> str:
         return DASH
     if not isinstance(spec, Mapping):
         return str(spec)
+    if "name" not in spec:  # a settings mapping without a registry name (hashing: {ratio})
+        set_ = {k: v for k, v in spec.items() if not missing(v)}
+        return ", ".join(f"{k}={fmt_value(set_[k], str(k))}" for k in sorted(set_)) or DASH
     params = spec.get("params") or {}
     inner = ", ".join(f"{k}={fmt_value(params[k], str(k))}" for k in sorted(params))
     name = str(spec.get("name", DASH))
     return f"{name}({inner})" if inner else name
 
 
-_BLOCKS = ("codec", "codec_down", "sync", "controller", "placement")
+_BLOCKS = ("codec", "codec_down", "sync", "controller", "placement", "pull", "lossless", "hashing")
 
 
 def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -258,6 +296,7 @@ def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
     for name in order:
         r = recipes[name] or {}
         blocks = [[b, _block(r.get(b))] for b in _BLOCKS if b in r and not missing(r.get(b))]
+        blocks = [pair for pair in blocks if pair[1] != DASH]
         out.append(
             {
                 "name": name,
@@ -272,7 +311,9 @@ def method_entries(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-_DEFAULT_BLOCKS = {"controller": "static", "placement": "range"}
+_DEFAULT_BLOCKS = {
+    "controller": "static", "placement": "range", "pull": "params", "lossless": "none"
+}  # fmt: skip
 
 
 def methods_table(experiment: Mapping[str, Any]) -> Table:
@@ -290,8 +331,9 @@ def methods_table(experiment: Mapping[str, Any]) -> Table:
     return Table(
         "methods",
         "Every recipe in use: its role and paper, its building blocks (codec, sync policy, "
-        "controller, placement; the static controller and the range placement, the defaults, "
-        "are not repeated; a recipe from or with a package outside psml names it as "
+        "controller, placement, pull, lossless stage, feature hashing; the defaults, the static "
+        "controller, the range placement, the parameter pull and no lossless stage, are not "
+        "repeated; a recipe from or with a package outside psml names it as "
         "“plugin: package version”) and how many deviations from the paper's setup it "
         "declares. What "
         "each recipe does and each deviation (our design choice) are in the attached methods "

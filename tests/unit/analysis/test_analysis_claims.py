@@ -250,6 +250,17 @@ def test_qualitative_needs_the_worst_seed_to_beat_the_best_baseline_seed():
     assert res.verdict == "PARTIAL" and "needs 3 seeds" in res.detail
 
 
+def test_qualitative_states_the_size_of_the_difference():
+    """A small but consistent difference is REPRODUCED; its size is printed beside it."""
+    c = claim("qualitative", baseline=["b1"], metrics=("bytes_total",))
+    small = seeds([98.4, 98.5, 98.6], [100.0] * 3, base="b1")
+    res = verdict(c, small)
+    assert res.verdict == "REPRODUCED"
+    assert res.per_metric[0]["outcome"] == "better beyond the seed spread (by 1.5% on average)"
+    worse = verdict(c, seeds([110.0] * 3, [100.0] * 3, base="b1"))
+    assert worse.per_metric[0]["outcome"] == "not better (worse by 10% on average)"
+
+
 def test_qualitative_counts_a_censored_method_run_as_never_reaching_the_target():
     c = claim("qualitative", baseline=["b1"], metrics=("time_to_target_s",))
     runs = seeds([1.0, math.nan, 1.0], [2.0] * 3, metric="time_to_target_s", base="b1")

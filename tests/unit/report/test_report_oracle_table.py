@@ -55,3 +55,16 @@ def test_no_share_of_a_cut_under_one_percent_nor_a_prediction_over_every_key() -
     every = {"oracle": {**BOUND, "share": -10.0}, "incidence": "not built (...): all keys counted"}
     table = oracle_table("t", runs("p", 700.0), {("w", "p"): every}, ["p"])
     assert table is not None and table.rows[0][4] == "–" and table.rows[0][5].startswith("50")
+
+
+def test_a_dynamic_placement_that_never_decides_in_the_run_is_labelled_static() -> None:
+    from psml_core.report.sections import _placement_label
+
+    never = {"placement": {"name": "dynamic", "params": {"chunk": 24, "period": 10**9}}}
+    every_100 = {"placement": {"name": "dynamic", "params": {"chunk": 24, "period": 100}}}
+    assert _placement_label(never, 150) == "static"
+    assert _placement_label(every_100, 150) == "dynamic"
+    assert _placement_label({"placement": {"name": "metis"}}, 150) == "metis"
+    parts = {("w", "p"): {"placement": "dynamic", "oracle": BOUND}}
+    table = oracle_table("t", runs("p", 700.0), parts, ["p"], {"p": "static"})
+    assert table is not None and table.rows[0][0] == "w · p (static)"
