@@ -29,7 +29,7 @@ import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
-from psml_core.analysis.experiments import ALL_RUNS
+from psml_core.analysis.experiments import ALL_RUNS, experiment_grid
 from psml_core.analysis.regime_map import map_summaries
 from psml_core.atomic import atomic_path, write_json, write_text
 from psml_core.errors import DataError
@@ -40,6 +40,7 @@ from psml_core.report import tables_points as tpts
 from psml_core.report import tables_provenance as tp
 from psml_core.report import tables_setup as ts
 from psml_core.report.claim_regimes import regimes_frame
+from psml_core.report.figure_layout import report_methods
 from psml_core.report.figures import FigureSpec
 from psml_core.report.figures_breakdown import breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
@@ -375,6 +376,16 @@ class ReportInputs:
     extra_papers: Sequence[Path] = ()
 
 
+def _method_order(experiment: Mapping[str, Any], runs: pd.DataFrame) -> list[str]:
+    """Every method in the report once: each experiment's in its order, then any other run's."""
+    order = [
+        str(m)
+        for ex in (experiment.get("experiments") or {}).values()
+        for m in experiment_grid(experiment, ex or {})["methods"]
+    ]
+    return list(dict.fromkeys([*order, *sorted(set(map(str, runs["method"])))]))
+
+
 def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     """Build the PDF report.
 
@@ -396,9 +407,10 @@ def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     _remove_stale(workdir)
-    data = _report_data(
-        **got, experiment=given.experiment, papers_dir=Path(given.papers_dir), workdir=workdir
-    )
+    with report_methods(_method_order(given.experiment, got["runs"])):
+        data = _report_data(
+            **got, experiment=given.experiment, papers_dir=Path(given.papers_dir), workdir=workdir
+        )
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:
         data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))

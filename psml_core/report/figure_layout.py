@@ -1,12 +1,15 @@
 """What every experiment figure shares: one style per method, panels, line and bar layouts.
 
-One colour per method, the same in every figure of an experiment, in the experiment's method
-order; a figure too tall for a page is split over several files (``fig_<stem>_<k>.svg``).
+One colour and line style per method, the same in every figure of the report (the dense
+baseline always dark and solid); a figure too tall for a page is split over several files
+(``fig_<stem>_<k>.svg``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ __all__ = [
     "per_group",
     "per_iteration",
     "present_methods",
+    "report_methods",
     "run_panels",
     "seed_means",
     "seeds_phrase",
@@ -55,13 +59,58 @@ PANEL_IN = 0.65  # a bar panel's title and x axis
 LINESTYLES = ("-", "--", ":", "-.")
 
 
+_REPORT_ORDER: ContextVar[tuple[str, ...]] = ContextVar("report_method_order", default=())
+REFERENCE = "dense_bsp"
+"""The dense baseline: one dark solid line in every figure (the claims are read against it)."""
+_REFERENCE_STYLE: dict[str, Any] = {"color": (0.15, 0.15, 0.15), "linestyle": "-"}
+
+
+@contextlib.contextmanager
+def report_methods(order: Sequence[str]) -> Iterator[None]:
+    """Give every method one style for the whole report, from its place in ``order``.
+
+    Inside the block :func:`method_styles` draws a method in the same colour and line style in
+    every figure (a reader follows it from one experiment to the next); outside it, styles
+    follow each figure's own method list.
+    """
+    token = _REPORT_ORDER.set(tuple(dict.fromkeys(order)))
+    try:
+        yield
+    finally:
+        _REPORT_ORDER.reset(token)
+
+
 def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """One colour per method (in the given order); line styles cycle to tell neighbours apart."""
-    colours = palette(len(methods))
-    return {
-        m: {"color": colours[i], "linestyle": LINESTYLES[i % len(LINESTYLES)]}
-        for i, m in enumerate(methods)
-    }
+    """A colour and line style per method: the report-wide one where it is set, else by order.
+
+    The dense baseline (:data:`REFERENCE`) is always dark and solid. Others take the colour-blind
+    palette's colours, line styles cycling; under :func:`report_methods` each keeps its
+    report-wide style unless another method of the same figure already has it (10 colours x 4
+    styles are fewer than a tier's recipes), in which case it takes the next free one.
+    """
+    colours = palette(10)
+    # Slot k: colour k mod 10 and a style that also changes from one slot to the next, so
+    # neighbours differ in both (a bijection onto the 40 pairs, as 3 is prime to 4).
+    combos = [(k % 10, LINESTYLES[(k + k // 10) % 4]) for k in range(40)]
+    order = _REPORT_ORDER.get()
+    rank = {m: i for i, m in enumerate(order)}
+    others = [m for m in order if m != REFERENCE]
+    slot = {m: i for i, m in enumerate(others)}
+    local = [m for m in methods if m != REFERENCE]
+    taken: set[int] = set()
+    out: dict[str, dict[str, Any]] = {}
+    for i, m in enumerate(local):
+        want = slot[m] % len(combos) if m in rank else (len(others) + i) % len(combos)
+        if not order:
+            want = i % len(combos)
+        while want in taken and len(taken) < len(combos):
+            want = (want + 1) % len(combos)
+        taken.add(want)
+        c, ls = combos[want]
+        out[m] = {"color": colours[c], "linestyle": ls}
+    if REFERENCE in methods:
+        out[REFERENCE] = dict(_REFERENCE_STYLE)
+    return {m: out[m] for m in methods}
 
 
 def run_panels(runs: pd.DataFrame) -> list[tuple[str, str]]:
@@ -154,7 +203,6 @@ def present_methods(methods: Sequence[str], runs: pd.DataFrame) -> list[str]:
 
 MAX_SERIES = 8
 """At most this many methods share a panel; more are split into groups (figures)."""
-REFERENCE = "dense_bsp"
 
 
 def method_groups(methods: Sequence[str], limit: int = MAX_SERIES) -> list[list[str]]:
