@@ -185,6 +185,8 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
         rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
         align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
+        # Names and numbers at their natural width; the layer sizes take what is left.
+        widths=["auto", "auto", "auto", 1, *(["auto"] * (len(_WORKLOAD_COLUMNS) - 3))],
     )
 
 
