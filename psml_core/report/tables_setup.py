@@ -169,6 +169,8 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
             v = spec.get(key)
             if key == "hidden" and not v:
                 cells.append(DASH)  # a linear model has no hidden layers
+            elif key == "hidden":
+                cells.append("/".join(str(h) for h in v))  # one unbreakable token per model
             elif key == "workers":
                 cells.append(fmt_value(v if v is not None else experiment.get("workers")))
             elif key == "target_accuracy":
@@ -178,15 +180,13 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         rows.append(cells)
     return Table(
         "workloads",
-        "Workloads: model and training hyper-parameters (Hidden: an MLP's layer widths; a "
+        "Workloads: model and training hyper-parameters (Hidden, in order: an MLP's layer widths; a "
         "CNN's convolution channels, then its dense units; a sparse MLP's embedding width, "
         "then its layer widths; batch size per worker; learning rate and momentum of the "
         "server-side SGD step; – where a parameter does not apply).",
         ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
         rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
         align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
-        # Names and numbers at their natural width; the layer sizes take what is left.
-        widths=["auto", "auto", "auto", 1, *(["auto"] * (len(_WORKLOAD_COLUMNS) - 3))],
     )
 
 

@@ -32,7 +32,7 @@ def test_each_workload_shows_its_own_workers_and_any_models_hidden_sizes() -> No
     table = workloads_table(EXPERIMENT)
     col = {title: i for i, title in enumerate(table.header)}
     cnn, lin = table.rows
-    assert cnn[col["Hidden"]] == "16, 32, 720" and cnn[col["Workers"]] == "4"
+    assert cnn[col["Hidden"]] == "16/32/720" and cnn[col["Workers"]] == "4"
     assert lin[col["Hidden"]] == "–" and lin[col["Workers"]] == "8"
 
 
