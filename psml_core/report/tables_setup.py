@@ -180,7 +180,7 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         rows.append(cells)
     return Table(
         "workloads",
-        "Workloads: model and training hyper-parameters (Hidden, in order: an MLP's layer widths; a "
+        "Workloads: model and training hyper-parameters (Hidden: an MLP's layer widths; a "
         "CNN's convolution channels, then its dense units; a sparse MLP's embedding width, "
         "then its layer widths; batch size per worker; learning rate and momentum of the "
         "server-side SGD step; – where a parameter does not apply).",
