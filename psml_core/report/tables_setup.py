@@ -47,11 +47,11 @@ _WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("workers", "Workers"),
     ("batch_size", "Batch"),
     ("lr", "LR"),
-    ("momentum", "Momentum"),
+    ("momentum", "Mom."),
     ("l2", "L2"),
-    ("iterations", "Iterations"),
-    ("eval_every", "Eval every"),
-    ("target_accuracy", "Target acc."),
+    ("iterations", "Steps"),
+    ("eval_every", "Eval"),
+    ("target_accuracy", "Target"),
 )
 
 
@@ -182,8 +182,10 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         "workloads",
         "Workloads: model and training hyper-parameters (Hidden: an MLP's layer widths; a "
         "CNN's convolution channels, then its dense units; a sparse MLP's embedding width, "
-        "then its layer widths; batch size per worker; learning rate and momentum of the "
-        "server-side SGD step; – where a parameter does not apply).",
+        "then its layer widths; batch size per worker; learning rate and momentum (Mom.) of the "
+        "server-side SGD step; Steps: iterations; Eval: iterations between evaluations; Target: "
+        "the test accuracy a time to target is measured at; – where a parameter does not "
+        "apply).",
         ["Workload", *(title for _, title in _WORKLOAD_COLUMNS)],
         rows or [[DASH] * (len(_WORKLOAD_COLUMNS) + 1)],
         align=["left", "left", "left", *(["right"] * (len(_WORKLOAD_COLUMNS) - 2))],
