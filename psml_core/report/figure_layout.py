@@ -92,17 +92,13 @@ def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
     # Slot k: colour k mod 10 and a style that also changes from one slot to the next, so
     # neighbours differ in both (a bijection onto the 40 pairs, as 3 is prime to 4).
     combos = [(k % 10, LINESTYLES[(k + k // 10) % 4]) for k in range(40)]
-    order = _REPORT_ORDER.get()
-    rank = {m: i for i, m in enumerate(order)}
-    others = [m for m in order if m != REFERENCE]
-    slot = {m: i for i, m in enumerate(others)}
+    # A method's report-wide slot; one outside the order (or no order set) follows the figure's.
+    slots = {m: i for i, m in enumerate(m for m in _REPORT_ORDER.get() if m != REFERENCE)}
     local = [m for m in methods if m != REFERENCE]
     taken: set[int] = set()
     out: dict[str, dict[str, Any]] = {}
     for i, m in enumerate(local):
-        want = slot[m] % len(combos) if m in rank else (len(others) + i) % len(combos)
-        if not order:
-            want = i % len(combos)
+        want = slots.get(m, len(slots) + i) % len(combos)
         while want in taken and len(taken) < len(combos):
             want = (want + 1) % len(combos)
         taken.add(want)
