@@ -311,10 +311,11 @@ def format_summary(content: dict[str, Any], sizes: Sequence[int] = (2**15, 2**20
     for name, entries in cc["codecs"].items():
         for e in entries:
             for op, v in e.items():
-                if op == "ratio":
+                if op in ("ratio", "block_size"):
                     continue
                 r = "–" if e["ratio"] is None else f"{e['ratio']:g}"
-                lines.append(f"| {name} | {r} | {op} | " + cells(v) + " |")
+                label = name if "block_size" not in e else f"{name} (B = {e['block_size']})"
+                lines.append(f"| {label} | {r} | {op} | " + cells(v) + " |")
     for name, w in cc["wrappers"].items():
         extra = " + inner decode" if w["inner_decode"] else ""
         lines.append(f"| wrapper {name} | – | encode{extra} | " + cells(w) + " |")

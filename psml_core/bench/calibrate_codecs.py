@@ -16,10 +16,12 @@ from psml_core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_RATIOS",
+    "DFS_BLOCK_SIZES",
     "DEFAULT_SIZES",
     "PUSHES",
     "SEED",
     "calibrate_codecs",
+    "dfs_params",
 ]
 
 DEFAULT_SIZES: tuple[int, ...] = (2**10, 2**12, 2**15, 2**18, 2**20, 2**22, 2**24)
@@ -28,6 +30,10 @@ model interpolates between them in log-log, so the cache cliff is followed point
 DEFAULT_RATIOS: tuple[float, ...] = (0.001, 0.01, 0.1, 0.3, 1.0)
 """Densities timed: the suite's top-k ratios, DFS's 0.3 and DC2's dense start (1.0)."""
 PUSHES = 4
+DFS_BLOCK_SIZES: tuple[int, ...] = (2, 4, 8, 32, 256)
+"""DFS's calibrated block sizes: the suite's dynamic range (2, 4, 8), a middle point and DFS's
+default 256. Ranking n / B blocks costs more the smaller B is, so one block size cannot price
+the others."""
 """Pushes per timed aggregate (the per-push time is the aggregate's over this)."""
 SEED = 0
 
@@ -219,6 +225,53 @@ def _time_ops(
     return out
 
 
+def dfs_params(block: int) -> dict[str, Any]:
+    """DFS at block size ``B``: its report evaluates the candidates B/2, B and 2B."""
+    return {"block_size": block, "candidates": sorted({max(1, block // 2), block, 2 * block})}
+
+
+def _entry(
+    name: str,
+    setup: str | Setup,
+    ratio: float | None,
+    block: int | None,
+    xs: dict[int, np.ndarray],
+    repeats: int,
+    min_time: float,
+    log: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """One cost entry: every operation of ``name`` at ``ratio`` (and ``block``), every size."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for x in xs.values():
+        params: dict[str, Any] = {} if block is None else dfs_params(block)
+        data = x
+        if callable(setup) and ratio is not None:
+            params, data = setup(x, ratio)
+        r = ratio if ratio is not None else 1.0
+        ctx = CodecContext(step=100, ratio=r, seed=1, lr=0.1)
+        for op, t in _time_ops(name, params, data, ctx, repeats, min_time).items():
+            points.setdefault(op, []).append(t)
+        if name == "dfs":
+            extra = {"dfs_report": True, "dfs_block_size": block or 256}
+            rctx = CodecContext(step=100, ratio=r, seed=1, lr=0.1, extra=extra)
+            timed = _time_ops(name, params, data, rctx, repeats, min_time, report=True)
+            for op, t in timed.items():
+                points.setdefault(op, []).append(t)
+    entry: dict[str, Any] = {"ratio": ratio} | ({} if block is None else {"block_size": block})
+    for op in (*OPS, *REPORT_OPS):
+        if op in points:
+            entry[op] = cost_curve(points[op])
+    if log:
+        enc = entry["encode"]["times"]
+        at = "" if block is None else f" B {block}"
+        sizes = list(xs)
+        log(
+            f"{name:14s} ratio {'-' if ratio is None else f'{ratio:g}':6s}{at} encode "
+            f"{1e3 * enc[0]:.4f} .. {1e3 * enc[-1]:.3f} ms (n = {sizes[0]} .. {sizes[-1]})"
+        )
+    return entry
+
+
 def calibrate_codecs(
     sizes: Sequence[int] = DEFAULT_SIZES,
     ratios: Sequence[float] = DEFAULT_RATIOS,
@@ -256,41 +309,12 @@ def calibrate_codecs(
     for name in _codec_names(codecs):
         setup = _setup_for(name)
         variants: list[float | None] = [None] if setup == "fixed" else list(ratios)
-        entries = []
-        for ratio in variants:
-            points: dict[str, list[tuple[float, float]]] = {}
-            for x in xs.values():
-                params: dict[str, Any] = {}
-                data = x
-                if callable(setup) and ratio is not None:
-                    params, data = setup(x, ratio)
-                r = ratio if ratio is not None else 1.0
-                ctx = CodecContext(step=100, ratio=r, seed=1, lr=0.1)
-                for op, t in _time_ops(name, params, data, ctx, repeats, min_time).items():
-                    points.setdefault(op, []).append(t)
-                if name == "dfs":
-                    rctx = CodecContext(
-                        step=100,
-                        ratio=r,
-                        seed=1,
-                        lr=0.1,
-                        extra={"dfs_report": True, "dfs_block_size": 256},
-                    )
-                    timed = _time_ops(name, params, data, rctx, repeats, min_time, report=True)
-                    for op, t in timed.items():
-                        points.setdefault(op, []).append(t)
-            entry: dict[str, Any] = {"ratio": ratio}
-            for op in (*OPS, *REPORT_OPS):
-                if op in points:
-                    entry[op] = cost_curve(points[op])
-            entries.append(entry)
-            if log:
-                enc = entry["encode"]["times"]
-                log(
-                    f"{name:14s} ratio {'-' if ratio is None else f'{ratio:g}':6s} encode "
-                    f"{1e3 * enc[0]:.4f} .. {1e3 * enc[-1]:.3f} ms (n = {sizes[0]} .. {sizes[-1]})"
-                )
-        table[name] = entries
+        blocks: tuple[int | None, ...] = DFS_BLOCK_SIZES if name == "dfs" else (None,)
+        table[name] = [
+            _entry(name, setup, ratio, block, xs, repeats, min_time, log)
+            for block in blocks
+            for ratio in variants
+        ]
     return {
         "reference": cost_curve(ref_pts),
         "codecs": table,

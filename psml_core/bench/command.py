@@ -40,6 +40,8 @@ def bench_calibrate(args: argparse.Namespace) -> int:
 
     if args.plugin:
         return _calibrate_plugins(args)
+    if getattr(args, "update", False):
+        return _calibrate_update(args)
     if (args.device or "").startswith("cuda") or args.force_cpu:
         return bench_calibrate_gpu(args)
     gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
@@ -111,6 +113,82 @@ def bench_calibrate(args: argparse.Namespace) -> int:
         )
         cal.write_device(out, content, header)
         print(f"wrote {out}")
+    return 0
+
+
+def _calibrate_update(args: argparse.Namespace) -> int:
+    """``psml bench calibrate --update --codecs C --out FILE``: re-measure C into FILE."""
+    import datetime
+
+    from psml_core.bench import calibrate as cal
+    from psml_core.bench.calibrate_codecs import calibrate_codecs
+    from psml_core.bench.timing import set_threads
+    from psml_core.codecs import CODECS
+    from psml_core.config import load_yaml
+    from psml_core.devices.device import device_from_dict
+
+    if not args.out:
+        raise ConfigError("--update needs --out FILE (an existing device file)")
+    if args.source or args.estimate_gpu or args.sizes or args.ratios or args.quick:
+        raise ConfigError(
+            "--update measures at the file's own sizes, ratios and repeats: leave out --from, "
+            "--estimate-gpu, --sizes, --ratios and --quick"
+        )
+    path = Path(args.out)
+    if not path.is_file():
+        raise ConfigError(f"--update: device file {str(path)!r} does not exist; measure it first")
+    content = load_yaml(path, what="device file")
+    device_from_dict(content, path.stem, source=f"device file {str(path)!r}")  # valid first
+    cc = content["codec_costs"]
+    if cc["source"]["kind"] != "measured":
+        raise ConfigError(
+            f"--update: {str(path)!r}'s codec costs are {cc['source']['kind']}, not measured on "
+            "this machine; re-measure the whole file instead"
+        )
+    c = cc["calibration"]
+    every = not args.codecs  # the whole codec table: every codec and wrapper
+    codecs = tuple(args.codecs.split(",")) if args.codecs else tuple(CODECS.names())
+    restore = set_threads(int(c.get("threads", 1)))
+    try:
+        costs = calibrate_codecs(
+            c["sizes"],
+            c["ratios"],
+            int(c["repeats"]),
+            codecs,
+            log=lambda line: print(line, flush=True),
+            wrappers=every,
+        )
+    finally:
+        restore()
+    cc["codecs"].update(costs["codecs"])
+    if every:
+        cc["wrappers"] = costs["wrappers"]
+    what = "every codec and wrapper" if every else ", ".join(codecs)
+    command = (
+        "psml bench calibrate --update"
+        + (f" --codecs {args.codecs}" if args.codecs else "")
+        + f" --out {args.out}"
+    )
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    note = f"; {args.note}" if args.note else ""
+    cc["source"]["detail"] += (
+        f"; re-measured {what} on {today} with `{command}` (machine: "
+        f"{cal.machine_description()}; the same sizes, ratios and repeats{note})"
+    )
+    kept = [
+        line[2:] if line.startswith("# ") else line[1:]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#") and not line.startswith("# Do not edit")
+    ]
+    header = "\n".join(
+        [
+            *kept,
+            f"Codec costs ({what}) re-measured on {today} by `{command}`.",
+            "Do not edit by hand: re-run the command (see benchmarks/README.md, Calibration).",
+        ]
+    )
+    cal.write_device(path, content, header)
+    print(f"wrote {path}")
     return 0
 
 
@@ -242,6 +320,13 @@ def bench_args(p: argparse.ArgumentParser) -> None:
         metavar="CODECS",
         help="calibrate: comma list of plugin codecs; measure each into its own cost file, "
         "config/devices/plugins/<codec>.yaml (or under $PSML_PLUGIN_COSTS)",
+    )
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="calibrate: re-measure the codec costs of the existing --out file (only --codecs, "
+        "if given; else every codec and wrapper) at its sizes, ratios and repeats; its compute "
+        "profile and memcpy reference are kept",
     )
     p.add_argument(
         "--from",

@@ -156,6 +156,10 @@ def estimate_gpu(cpu: dict[str, Any], gpu: str, cpu_file: str) -> dict[str, Any]
     }
 
 
+_KEYS = ("ratio", "block_size")
+"""An entry's keys that say where it was calibrated (copied, not scaled)."""
+
+
 def scaled_table(
     cpu: dict[str, Any], cpu_file: str, copy_s_per_elem: float, call_s: float, copy_call_s: float
 ) -> dict[str, Any]:
@@ -189,7 +193,8 @@ def scaled_table(
 
     codecs = {
         name: [
-            {"ratio": e["ratio"], **{op: scale(v) for op, v in e.items() if op != "ratio"}}
+            {k: e[k] for k in _KEYS if k in e}
+            | {op: scale(v) for op, v in e.items() if op not in _KEYS}
             for e in entries
         ]
         for name, entries in cc["codecs"].items()

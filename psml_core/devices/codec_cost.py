@@ -45,6 +45,11 @@ Rules:
 * **DFS cost reports.** When the codec's ``reports_due(ctx)`` is true (DFS, dynamic, with
   ``ctx.extra["dfs_report"]``) the encode evaluates every candidate block size: ``encode_s``
   uses ``encode_report`` and ``decode_s`` ``aggregate_report``.
+* **Block size.** DFS's cost depends on its block size B as much as on its ratio: ranking
+  n / B blocks costs more the smaller B is (B = 4 costs about six times B = 256 on a CPU). Its
+  entries carry a ``block_size`` each, and every operation is priced at the step's B
+  (``ctx.extra["dfs_block_size"]``, else the codec's ``block_size``), log t interpolated in
+  log B between the calibrated block sizes. A report is calibrated as evaluating B/2, B and 2B.
 * **kv** (PS-lite key/value, ``KVCodec.encode_keys``): ``n`` is the number of keys in the
   message.
 * **Plugins.** A codec a plugin package registers is priced from its own cost file, measured
@@ -142,14 +147,15 @@ class CodecCostModel:
         names, base = unwrap(codec)
         r = self._ratio(base, ctx, ratio)
         op = "encode_report" if self._report(base, ctx) else "encode"
-        total = self.op_s(base.name, op, n, r)
+        b = self._block(base, ctx)
+        total = self.op_s(base.name, op, n, r, b)
         for w in names:
             cost = self.table.wrappers.get(w)
             if cost is None:
                 raise self._missing(f"wrapper {w!r}")
             total += cost.curve.at(n)
             if cost.inner_decode:
-                total += self.op_s(base.name, "decode", n, r)
+                total += self.op_s(base.name, "decode", n, r, b)
         return total
 
     def decode_s(
@@ -158,7 +164,7 @@ class CodecCostModel:
         """The server's decode of one push, including adding it into the sum (per push)."""
         _, base = unwrap(codec)
         op = "aggregate_report" if self._report(base, ctx) else "aggregate"
-        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio))
+        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio), self._block(base, ctx))
 
     def encode_down_s(
         self,
@@ -183,7 +189,8 @@ class CodecCostModel:
         if pull:
             return self.encode_s(codec, n, ctx, ratio=ratio)
         _, base = unwrap(codec)
-        return self.op_s(base.name, "encode_down", n, self._ratio(base, ctx, ratio))
+        r = self._ratio(base, ctx, ratio)
+        return self.op_s(base.name, "encode_down", n, r, self._block(base, ctx))
 
     def decode_down_s(
         self,
@@ -197,12 +204,18 @@ class CodecCostModel:
         """A worker's decode of what it receives (``pull=True``: a codec_down's ``decode``)."""
         _, base = unwrap(codec)
         op = "decode" if pull else "decode_down"
-        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio))
+        return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio), self._block(base, ctx))
 
     # ------------------------------------------------------------------ the table
 
-    def op_s(self, name: str, op: str, n: int, ratio: float | None = None) -> float:
+    def op_s(
+        self, name: str, op: str, n: int, ratio: float | None = None, block_size: int | None = None
+    ) -> float:
         """Seconds of operation ``op`` of codec ``name`` on ``n`` elements at density ``ratio``.
+
+        A codec calibrated per block size (DFS) is priced at ``block_size``: log t interpolated
+        in log B between the calibrated block sizes, clamped outside them (None: the largest,
+        DFS's default B).
 
         Raises:
             ConfigError: the codec, or this operation of it, is not in the table.
@@ -215,6 +228,30 @@ class CodecCostModel:
             raise self._missing(f"codec {name!r}", name)
         if any(op not in e.ops for e in entries):
             raise self._missing(f"operation {op!r} of codec {name!r}")
+        if entries[0].block_size is None:
+            return self._at_ratio(entries, op, n, ratio)
+        groups: dict[int, list[CodecCostEntry]] = {}
+        for e in entries:
+            assert e.block_size is not None
+            groups.setdefault(e.block_size, []).append(e)
+        blocks = sorted(groups)
+        b = float(block_size) if block_size else float(blocks[-1])
+        if b <= blocks[0] or b >= blocks[-1]:
+            edge = blocks[0] if b <= blocks[0] else blocks[-1]
+            return self._at_ratio(tuple(groups[edge]), op, n, ratio)
+        hi = next(x for x in blocks if x >= b)
+        lo = blocks[blocks.index(hi) - 1] if hi > b else hi
+        t_hi = self._at_ratio(tuple(groups[hi]), op, n, ratio)
+        if lo == hi:
+            return t_hi
+        t_lo = self._at_ratio(tuple(groups[lo]), op, n, ratio)
+        w = (math.log(b) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return math.exp(math.log(t_lo) + w * (math.log(t_hi) - math.log(t_lo)))
+
+    def _at_ratio(
+        self, entries: tuple[CodecCostEntry, ...], op: str, n: int, ratio: float | None
+    ) -> float:
+        """``op`` at ``ratio`` among one block size's entries (log t linear in log ratio)."""
         if len(entries) == 1 or entries[0].ratio is None:
             return entries[0].ops[op].at(n)
         r = ratio if ratio is not None and math.isfinite(ratio) else 1.0
@@ -284,6 +321,14 @@ class CodecCostModel:
         if isinstance(own, int | float) and not isinstance(own, bool):
             return float(own)
         return float(ctx.ratio)
+
+    @staticmethod
+    def _block(base: Codec, ctx: CodecContext) -> int | None:
+        """The block size the step's operations use: DFS's published B, else the codec's."""
+        b = ctx.extra.get("dfs_block_size") if ctx.extra else None
+        if b is None:
+            b = getattr(base, "block_size", None)
+        return int(b) if isinstance(b, int | float) and not isinstance(b, bool) and b > 0 else None
 
     @staticmethod
     def _report(base: Codec, ctx: CodecContext) -> bool:

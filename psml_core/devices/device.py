@@ -165,10 +165,13 @@ class CodecCostEntry:
     Attributes:
         ratio: The calibrated density, or None.
         ops: Operation name (:data:`OPS`, plus :data:`REPORT_OPS` for DFS) -> its cost curve.
+        block_size: The calibrated block size, for a codec priced per block size (DFS); None
+            when the codec's entries carry none.
     """
 
     ratio: float | None
     ops: dict[str, CostCurve]
+    block_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -303,25 +306,42 @@ def _entries(
     name: str, items: list[dict[str, Any]], sizes: tuple[int, ...], source: str
 ) -> tuple[CodecCostEntry, ...]:
     where = f"codec_costs.codecs.{name}"
-    ratios = [it["ratio"] for it in items]
-    if None in ratios and len(items) != 1:
+    blocks = [it.get("block_size") for it in items]
+    if None in blocks and any(b is not None for b in blocks):
         raise ConfigError(
-            f"invalid {source}: key {where!r}: a ratio-independent codec (ratio null) has "
-            f"exactly one entry, got {len(items)}"
+            f"invalid {source}: key {where!r}: either every entry has a block_size or none has"
         )
-    if None not in ratios and ratios != sorted(set(ratios)):
+    groups: dict[Any, list[Any]] = {}
+    for b, it in zip(blocks, items, strict=True):
+        groups.setdefault(b, []).append(it["ratio"])
+    runs = [b for i, b in enumerate(blocks) if i == 0 or blocks[i - 1] != b]
+    if runs != sorted(groups, key=lambda b: b or 0) or len(runs) != len(groups):
         raise ConfigError(
-            f"invalid {source}: key {where!r}: the ratios must be distinct and ascending, "
-            f"got {ratios}"
+            f"invalid {source}: key {where!r}: the block sizes must ascend, each block size's "
+            f"entries together, got {blocks}"
         )
+    for b, ratios in groups.items():
+        at = "" if b is None else f" at block_size {b}"
+        if None in ratios and len(ratios) != 1:
+            raise ConfigError(
+                f"invalid {source}: key {where!r}: a ratio-independent codec (ratio null) has "
+                f"exactly one entry{at}, got {len(ratios)}"
+            )
+        if None not in ratios and ratios != sorted(set(ratios)):
+            raise ConfigError(
+                f"invalid {source}: key {where!r}: the ratios must be distinct and ascending"
+                f"{at}, got {ratios}"
+            )
     out = []
     for i, it in enumerate(items):
         ops = {
             op: _curve(v, sizes, f"{where}[{i}].{op}", source)
             for op, v in it.items()
-            if op != "ratio"
+            if op not in ("ratio", "block_size")
         }
-        out.append(CodecCostEntry(None if it["ratio"] is None else float(it["ratio"]), ops))
+        ratio = None if it["ratio"] is None else float(it["ratio"])
+        block = None if it.get("block_size") is None else int(it["block_size"])
+        out.append(CodecCostEntry(ratio, ops, block))
     return tuple(out)
 
 

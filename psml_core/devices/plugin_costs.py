@@ -147,5 +147,6 @@ def scaled_entries(cost: PluginCost, table: CodecCostTable) -> tuple[CodecCostEn
         return CostCurve(curve.sizes, times, curve.spread)
 
     return tuple(
-        CodecCostEntry(e.ratio, {op: scaled(c) for op, c in e.ops.items()}) for e in cost.entries
+        CodecCostEntry(e.ratio, {op: scaled(c) for op, c in e.ops.items()}, e.block_size)
+        for e in cost.entries
     )

@@ -58,9 +58,10 @@ def _rows_table(table: ValidationTable) -> Table:
             ]
         )
     s = table.settings
+    hidden = f" with hidden widths {s['hidden']}" if s.get("hidden") else ""
     return Table(
         "validation",
-        f"Wall-clock against simulated seconds per iteration: {s.get('workload')}, "
+        f"Wall-clock against simulated seconds per iteration: {s.get('workload')}{hidden}, "
         f"{s.get('workers')} worker(s) and {s.get('shards')} shard(s) as processes in network "
         f"namespaces of their own, {s.get('iterations')} iterations, median and range of "
         f"{s.get('repeats')} repeats. Error: sim / real - 1 (negative: the simulator is "

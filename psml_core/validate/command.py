@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from psml_core.errors import RunError
+from psml_core.errors import ConfigError, RunError
 
 __all__ = ["DEFAULT_METHODS", "cmd_validate", "validate_args"]
 
@@ -34,6 +34,12 @@ def validate_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated recipes")
     p.add_argument("--workload", default="digits_mlp")
+    p.add_argument(
+        "--hidden",
+        metavar="H1,H2,...",
+        help="replace the workload's hidden layer widths (e.g. 512,512: a 1.2 MB gradient on "
+        "digits), so that the link rather than the ranks' software sets the time",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--iterations", type=int, default=60)
@@ -56,6 +62,20 @@ def validate_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _hidden(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        widths = tuple(int(w) for w in text.split(","))
+        if not widths or min(widths) < 1:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            f"--hidden {text!r}: expected comma-separated positive widths, e.g. 512,512"
+        ) from None
+    return widths
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Run the validation; print the table; exit 1 if a row is outside the bound."""
     from psml_core.config import deployment_config_dir
@@ -69,8 +89,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     exp = load_tier(user_config(args.configfile, args.set, args.tier), deployment_config_dir())
     items = [(s, True) for s in args.scenario] + [(x, False) for x in args.link]
     links = [link_scenario(exp, item, by_name) for item, by_name in items or [("slow_100m", True)]]
+    hidden = _hidden(args.hidden)
     plan = Plan(
         links=tuple(links),
+        hidden=hidden,
         methods=tuple(m for m in args.methods.split(",") if m),
         workload=args.workload,
         workers=args.workers,

@@ -56,6 +56,7 @@ class Plan:
     rt_priority: int = 10
     rank_rt: int = 5
     timeout_s: float = 600.0
+    hidden: tuple[int, ...] | None = None
 
 
 def link_scenario(exp: Experiment, item: str, by_name: bool) -> tuple[Link, ScenarioSpec]:
@@ -105,7 +106,11 @@ def _spec(exp: Experiment, plan: Plan, sc: ScenarioSpec, method: str, backend: s
         workers=plan.workers,
         shards=plan.shards,
         colocated=False,
-        workload=dataclasses.replace(base.workload, iterations=plan.iterations),
+        workload=dataclasses.replace(
+            base.workload,
+            iterations=plan.iterations,
+            **({"hidden": plan.hidden} if plan.hidden else {}),
+        ),
         scenario=sc,
         checkpoint_every=0,
     )
@@ -307,6 +312,7 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
         settings={
             "tier": exp.tier,
             "workload": plan.workload,
+            **({"hidden": list(plan.hidden)} if plan.hidden else {}),
             "workers": plan.workers,
             "shards": plan.shards,
             "iterations": plan.iterations,

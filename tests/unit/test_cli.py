@@ -210,6 +210,38 @@ def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, cap
     assert load_device("v100", root=tmp_path).codec_costs == gpu
 
 
+def test_bench_calibrate_update_remeasures_only_the_named_codecs(tmp_path: Path, capsys):
+    from psml_core.bench.calibrate_codecs import DFS_BLOCK_SIZES
+    from psml_core.config import load_yaml
+    from psml_core.devices.device import load_device
+
+    out = tmp_path / "devices" / "cpu-core.yaml"
+    assert main(["bench", "calibrate", "--quick", "--device", "cpu-core", "--out", str(out)]) == 0
+    before = load_yaml(out)
+    dfs = load_device("cpu-core", root=tmp_path).codec_costs.codecs["dfs"]
+    assert sorted({e.block_size for e in dfs}) == list(DFS_BLOCK_SIZES)  # priced per B
+    capsys.readouterr()
+    assert main(["bench", "calibrate", "--update", "--codecs", "dfs", "--out", str(out)]) == 0
+    after = load_yaml(out)
+    assert after["compute"] == before["compute"]
+    kept = {k: v for k, v in before["codec_costs"]["codecs"].items() if k != "dfs"}
+    assert {k: after["codec_costs"]["codecs"][k] for k in kept} == kept
+    assert after["codec_costs"]["reference"] == before["codec_costs"]["reference"]
+    assert after["codec_costs"]["calibration"] == before["codec_costs"]["calibration"]
+    assert "re-measured dfs" in after["codec_costs"]["source"]["detail"]
+    text = out.read_text()
+    assert text.startswith("# Device profile 'cpu-core', measured by")
+    assert "re-measured on" in text.splitlines()[1] and "Do not edit" in text
+    load_device("cpu-core", root=tmp_path)  # still a valid device file
+    # missing arguments and estimated tables are one line each
+    assert main(["bench", "calibrate", "--update", "--codecs", "dfs"]) == 2
+    assert "--update needs --out FILE" in capsys.readouterr().err
+    main(["bench", "calibrate", "--from", str(out), "--estimate-gpu", "v100"])
+    v100 = str(out.parent / "v100.yaml")
+    assert main(["bench", "calibrate", "--update", "--codecs", "dfs", "--out", v100]) == 2
+    assert "are estimated, not measured on this machine" in capsys.readouterr().err
+
+
 def test_bench_calibrate_from_a_file_without_measured_points_is_one_line(tmp_path, capsys):
     import yaml
 

@@ -296,3 +296,63 @@ def test_load_device_feeds_the_model(tmp_path):
     assert m.path.endswith("mini.yaml")
     assert m.op_s("none", "encode", 0) == _t(1e-5, 1e-9, SIZES[0])
     assert load_device("mini", root=tmp_path).codec_costs is m.table
+
+
+def _blocked_table() -> dict:
+    """DFS calibrated at B = 2 and 32 (scale 8 and 1: smaller blocks cost more)."""
+    t = _table()
+    t["codec_costs"]["codecs"]["dfs"] = [
+        _entry(0.01, 8.0, block_size=2),
+        _entry(0.1, 16.0, block_size=2),
+        _entry(0.01, 1.0, block_size=32),
+        _entry(0.1, 2.0, block_size=32),
+    ]
+    return t
+
+
+def test_dfs_is_priced_at_the_block_size_it_uses():
+    m = CodecCostModel.from_device(device_from_dict(_blocked_table(), "t", source="t"))
+    n = 10**5
+    at2, at32 = _t(8e-5, 8e-9, n), _t(1e-5, 1e-9, n)
+    assert m.op_s("dfs", "encode", n, 0.01, 2) == pytest.approx(at2)
+    assert m.op_s("dfs", "encode", n, 0.01, 32) == pytest.approx(at32)
+    # log t linear in log B: B = 8 is halfway between 2 and 32 in log B
+    assert m.op_s("dfs", "encode", n, 0.01, 8) == pytest.approx(math.sqrt(at2 * at32))
+    # clamped outside; None prices the largest (DFS's default B)
+    assert m.op_s("dfs", "encode", n, 0.01, 1) == pytest.approx(at2)
+    assert m.op_s("dfs", "encode", n, 0.01, 256) == pytest.approx(at32)
+    assert m.op_s("dfs", "encode", n, 0.01) == pytest.approx(at32)
+    # ratio is interpolated within each block size as before
+    mid = math.sqrt(0.01 * 0.1)
+    assert m.op_s("dfs", "encode", n, mid, 2) == pytest.approx(math.sqrt(at2 * 2 * at2))
+    # the engine's view: the published B (ctx) wins over the codec's block_size param
+    dfs = make_codec(BlockSpec("dfs", {"ratio": 0.01, "block_size": 32}))
+    assert m.encode_s(dfs, n, _ctx()) == pytest.approx(at32)
+    assert m.encode_s(dfs, n, _ctx(dfs_block_size=2)) == pytest.approx(at2)
+    assert m.decode_s(dfs, n, _ctx(dfs_block_size=2)) == pytest.approx(at2)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "match"),
+    [
+        ([2, None], "every entry has a block_size or none"),
+        ([32, 2], "block sizes must ascend"),
+        ([2, 32, 2], "block sizes must ascend"),
+    ],
+)
+def test_block_sizes_are_checked(blocks, match):
+    t = _table()
+    t["codec_costs"]["codecs"]["dfs"] = [
+        _entry(0.01 * (i + 1), 1.0, **({} if b is None else {"block_size": b}))
+        for i, b in enumerate(blocks)
+    ]
+    with pytest.raises(ConfigError, match=match):
+        device_from_dict(t, "t", source="t")
+
+
+def test_shipped_cpu_table_prices_small_dfs_blocks_dearer():
+    m = CodecCostModel.for_device("cpu-core")
+    n = 2**20
+    small = m.op_s("dfs", "encode", n, 0.01, 4)
+    default = m.op_s("dfs", "encode", n, 0.01, 256)
+    assert small > 2 * default  # ranking n / 4 blocks against n / 256
