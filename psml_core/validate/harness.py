@@ -208,10 +208,15 @@ ZERO = Link(None, 0.0)
 """The calibration link: no delay, no shaping (the testbed's own stack and the ranks' software)."""
 
 
-def _zero_scenario() -> ScenarioSpec:
-    """The sim's zero link: 1 Tbit/s, no latency, no per-message overhead."""
-    sc = ScenarioSpec(name="link_zero", bandwidth_gbps=1000.0)
-    return dataclasses.replace(sc, latency_us=0.0, message_overhead_us=0.0)
+def _zero_scenario(rate_bps: float | None = None) -> ScenarioSpec:
+    """The sim's calibration link: the testbed's own TCP goodput (else 1 Tbit/s), no latency.
+
+    The goodput is payload bits per second, so the link carries it at wire efficiency 1; no
+    per-message overhead.
+    """
+    gbps = 1000.0 if rate_bps is None else rate_bps / 1e9
+    sc = ScenarioSpec(name="link_zero", bandwidth_gbps=gbps)
+    return dataclasses.replace(sc, latency_us=0.0, message_overhead_us=0.0, wire_efficiency=1.0)
 
 
 class _Runner:
@@ -234,12 +239,16 @@ class _Runner:
 
     def reals(
         self, links: list[tuple[Link, ScenarioSpec]]
-    ) -> tuple[dict[tuple[str, str], list[float]], list[str]]:
-        """Each (link, method)'s real seconds per iteration per repeat; each line's report.
+    ) -> tuple[dict[tuple[str, str], list[float]], list[str], float]:
+        """Real seconds per iteration, testbed reports and the first link's TCP goodput.
 
-        Every link's testbed stands at once and the runs go round them, repeat by repeat, so
-        that the host's load drifts over all of them alike.
+        Returns each (link, method)'s real seconds per iteration per repeat, each line's report
+        and the first link's goodput in bits per second (:func:`.throughput.measure`). Every
+        link's testbed stands at once and the runs go round them, repeat by repeat, so that the
+        host's load drifts over all of them alike.
         """
+        from psml_core.validate.throughput import measure
+
         plan = self.plan
         out: dict[tuple[str, str], list[float]] = {}
         with contextlib.ExitStack() as stack:
@@ -251,6 +260,12 @@ class _Runner:
                 )
                 for k, (link, _) in enumerate(links)
             ]
+            goodput = measure(beds[0])
+            print(
+                f"psml validate: {links[0][0].label} carries {goodput / 1e6:.0f} Mbit/s of TCP "
+                "goodput (the testbed's own ceiling)",
+                flush=True,
+            )
             for rep in range(plan.repeats):
                 for tb, (link, sc) in zip(beds, links, strict=True):
                     for m in plan.methods:
@@ -266,7 +281,7 @@ class _Runner:
                             f"{real:.4f} s/iter (load {os.getloadavg()[0]:.1f})",
                             flush=True,
                         )
-        return out, [tb.report for tb in beds]
+        return out, [tb.report for tb in beds], goodput
 
 
 def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable:
@@ -280,8 +295,8 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
     with tempfile.TemporaryDirectory(prefix="psml-validate-") as tmp:
         runner = _Runner(exp, plan, Path(tmp))
         every = [(ZERO, _zero_scenario()), *plan.links]
-        reals, lines = runner.reals(every)
-        zero_sim = runner.sims(_zero_scenario())
+        reals, lines, goodput = runner.reals(every)
+        zero_sim = runner.sims(_zero_scenario(goodput))
         for (link, sc), line in zip(plan.links, lines[1:], strict=True):
             sims = runner.sims(sc)
             for m in plan.methods:
@@ -327,7 +342,12 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
             "congestion_control": "cubic",
             "launcher": "env (RANK, MASTER_ADDR, GLOO_SOCKET_IFNAME)",
             "rank_scheduling": f"SCHED_FIFO {plan.rank_rt}" if plan.rank_rt else "normal",
-            "calibration": {"link": "no delay, unshaped", "delay_line": lines[0]},
+            "calibration": {
+                "link": "no delay, unshaped",
+                "delay_line": lines[0],
+                "goodput_mbit": round(goodput / 1e6, 1),
+                "sim_link": "the measured TCP goodput, no latency, no per-message overhead",
+            },
         },
         links=links,
         rows=rows,

@@ -162,6 +162,9 @@ def test_both_backends_run_the_same_spec_on_the_validation_layout(smoke) -> None
     )
     zero = _zero_scenario()
     assert (zero.latency_us, zero.message_overhead_us) == (0.0, 0.0)
+    # on the testbed's measured goodput: payload bits, so carried at wire efficiency 1
+    probe = _zero_scenario(1.2e9)
+    assert (probe.bandwidth_gbps, probe.wire_efficiency, probe.latency_us) == (1.2, 1.0, 0.0)
 
 
 def test_without_root_psml_validate_says_so_in_one_line(monkeypatch, capsys) -> None:
