@@ -239,11 +239,11 @@ class _Runner:
 
     def reals(
         self, links: list[tuple[Link, ScenarioSpec]]
-    ) -> tuple[dict[tuple[str, str], list[float]], list[str], float]:
-        """Real seconds per iteration, testbed reports and the first link's TCP goodput.
+    ) -> tuple[dict[tuple[str, str], list[float]], list[str], list[float]]:
+        """Real seconds per iteration, testbed reports and each link's TCP goodput.
 
         Returns each (link, method)'s real seconds per iteration per repeat, each line's report
-        and the first link's goodput in bits per second (:func:`.throughput.measure`). Every
+        and each link's goodput in bits per second (:func:`.throughput.measure`). Every
         link's testbed stands at once and the runs go round them, repeat by repeat, so that the
         host's load drifts over all of them alike.
         """
@@ -260,12 +260,17 @@ class _Runner:
                 )
                 for k, (link, _) in enumerate(links)
             ]
-            goodput = measure(beds[0])
-            print(
-                f"psml validate: {links[0][0].label} carries {goodput / 1e6:.0f} Mbit/s of TCP "
-                "goodput (the testbed's own ceiling)",
-                flush=True,
-            )
+            goodputs = []
+            for tb, (link, _) in zip(beds, links, strict=True):
+                # about 2 s of the configured rate, at most 64 MiB (the ceiling: 64 MiB)
+                rate = link.rate_mbit * 1e6 if link.rate_mbit else None
+                nbytes = 64 << 20 if rate is None else min(64 << 20, int(rate / 8 * 2))
+                goodputs.append(measure(tb, nbytes))
+                print(
+                    f"psml validate: {link.label} carries {goodputs[-1] / 1e6:.0f} Mbit/s of TCP "
+                    "goodput" + (" (the testbed's own ceiling)" if rate is None else ""),
+                    flush=True,
+                )
             for rep in range(plan.repeats):
                 for tb, (link, sc) in zip(beds, links, strict=True):
                     for m in plan.methods:
@@ -281,7 +286,7 @@ class _Runner:
                             f"{real:.4f} s/iter (load {os.getloadavg()[0]:.1f})",
                             flush=True,
                         )
-        return out, [tb.report for tb in beds], goodput
+        return out, [tb.report for tb in beds], goodputs
 
 
 def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable:
@@ -295,9 +300,10 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
     with tempfile.TemporaryDirectory(prefix="psml-validate-") as tmp:
         runner = _Runner(exp, plan, Path(tmp))
         every = [(ZERO, _zero_scenario()), *plan.links]
-        reals, lines, goodput = runner.reals(every)
+        reals, lines, goodputs = runner.reals(every)
+        goodput = goodputs[0]
         zero_sim = runner.sims(_zero_scenario(goodput))
-        for (link, sc), line in zip(plan.links, lines[1:], strict=True):
+        for (link, sc), line, put in zip(plan.links, lines[1:], goodputs[1:], strict=True):
             sims = runner.sims(sc)
             for m in plan.methods:
                 zero = reals[(ZERO.label, m)]
@@ -315,6 +321,9 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
                     "wire_efficiency": sc.wire_efficiency,
                     "message_overhead_us": sc.message_overhead_us,
                     "delay_line": line,
+                    # what the shaped link delivered to one TCP flow; the sim's model of it is
+                    # rate_mbit x wire_efficiency
+                    "goodput_mbit": round(put / 1e6, 1),
                 }
             )
     machine["load_after"] = list(os.getloadavg())

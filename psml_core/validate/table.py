@@ -174,6 +174,14 @@ class ValidationTable:
                 f"{100 * r.error:+.1f}% | {r.overhead_s:.4f} | {r.calibrated_s:.4f} | "
                 f"{100 * r.calibrated_error:+.1f}%{mark} |"
             )
+        for link in self.links:
+            if link.get("goodput_mbit") is None or link.get("rate_mbit") is None:
+                continue
+            model = link["rate_mbit"] * float(link.get("wire_efficiency") or 1.0)
+            lines.append(
+                f"\n{link['label']}: shaped to {link['rate_mbit']:g} Mbit/s; one TCP flow got "
+                f"{link['goodput_mbit']:g} Mbit/s of goodput (the sim's model: {model:.0f})"
+            )
         return "\n".join(lines)
 
 

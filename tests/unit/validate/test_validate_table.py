@@ -73,6 +73,12 @@ def test_the_table_round_trips_and_holds_rows_to_the_bound(tmp_path: Path) -> No
     assert [back.within(r) for r in back.rows] == [True, False]  # -4 % and -40 %
     md = back.markdown()
     assert "| 100mbit_2ms | dense_bsp | 0.0100 |" in md and "(outside)" in md
+    assert "got" not in md  # no goodput measured: no line about it
+    back.links[0].update(goodput_mbit=91.5, wire_efficiency=1448 / 1500)
+    assert (
+        md + "\n\n100mbit_2ms: shaped to 100 Mbit/s; one TCP flow got 91.5 Mbit/s of "
+        "goodput (the sim's model: 97)" == back.markdown()
+    )
 
 
 @pytest.mark.parametrize(
