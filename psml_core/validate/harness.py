@@ -116,25 +116,30 @@ def _spec(exp: Experiment, plan: Plan, sc: ScenarioSpec, method: str, backend: s
     )
 
 
-def _per_iteration(records: Any, iterations: int) -> float:
-    """The run's end (its last worker's last iteration) per iteration, seconds."""
-    return float(max(r.time_s for r in records)) / iterations
+def _per_iteration(times: list[float], moved: list[int], spec: RunSpec) -> tuple[float, float]:
+    """Seconds per iteration and a worker's bytes per iteration (up and down).
+
+    The seconds are the run's end (its last worker's last iteration) over its iterations.
+    """
+    n = spec.workload.iterations
+    return float(max(times)) / n, float(sum(moved)) / (n * spec.workers)
 
 
-def _sim(spec: RunSpec, data: Path) -> float:
+def _sim(spec: RunSpec, data: Path) -> tuple[float, float]:
     from psml_core.data.store import load_prepared
     from psml_core.engine import SimBackend, build_job
     from psml_core.engine.training import configure_torch
 
     configure_torch(spec)
     records = SimBackend().run(build_job(spec, load_prepared(data)))
-    return _per_iteration(records, spec.workload.iterations)
+    moved = [r.bytes_up + r.bytes_down for r in records]
+    return _per_iteration([r.time_s for r in records], moved, spec)
 
 
 def _dist(
     tb: Testbed, spec: RunSpec, data: Path, work: Path, port: int, timeout_s: float, rank_rt: int
-) -> float:
-    """One dist run inside the testbed; its seconds per iteration."""
+) -> tuple[float, float]:
+    """One dist run inside the testbed: its seconds and a worker's bytes per iteration."""
     import pyarrow.parquet as pq
 
     work.mkdir(parents=True)
@@ -182,8 +187,10 @@ def _dist(
         lines = [ln for ln in text.splitlines() if ln.startswith("psml")] or text.splitlines()
         why = lines[-1] if lines else "no output"
         raise RunError(f"validation run {spec.run_id!r}: rank {failed[0]} failed: {why}")
-    times = pq.read_table(out / "metrics.parquet", columns=["time_s"]).column("time_s")
-    return float(max(times.to_pylist())) / spec.workload.iterations
+    t = pq.read_table(out / "metrics.parquet", columns=["time_s", "bytes_up", "bytes_down"])
+    up, down = t.column("bytes_up").to_pylist(), t.column("bytes_down").to_pylist()
+    moved = [a + b for a, b in zip(up, down, strict=True)]
+    return _per_iteration(t.column("time_s").to_pylist(), moved, spec)
 
 
 def _machine() -> dict[str, Any]:
@@ -231,18 +238,19 @@ class _Runner:
         prepare_dataset(first.dataset, self.data)
         self.port = 29400
 
-    def sims(self, sc: ScenarioSpec) -> dict[str, float]:
-        """Seconds per iteration of every method on the sim with ``sc``."""
+    def sims(self, sc: ScenarioSpec) -> dict[str, tuple[float, float]]:
+        """Seconds and a worker's bytes per iteration of every method on the sim with ``sc``."""
         return {
             m: _sim(_spec(self.exp, self.plan, sc, m, "sim"), self.data) for m in self.plan.methods
         }
 
     def reals(
         self, links: list[tuple[Link, ScenarioSpec]]
-    ) -> tuple[dict[tuple[str, str], list[float]], list[str], list[float]]:
+    ) -> tuple[dict[tuple[str, str], list[tuple[float, float]]], list[str], list[float]]:
         """Real seconds per iteration, testbed reports and each link's TCP goodput.
 
-        Returns each (link, method)'s real seconds per iteration per repeat, each line's report
+        Returns each (link, method)'s real seconds and bytes per iteration per repeat, each
+        line's report
         and each link's goodput in bits per second (:func:`.throughput.measure`). Every
         link's testbed stands at once and the runs go round them, repeat by repeat, so that the
         host's load drifts over all of them alike.
@@ -277,10 +285,10 @@ class _Runner:
                         self.port += 1
                         work = self.tmp / link.label / m / f"r{rep}"
                         spec = _spec(self.exp, plan, sc, m, "dist")
-                        real = _dist(
+                        real, moved = _dist(
                             tb, spec, self.data, work, self.port, plan.timeout_s, plan.rank_rt
                         )
-                        out.setdefault((link.label, m), []).append(real)
+                        out.setdefault((link.label, m), []).append((real, moved))
                         print(
                             f"psml validate: {link.label} {m} repeat {rep + 1}/{plan.repeats}: "
                             f"{real:.4f} s/iter (load {os.getloadavg()[0]:.1f})",
@@ -306,11 +314,21 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
         for (link, sc), line, put in zip(plan.links, lines[1:], goodputs[1:], strict=True):
             sims = runner.sims(sc)
             for m in plan.methods:
-                zero = reals[(ZERO.label, m)]
-                row = Row(link.label, m, reals[(link.label, m)], sims[m], zero, zero_sim[m])
+                zero = [t for t, _ in reals[(ZERO.label, m)]]
+                real = reals[(link.label, m)]
+                row = Row(
+                    link.label,
+                    m,
+                    [t for t, _ in real],
+                    sims[m][0],
+                    zero,
+                    zero_sim[m][0],
+                    real_bytes=[b for _, b in real],
+                    sim_bytes=sims[m][1],
+                )
                 more = sc.message_overhead_us + row.message_overhead_us
                 calibrated = dataclasses.replace(sc, message_overhead_us=more)
-                row.calibrated_sim_s = _sim(_spec(exp, plan, calibrated, m, "sim"), runner.data)
+                row.calibrated_sim_s = _sim(_spec(exp, plan, calibrated, m, "sim"), runner.data)[0]
                 rows.append(row)
             links.append(
                 {

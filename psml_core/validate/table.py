@@ -59,7 +59,9 @@ class Row:
     the device profile, codec costs, 10 us per message). ``calibrated_s`` is the sim run again
     with that overhead spread over the iteration's messages as the scenario's per-message
     overhead (:attr:`message_overhead_us`), where it overlaps other transfers as it does in
-    the real processes.
+    the real processes. ``real_bytes`` (per repeat) and ``sim_bytes`` are the bytes a worker
+    moved per iteration, up and down: equal for a method whose bytes do not depend on time, and
+    apart where an adaptive method (DC2) chose other ratios on the two clocks.
     """
 
     link: str
@@ -69,6 +71,8 @@ class Row:
     zero_real_s: list[float] = field(default_factory=list)
     zero_sim_s: float = 0.0
     calibrated_sim_s: float | None = None
+    real_bytes: list[float] = field(default_factory=list)
+    sim_bytes: float | None = None
 
     @property
     def real_median_s(self) -> float:
@@ -117,6 +121,8 @@ class Row:
             "message_overhead_us": self.message_overhead_us,
             "calibrated_sim_s": self.calibrated_sim_s,
             "calibrated_error": self.calibrated_error,
+            "real_bytes": self.real_bytes,
+            "sim_bytes": self.sim_bytes,
         }
 
 
@@ -163,16 +169,19 @@ class ValidationTable:
         """The table as Markdown, one row per (link, method)."""
         lines = [
             "| link | method | real s/iter (median) | real range | sim s/iter | error | "
-            "overhead s/iter | sim, calibrated | error |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "overhead s/iter | sim, calibrated | error | kB/iter real / sim |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in self.rows:
             mark = "" if self.within(r) else " (outside)"
+            kb = "–"
+            if r.real_bytes and r.sim_bytes is not None:
+                kb = f"{_median(r.real_bytes) / 1e3:.1f} / {r.sim_bytes / 1e3:.1f}"
             lines.append(
                 f"| {r.link} | {r.method} | {r.real_median_s:.4f} | "
                 f"{min(r.real_s):.4f}–{max(r.real_s):.4f} | {r.sim_s:.4f} | "
                 f"{100 * r.error:+.1f}% | {r.overhead_s:.4f} | {r.calibrated_s:.4f} | "
-                f"{100 * r.calibrated_error:+.1f}%{mark} |"
+                f"{100 * r.calibrated_error:+.1f}%{mark} | {kb} |"
             )
         for link in self.links:
             if link.get("goodput_mbit") is None or link.get("rate_mbit") is None:
@@ -210,6 +219,8 @@ def read_table(path: str | Path) -> ValidationTable:
                 [float(x) for x in r.get("zero_real_s", [])],
                 float(r.get("zero_sim_s", 0.0)),
                 None if r.get("calibrated_sim_s") is None else float(r["calibrated_sim_s"]),
+                [float(x) for x in r.get("real_bytes", [])],
+                None if r.get("sim_bytes") is None else float(r["sim_bytes"]),
             )
             for r in obj["rows"]
         ]

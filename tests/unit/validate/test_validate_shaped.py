@@ -41,6 +41,9 @@ def test_two_ranks_two_methods_on_a_shaped_link_within_the_bound(smoke) -> None:
         assert len(r.real_s) == plan.repeats and r.sim_s > 0, table.markdown()
         # A push and a pull each pay the 5 ms one-way delay: a floor, whatever the load.
         assert min(r.real_s) >= 2 * 0.005 and r.sim_s >= 2 * 0.005, table.markdown()
+        # Bytes come from the codecs' wire formats: a fixed-ratio method moves the same bytes
+        # on both clocks.
+        assert r.real_bytes == [r.sim_bytes] * plan.repeats, table.markdown()
     # Every namespace the testbeds made is gone.
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "psmlv" not in left
