@@ -33,6 +33,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpus(args: argparse.Namespace) -> list[str]:
+    """``--estimate-gpu``'s GPUs, each one with cited figures."""
+    from psml_core.bench.calibrate import GPU_SPECS
+
+    gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
+    unknown = [g for g in gpus if g not in GPU_SPECS]
+    if unknown:
+        raise ConfigError(
+            f"--estimate-gpu: no cited figures for {', '.join(unknown)}; known GPUs: "
+            + ", ".join(sorted(GPU_SPECS))
+        )
+    return gpus
+
+
 def bench_calibrate(args: argparse.Namespace) -> int:
     """``psml bench calibrate``: measure this machine into a device file; estimate GPU files."""
     from psml_core.bench import calibrate as cal
@@ -44,7 +58,7 @@ def bench_calibrate(args: argparse.Namespace) -> int:
         return _calibrate_update(args)
     if (args.device or "").startswith("cuda") or args.force_cpu:
         return bench_calibrate_gpu(args)
-    gpus = [g for g in (args.estimate_gpu or "").split(",") if g]
+    gpus = _gpus(args)
     if args.source and args.out:
         raise ConfigError("give --out (measure this machine) or --from (reuse a file), not both")
     if not (args.source or args.out):
@@ -54,12 +68,6 @@ def bench_calibrate(args: argparse.Namespace) -> int:
         )
     if args.source and not gpus:
         raise ConfigError("--from only feeds --estimate-gpu; name the GPUs (e.g. v100,a100)")
-    unknown = [g for g in gpus if g not in cal.GPU_SPECS]
-    if unknown:
-        raise ConfigError(
-            f"--estimate-gpu: no cited figures for {', '.join(unknown)}; known GPUs: "
-            + ", ".join(sorted(cal.GPU_SPECS))
-        )
     if args.out:
         device = args.device or Path(args.out).stem
         command = f"psml bench calibrate --device {device} --out {args.out}"

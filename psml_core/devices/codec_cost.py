@@ -121,6 +121,7 @@ class CodecCostModel:
         self.device = device
         self.path = str(path)
         self._plugins: dict[str, tuple[CodecCostEntry, ...] | None] = {}
+        self._blocks: dict[str, dict[int, tuple[CodecCostEntry, ...]]] = {}
 
     @classmethod
     def for_device(cls, name: str, root: str | Path | None = None) -> CodecCostModel:
@@ -231,23 +232,32 @@ class CodecCostModel:
             raise self._missing(f"operation {op!r} of codec {name!r}")
         if entries[0].block_size is None:
             return self._at_ratio(entries, op, n, ratio)
-        groups: dict[int, list[CodecCostEntry]] = {}
-        for e in entries:
-            assert e.block_size is not None
-            groups.setdefault(e.block_size, []).append(e)
-        blocks = sorted(groups)
+        groups = self._by_block(name, entries)
+        blocks = list(groups)  # ascending (the loader checks)
         b = float(block_size) if block_size else float(blocks[-1])
         if b <= blocks[0] or b >= blocks[-1]:
             edge = blocks[0] if b <= blocks[0] else blocks[-1]
-            return self._at_ratio(tuple(groups[edge]), op, n, ratio)
+            return self._at_ratio(groups[edge], op, n, ratio)
         hi = next(x for x in blocks if x >= b)
         lo = blocks[blocks.index(hi) - 1] if hi > b else hi
-        t_hi = self._at_ratio(tuple(groups[hi]), op, n, ratio)
+        t_hi = self._at_ratio(groups[hi], op, n, ratio)
         if lo == hi:
             return t_hi
-        t_lo = self._at_ratio(tuple(groups[lo]), op, n, ratio)
+        t_lo = self._at_ratio(groups[lo], op, n, ratio)
         w = (math.log(b) - math.log(lo)) / (math.log(hi) - math.log(lo))
         return math.exp(math.log(t_lo) + w * (math.log(t_hi) - math.log(t_lo)))
+
+    def _by_block(
+        self, name: str, entries: tuple[CodecCostEntry, ...]
+    ) -> dict[int, tuple[CodecCostEntry, ...]]:
+        """A block-size-keyed codec's entries per block size (grouped once per codec)."""
+        if name not in self._blocks:
+            groups: dict[int, list[CodecCostEntry]] = {}
+            for e in entries:
+                assert e.block_size is not None
+                groups.setdefault(e.block_size, []).append(e)
+            self._blocks[name] = {b: tuple(g) for b, g in groups.items()}
+        return self._blocks[name]
 
     def _at_ratio(
         self, entries: tuple[CodecCostEntry, ...], op: str, n: int, ratio: float | None

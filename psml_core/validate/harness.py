@@ -297,6 +297,49 @@ class _Runner:
         return out, [tb.report for tb in beds], goodputs
 
 
+def _row(
+    runner: _Runner,
+    link: Link,
+    sc: ScenarioSpec,
+    method: str,
+    reals: dict[tuple[str, str], list[tuple[float, float]]],
+    sim: tuple[float, float],
+    zero_sim: tuple[float, float],
+) -> Row:
+    """One (link, method): real and sim, and the sim again with the calibrated overhead."""
+    real = reals[(link.label, method)]
+    row = Row(
+        link.label,
+        method,
+        [t for t, _ in real],
+        sim[0],
+        [t for t, _ in reals[(ZERO.label, method)]],
+        zero_sim[0],
+        real_bytes=[b for _, b in real],
+        sim_bytes=sim[1],
+    )
+    more = sc.message_overhead_us + row.message_overhead_us
+    calibrated = dataclasses.replace(sc, message_overhead_us=more)
+    spec = _spec(runner.exp, runner.plan, calibrated, method, "sim")
+    row.calibrated_sim_s = _sim(spec, runner.data)[0]
+    return row
+
+
+def _link_record(link: Link, sc: ScenarioSpec, line: str, goodput: float) -> dict[str, Any]:
+    """A shaped link as the table records it, with what it delivered to one TCP flow."""
+    return {
+        "label": link.label,
+        "rate_mbit": link.rate_mbit,
+        "delay_us": link.delay_us,
+        "scenario": sc.name,
+        "wire_efficiency": sc.wire_efficiency,
+        "message_overhead_us": sc.message_overhead_us,
+        "delay_line": line,
+        # the sim's model of the delivered goodput is rate_mbit x wire_efficiency
+        "goodput_mbit": round(goodput / 1e6, 1),
+    }
+
+
 def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable:
     """Calibrate on the zero link, then run every link's methods on dist and on sim."""
     from psml_core.provenance import git_state
@@ -313,37 +356,8 @@ def run_validation(exp: Experiment, plan: Plan, command: str) -> ValidationTable
         zero_sim = runner.sims(_zero_scenario(goodput))
         for (link, sc), line, put in zip(plan.links, lines[1:], goodputs[1:], strict=True):
             sims = runner.sims(sc)
-            for m in plan.methods:
-                zero = [t for t, _ in reals[(ZERO.label, m)]]
-                real = reals[(link.label, m)]
-                row = Row(
-                    link.label,
-                    m,
-                    [t for t, _ in real],
-                    sims[m][0],
-                    zero,
-                    zero_sim[m][0],
-                    real_bytes=[b for _, b in real],
-                    sim_bytes=sims[m][1],
-                )
-                more = sc.message_overhead_us + row.message_overhead_us
-                calibrated = dataclasses.replace(sc, message_overhead_us=more)
-                row.calibrated_sim_s = _sim(_spec(exp, plan, calibrated, m, "sim"), runner.data)[0]
-                rows.append(row)
-            links.append(
-                {
-                    "label": link.label,
-                    "rate_mbit": link.rate_mbit,
-                    "delay_us": link.delay_us,
-                    "scenario": sc.name,
-                    "wire_efficiency": sc.wire_efficiency,
-                    "message_overhead_us": sc.message_overhead_us,
-                    "delay_line": line,
-                    # what the shaped link delivered to one TCP flow; the sim's model of it is
-                    # rate_mbit x wire_efficiency
-                    "goodput_mbit": round(put / 1e6, 1),
-                }
-            )
+            rows += [_row(runner, link, sc, m, reals, sims[m], zero_sim[m]) for m in plan.methods]
+            links.append(_link_record(link, sc, line, put))
     machine["load_after"] = list(os.getloadavg())
     return ValidationTable(
         date=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
