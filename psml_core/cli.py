@@ -35,6 +35,7 @@ from psml_core.cli_args import (
 from psml_core.config import RunSpec
 from psml_core.deploy import cmd_deploy, deploy_args
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
+from psml_core.heap import configure_heap
 from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
 from psml_core.run_cells import cmd_runs, cmd_show, train_spec
@@ -437,6 +438,7 @@ def _pipe_closed() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``psml`` console script."""
+    configure_heap()
     args = _parser().parse_args(argv)
     try:
         code = int(args.fn(args))

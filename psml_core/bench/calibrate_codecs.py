@@ -13,6 +13,7 @@ from psml_core.codecs import CODECS, Codec, CodecContext, Payload, make_codec
 from psml_core.config import BlockSpec
 from psml_core.devices.device import OPS, REPORT_OPS
 from psml_core.errors import ConfigError
+from psml_core.heap import configure_heap
 
 __all__ = [
     "DEFAULT_RATIOS",
@@ -298,6 +299,7 @@ def calibrate_codecs(
         ``{"times": median seconds per size, "spread": the largest (max - min) / median of the
         repeats over the sizes}``.
     """
+    configure_heap()  # the regime the runs it prices are in (psml_core.heap)
     ratios = tuple(sorted(set(ratios)))
     sizes = tuple(sorted(set(sizes)))
     xs = {n: np.random.default_rng(SEED).standard_normal(n, dtype=np.float32) for n in sizes}

@@ -10,6 +10,7 @@ from typing import Any
 
 from psml_core.config import RunSpec
 from psml_core.errors import ConfigError, PsmlError
+from psml_core.heap import configure_heap
 from psml_core.recipes import read_run_spec
 
 __all__ = [
@@ -107,6 +108,7 @@ def run_launcher(
     Returns:
         0, or the :class:`PsmlError`'s exit status after one line on stderr.
     """
+    configure_heap()  # the codec cost table's allocator regime (psml_core.heap)
     args = launcher_parser(f"python -m {module}", doc).parse_args(argv)
     try:
         if args.spawned:
