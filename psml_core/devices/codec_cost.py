@@ -19,6 +19,7 @@ method             what                                                         
                    (``pull=True``: a ``codec_down``'s ``encode`` of a pull)      (encode)
 ``decode_down_s``  a worker's ``ServerCodec.decode_down`` of the broadcast       decode_down
                    (``pull=True``: a ``codec_down``'s ``decode``)                (decode)
+``round_s``        the server's once-per-round work (DFS: choosing the next B)  choose_block
 =================  ============================================================  ==============
 
 Rules:
@@ -44,7 +45,9 @@ Rules:
   the inner codec's (a wrapper reuses its server).
 * **DFS cost reports.** When the codec's ``reports_due(ctx)`` is true (DFS, dynamic, with
   ``ctx.extra["dfs_report"]``) the encode evaluates every candidate block size: ``encode_s``
-  uses ``encode_report`` and ``decode_s`` ``aggregate_report``.
+  uses ``encode_report`` and ``decode_s`` ``aggregate_report``, and the round's choice of the
+  next block size from the reports is ``round_s`` (``choose_block``), once per round: it does
+  not grow with the number of pushes.
 * **Block size.** DFS's cost depends on its block size B as much as on its ratio: ranking
   n / B blocks costs more the smaller B is (at 2^20 elements an encode at B = 4 costs about
   seven times one at B = 256 on the project's VM). Its entries carry a ``block_size`` each,
@@ -167,6 +170,20 @@ class CodecCostModel:
         _, base = unwrap(codec)
         op = "aggregate_report" if self._report(base, ctx) else "aggregate"
         return self.op_s(base.name, op, n, self._ratio(base, ctx, ratio), self._block(base, ctx))
+
+    def round_s(self, codec: Codec, n: int, ctx: CodecContext) -> float:
+        """The server's once-per-round work beyond its per-push decodes and its encode down.
+
+        DFS with cost reports chooses the next block size from the round's reports
+        (``choose_block``), once however many workers pushed; every other codec's round costs
+        only its pushes and its encode down (0 here).
+        """
+        _, base = unwrap(codec)
+        if not self._report(base, ctx):
+            return 0.0
+        return self.op_s(
+            base.name, "choose_block", n, self._ratio(base, ctx, None), self._block(base, ctx)
+        )
 
     def encode_down_s(
         self,

@@ -46,8 +46,9 @@ __all__ = [
 
 OPS: tuple[str, ...] = ("encode", "decode", "aggregate", "encode_down", "decode_down")
 """The operations every codec entry prices (see the schema's ``entry``)."""
-REPORT_OPS: tuple[str, ...] = ("encode_report", "aggregate_report")
-"""DFS's extra operations when a push carries a cost report."""
+REPORT_OPS: tuple[str, ...] = ("encode_report", "aggregate_report", "choose_block")
+"""DFS's extra operations when a push carries a cost report (``choose_block``: the server's
+choice of the next block size from a round's reports, once per round)."""
 
 SOURCE_KINDS: tuple[str, ...] = ("measured", "cited", "estimated")
 

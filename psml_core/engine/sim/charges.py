@@ -64,14 +64,21 @@ class CodecCharges:
         return self.server_costs.decode_s(codec, n, ctx, ratio=ratio)
 
     def broadcast_s(self, shard: Any, t: int, ctx: CodecContext) -> float:
-        """The server's encode of round ``t``'s broadcast (update-broadcast pulls)."""
+        """The server's once-per-round work and its encode of round ``t``'s broadcast.
+
+        The round's work (DFS's choice of the next block size) comes before the encode of the
+        broadcast, once per round whatever the number of pushes (update-broadcast pulls).
+        """
         if self.server_costs is None:
             return 0.0
         down = shard.broadcast(t)
         if down is None or down.payload is None:
             return 0.0
-        ratio = self._density(shard.codec_up, down.payload.wire_bytes, down.payload.n)
-        return self.server_costs.encode_down_s(shard.codec_up, down.payload.n, ctx, ratio=ratio)
+        n = down.payload.n
+        ratio = self._density(shard.codec_up, down.payload.wire_bytes, n)
+        return self.server_costs.round_s(shard.codec_up, n, ctx) + self.server_costs.encode_down_s(
+            shard.codec_up, n, ctx, ratio=ratio
+        )
 
     def answer_s(self, shard: Any, answer: Any, ctx: CodecContext, *, encode: bool) -> float:
         """A pull answer's encode on the server (``encode``) or decode on the worker.

@@ -51,6 +51,7 @@ def _table() -> dict:
                         1.0,
                         encode_report=_curve(5e-5, 6e-9),
                         aggregate_report=_curve(2e-5, 2e-9),
+                        choose_block=_curve(3e-5, 4e-9),
                     )
                 ],
             },
@@ -249,6 +250,17 @@ def test_dfs_report_adds_the_candidate_evaluation(model):
     assert model.encode_s(fixed, n, _ctx(dfs_report=True)) == plain  # no reports when fixed
 
 
+def test_dfs_choice_of_the_next_block_size_is_charged_once_per_round(model):
+    dfs = make_codec(BlockSpec("dfs", {"ratio": 0.01}))
+    n = 10**5
+    assert model.round_s(dfs, n, _ctx(dfs_report=True)) == _t(3e-5, 4e-9, n)
+    assert model.round_s(dfs, n, _ctx()) == 0.0  # no reports this round: nothing to choose
+    fixed = make_codec(BlockSpec("dfs", {"ratio": 0.01, "dynamic": False}))
+    assert model.round_s(fixed, n, _ctx(dfs_report=True)) == 0.0
+    topk = make_codec(BlockSpec("topk", {"ratio": 0.01}))
+    assert model.round_s(topk, n, _ctx(dfs_report=True)) == 0.0
+
+
 def test_pull_mode_prices_the_codec_down_itself(model):
     c, n, ctx = _topk(), 10**4, _ctx(0.01)
     assert model.encode_down_s(c, n, ctx, pull=True) == model.encode_s(c, n, ctx)
@@ -286,6 +298,7 @@ def test_shipped_tables_price_every_codec_and_dfs_reports(device):
             assert fn(c, 4096, ctx) >= 0
     dfs = make_codec(BlockSpec("dfs", {"error_feedback": True}))
     assert m.encode_s(dfs, 2**20, _ctx(0.01, dfs_report=True)) > 0
+    assert m.round_s(dfs, 2**20, _ctx(0.01, dfs_report=True)) > 0
 
 
 def test_load_device_feeds_the_model(tmp_path):
