@@ -25,7 +25,6 @@ alone too. On a C library without ``mallopt`` (macOS, musl) this is a no-op.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "configure_heap"]
@@ -58,8 +57,7 @@ def _apply() -> bool:
     if any(os.environ.get(name) for name in _USER_TUNABLES):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: libc's, no search
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
