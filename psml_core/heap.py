@@ -25,6 +25,7 @@ alone too. On a C library without ``mallopt`` (macOS, musl) this is a no-op.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "configure_heap"]
@@ -35,9 +36,8 @@ _M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
 _USER_TUNABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
-_state: dict[str, bool] = {}
 
-
+@functools.cache
 def configure_heap() -> bool:
     """Fix glibc's mmap and trim thresholds for this process (once); see the module docstring.
 
@@ -45,13 +45,6 @@ def configure_heap() -> bool:
         True when the thresholds are set (now or by an earlier call), False when they were left
         alone: ``PSML_HEAP=system``, a user's malloc tunable in the environment, or no glibc.
     """
-    if "set" in _state:
-        return _state["set"]
-    _state["set"] = _apply()
-    return _state["set"]
-
-
-def _apply() -> bool:
     if os.environ.get("PSML_HEAP", "").strip().lower() == "system":
         return False
     if any(os.environ.get(name) for name in _USER_TUNABLES):

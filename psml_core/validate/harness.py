@@ -250,15 +250,14 @@ class _Runner:
         """Real seconds per iteration, testbed reports and each link's TCP goodput.
 
         Returns each (link, method)'s real seconds and bytes per iteration per repeat, each
-        line's report
-        and each link's goodput in bits per second (:func:`.throughput.measure`). Every
-        link's testbed stands at once and the runs go round them, repeat by repeat, so that the
-        host's load drifts over all of them alike.
+        line's report and each link's goodput in bits per second (:func:`.throughput.measure`).
+        Every link's testbed stands at once and the runs go round them, repeat by repeat, so
+        that the host's load drifts over all of them alike.
         """
         from psml_core.validate.throughput import measure
 
         plan = self.plan
-        out: dict[tuple[str, str], list[float]] = {}
+        out: dict[tuple[str, str], list[tuple[float, float]]] = {}
         with contextlib.ExitStack() as stack:
             beds = [
                 stack.enter_context(

@@ -2,9 +2,9 @@
 
 An unshaped link of the testbed is no zero link: every packet crosses two TUN devices and the
 delay line, a user-space process on the same cores as the ranks, so bulk data moves at a
-finite rate (about 1 Gbit/s on the 2-vCPU VM this was built on). The calibration run on that
-link must not count this time as the ranks' software overhead, or the calibrated sim charges
-it again on a shaped link, where the shaping, not the delay line, sets the rate. So
+finite rate (1.8 to 2.5 Gbit/s measured on the 2-vCPU VM this was built on). The calibration
+run on that link must not count this time as the ranks' software overhead, or the calibrated
+sim charges it again on a shaped link, where the shaping, not the delay line, sets the rate. So
 :func:`measure` times a bulk TCP transfer across the unshaped testbed and the calibration's sim
 link runs at that rate (:mod:`.harness`).
 
