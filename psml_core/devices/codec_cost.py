@@ -79,6 +79,8 @@ from psml_core.plugins import block_origin, calibrate_command, cost_file
 
 __all__ = ["CodecCostModel", "unwrap", "wrapper_name"]
 
+_MEMO_SIZE = 4096  # op_s answers kept per model
+
 
 def wrapper_name(codec: Codec | type[Codec]) -> str:
     """A wrapper's table name: its class's ``wrapper_name``, else the class name in snake case.
@@ -125,6 +127,10 @@ class CodecCostModel:
         self.path = str(path)
         self._plugins: dict[str, tuple[CodecCostEntry, ...] | None] = {}
         self._blocks: dict[str, dict[int, tuple[CodecCostEntry, ...]]] = {}
+        # op_s is a pure function of the table: a simulation asks the same few questions
+        # thousands of times (every push of a dense vector is one). Bounded: a sparse codec's
+        # density varies continuously.
+        self._memo: dict[tuple[Any, ...], float] = {}
 
     @classmethod
     def for_device(cls, name: str, root: str | Path | None = None) -> CodecCostModel:
@@ -240,6 +246,19 @@ class CodecCostModel:
             ConfigError: the codec, or this operation of it, is not in the table.
             ValueError: a negative ``n``.
         """
+        key = (name, op, n, ratio, block_size)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        seconds = self._op_s(name, op, n, ratio, block_size)
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = seconds
+        return seconds
+
+    def _op_s(
+        self, name: str, op: str, n: int, ratio: float | None, block_size: int | None
+    ) -> float:
         if n < 0:
             raise ValueError(f"a vector of {n} elements cannot be priced")
         entries = self.table.codecs.get(name) or self._plugin_entries(name)

@@ -27,14 +27,24 @@ that ends frees its bandwidth for the others there, so every message's timing is
 about one window per change it sees. The sim backend sets the window to ``rate_window`` (a
 scenario setting, default 0.02) times the scenario's latency, so the error is a small fraction
 of the shortest message's own time; ``rate_window: 0`` is the exact fluid model.
+
+Event order. A message is no SimPy process: it is a timeout for its software overhead, then
+a row in the flow table, then its arrival event fired ``latency + delay`` after the flow's
+last byte (the ``sent`` event of :meth:`FairShareNetwork.send` fires at that last byte).
+Events of one simulated instant run in the order they were scheduled (SimPy's heap breaks
+ties by insertion). The fair shares of an instant are recomputed by one timeout of zero
+delay scheduled at its first change, so every change already queued for that instant is in
+it; flows that end together land in ascending slot order (slots are reused lowest first).
+Everything is a function of the schedule, so a run is byte-identical whenever it is repeated.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import math
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import simpy
@@ -103,10 +113,20 @@ def two_link_rates(
     """
     # The unfrozen flows are kept compacted (s, d, idx) so each level touches only them, and
     # the per-link flow counts are updated by the frozen flows instead of recounted.
+    nlinks = capacity.size
+    counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
+    # The first level in closed form: a flow's rate is its tighter link's equal share. When
+    # every flow crosses a link at the lowest share (a round's symmetric pushes or pulls),
+    # that level is the whole answer.
+    with np.errstate(divide="ignore"):
+        share = capacity / (counts if competing is None else counts + competing)
+    share[counts == 0] = np.inf
+    level = share.min()
+    tight = share <= level * (1 + 1e-12)
+    if (tight[src] | tight[dst]).all():
+        return np.full(src.size, level)
     rates = np.zeros(src.size)
     cap = capacity.astype(np.float64)  # a copy
-    nlinks = cap.size
-    counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
     s, d, idx = src, dst, np.arange(src.size)
     while s.size:
         used = counts > 0
@@ -127,7 +147,8 @@ def two_link_rates(
 class _FlowTable:
     """Active flows as parallel arrays (struct of arrays): the hot loops stay in NumPy.
 
-    Slots are reused; ``active`` marks the live ones, in order of arrival.
+    Slots are reused, lowest first; a free slot has rate 0, so advancing every slot by
+    ``rate * dt`` leaves it alone. ``landing`` holds what a flow's end sets off.
     """
 
     def __init__(self) -> None:
@@ -137,27 +158,57 @@ class _FlowTable:
         self.remaining = np.zeros(0)
         self.rate = np.zeros(0)
         self.active = np.zeros(0, dtype=bool)
-        self.done: list[simpy.Event | None] = []
+        self.landing: list[_Landing | None] = []
+        self._free: list[int] = []  # a heap of free slots
+        self.count = 0
 
-    def add(self, src: int, dst: int, size: float, done: simpy.Event) -> None:
-        free = np.flatnonzero(~self.active)
-        if free.size:
-            i = int(free[0])
-        else:
-            i = self.active.size
-            grow = max(16, i)
+    def add(self, src: int, dst: int, size: float, landing: _Landing) -> None:
+        if not self._free:
+            n = self.active.size
+            grow = max(16, n)
             self.src = np.concatenate([self.src, np.zeros(grow, dtype=np.int64)])
             self.dst = np.concatenate([self.dst, np.zeros(grow, dtype=np.int64)])
-            self.size = np.concatenate([self.size, np.zeros(grow)])
+            self.size = np.concatenate([self.size, np.ones(grow)])
             self.remaining = np.concatenate([self.remaining, np.zeros(grow)])
             self.rate = np.concatenate([self.rate, np.zeros(grow)])
             self.active = np.concatenate([self.active, np.zeros(grow, dtype=bool)])
-            self.done.extend([None] * grow)
+            self.landing.extend([None] * grow)
+            self._free.extend(range(n, n + grow))  # ascending: already a heap
+        i = heapq.heappop(self._free)
         self.src[i], self.dst[i] = src, dst
         self.size[i] = self.remaining[i] = size
-        self.rate[i] = 0.0
         self.active[i] = True
-        self.done[i] = done
+        self.landing[i] = landing
+        self.count += 1
+
+    def remove(self, i: int) -> _Landing:
+        self.active[i] = False
+        self.rate[i] = 0.0
+        self.remaining[i] = 0.0
+        landing, self.landing[i] = self.landing[i], None
+        heapq.heappush(self._free, i)
+        self.count -= 1
+        assert landing is not None
+        return landing
+
+
+class _Landing(NamedTuple):
+    """What a flow's end sets off: the sender is free, and the message lands a delay later."""
+
+    sent: simpy.Event | None
+    arrival: simpy.Event
+    delay_s: float
+
+
+def _fire_after(env: simpy.Environment, event: simpy.Event, delay: float) -> None:
+    """Trigger ``event`` (value None) ``delay`` seconds from now: a timeout the caller holds.
+
+    SimPy's own Timeout is exactly this (a successful event scheduled with a delay); an event
+    created up front lets the caller wait for an arrival whose time is not yet known.
+    """
+    event._ok = True
+    event._value = None
+    env.schedule(event, delay=delay)
 
 
 @dataclass
@@ -209,6 +260,7 @@ class FairShareNetwork:
     _epoch: int = 0  # bumped when the network goes idle: a pending recomputation is void
     _ct_flows: np.ndarray | None = None  # competing flows per link now
     _ct_next: float = -math.inf  # when they next change: before it, _ct_flows holds
+    _capacity: np.ndarray | None = None  # every link's capacity (bytes/s), rebuilt on a step
 
     def __post_init__(self) -> None:
         # A simulation resumed from a checkpoint starts later: past steps are in force already.
@@ -217,18 +269,17 @@ class FairShareNetwork:
             if at < start:
                 self.bandwidth_Bps = bps
             else:
-                self.env.process(self._change_bandwidth(at - start, bps))
+                step = self.env.timeout(at - start)
+                step.callbacks.append(functools.partial(self._change_bandwidth, bps))
 
-    def _change_bandwidth(self, after: float, bps: float) -> Generator[Any, Any, None]:
-        yield self.env.timeout(after)
+    def _change_bandwidth(self, bps: float, _: simpy.Event) -> None:
         self._advance()
         self.bandwidth_Bps = bps
+        self._capacity = None
         self._reschedule_soon()
 
-    def transfer(
-        self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
-    ) -> simpy.Process:
-        """Send ``nbytes`` from machine ``src`` to ``dst``; the process ends on arrival.
+    def transfer(self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0) -> simpy.Event:
+        """Send ``nbytes`` from machine ``src`` to ``dst``; the event fires on arrival.
 
         Args:
             src: Sending machine.
@@ -236,54 +287,77 @@ class FairShareNetwork:
             nbytes: Payload bytes (the header is added).
             extra_delay_s: Delay on top of the latency (from a delay process).
         """
-        return self.env.process(self._transfer(src, dst, nbytes, extra_delay_s))
+        arrival = self.env.event()
+        self._start(src, dst, nbytes, extra_delay_s, None, arrival)
+        return arrival
 
     def send(
         self, src: int, dst: int, nbytes: int, extra_delay_s: float = 0.0
-    ) -> tuple[simpy.Event, simpy.Process]:
+    ) -> tuple[simpy.Event, simpy.Event]:
         """Like :meth:`transfer`, with an event for when the message has left ``src``'s NIC.
 
         The sender is free then (a socket's send completes once the bytes are handed over,
-        and what it sends next queues behind them); the process still ends on arrival.
+        and what it sends next queues behind them); the second event fires on arrival.
         """
-        sent = self.env.event()
-        return sent, self.env.process(self._transfer(src, dst, nbytes, extra_delay_s, sent))
+        sent, arrival = self.env.event(), self.env.event()
+        self._start(src, dst, nbytes, extra_delay_s, sent, arrival)
+        return sent, arrival
 
     def wire_bytes(self, nbytes: int) -> int:
         """Bytes a message of ``nbytes`` payload occupies on the wire (header included)."""
         return nbytes + self.header_bytes
 
-    def _transfer(
-        self, src: int, dst: int, nbytes: int, extra_delay_s: float, sent: simpy.Event | None = None
-    ) -> Generator[Any, Any, None]:
+    def _start(
+        self,
+        src: int,
+        dst: int,
+        nbytes: int,
+        extra_delay_s: float,
+        sent: simpy.Event | None,
+        arrival: simpy.Event,
+    ) -> None:
+        # A message is no process: a timeout for its software overhead, a flow in the table,
+        # and its arrival fired a delay after the flow ends (see "Event order" above).
         if src == dst:
             if sent is not None:
                 sent.succeed()
+            arrival.succeed()
             return
-        if self.overhead_s:
-            yield self.env.timeout(self.overhead_s)
-        size = self.wire_bytes(nbytes) / self.efficiency
-        if size > 0:
-            done = self.env.event()
-            self._advance()
-            # Egress links are 0..M-1, ingress links M..2M-1.
-            self._flows.add(src, self.machines + dst, float(size), done)
-            self._reschedule_soon()
-            yield done
-        if sent is not None:
-            sent.succeed()
         latency = max(
             self.nic_latency.get(src, self.latency_s), self.nic_latency.get(dst, self.latency_s)
         )
-        if latency + extra_delay_s:
-            yield self.env.timeout(latency + extra_delay_s)
+        landing = _Landing(sent, arrival, latency + extra_delay_s)
+        size = self.wire_bytes(nbytes) / self.efficiency
+        if self.overhead_s:
+            ready = self.env.timeout(self.overhead_s)
+            ready.callbacks.append(functools.partial(self._enter, src, dst, size, landing))
+        else:
+            self._enter(src, dst, size, landing)
+
+    def _enter(self, src: int, dst: int, size: float, landing: _Landing, _: object = None) -> None:
+        if size <= 0:
+            self._land(landing)
+            return
+        self._advance()
+        # Egress links are 0..M-1, ingress links M..2M-1.
+        self._flows.add(src, self.machines + dst, float(size), landing)
+        self._reschedule_soon()
+
+    def _land(self, landing: _Landing) -> None:
+        if landing.sent is not None:
+            landing.sent.succeed()
+        if landing.delay_s:
+            _fire_after(self.env, landing.arrival, landing.delay_s)
+        else:
+            landing.arrival.succeed()
 
     def _advance(self) -> None:
-        dt = self.env.now - self._last
-        if dt > 0:
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0 and self._flows.count:
             f = self._flows
-            f.remaining[f.active] -= f.rate[f.active] * dt
-        self._last = self.env.now
+            f.remaining -= f.rate * dt  # free slots have rate 0
+        self._last = now
 
     def _reschedule_soon(self) -> None:
         # Many flows start or end at the same instant (a BSP round): recompute the fair shares
@@ -292,10 +366,10 @@ class FairShareNetwork:
         if not self._pending:
             self._pending = True
             wait = max(0.0, self._held + self.rate_window_s - self.env.now)
-            self.env.process(self._deferred(wait, self._epoch))
+            due = self.env.timeout(wait)
+            due.callbacks.append(functools.partial(self._deferred, self._epoch))
 
-    def _deferred(self, wait: float, epoch: int) -> Generator[Any, Any, None]:
-        yield self.env.timeout(wait)
+    def _deferred(self, epoch: int, _: simpy.Event) -> None:
         if epoch != self._epoch:
             return  # the network went idle meanwhile: nothing to recompute
         self._pending = False
@@ -312,17 +386,23 @@ class FairShareNetwork:
             self._pending = False
             self._epoch += 1
 
+    def _link_capacity(self) -> np.ndarray:
+        if self._capacity is None:
+            capacity = np.full(2 * self.machines, float(self.bandwidth_Bps))
+            for m, bps in self.nic_bandwidth.items():
+                capacity[m] = capacity[self.machines + m] = bps
+            self._capacity = capacity
+        return self._capacity
+
     def _reschedule(self) -> None:
         f = self._flows
-        live = np.flatnonzero(f.active)
-        if not live.size:
+        if not f.count:
             return
-        capacity = np.full(2 * self.machines, float(self.bandwidth_Bps))
-        for m, bps in self.nic_bandwidth.items():
-            capacity[m] = capacity[self.machines + m] = bps
+        live = np.flatnonzero(f.active)
         now = self.env.now
         if self.cross_traffic is not None and self._ct_next <= now:
             self._set_competition(now)  # a change passed while no message was in flight
+        capacity = self._link_capacity()
         f.rate[live] = two_link_rates(f.src[live], f.dst[live], capacity, self._ct_flows)
         nxt = float(np.min(np.maximum(f.remaining[live], 0.0) / f.rate[live]))
         change = None
@@ -330,17 +410,15 @@ class FairShareNetwork:
             # Wake at the next change of competition rather than at the next completion.
             change, nxt = self._ct_next, max(self._ct_next - now, 0.0)
         self._generation += 1
-        self.env.process(self._wake(self._generation, nxt, change))
+        wake = self.env.timeout(nxt)
+        wake.callbacks.append(functools.partial(self._wake, self._generation, change))
 
     def _set_competition(self, at: float) -> None:
         assert self.cross_traffic is not None
         self._ct_flows = self.cross_traffic.link_flows(at)
         self._ct_next = self.cross_traffic.next_change(at)
 
-    def _wake(
-        self, generation: int, delay: float, change: float | None = None
-    ) -> Generator[Any, Any, None]:
-        yield self.env.timeout(delay)
+    def _wake(self, generation: int, change: float | None, _: simpy.Event) -> None:
         if generation != self._generation:
             return  # superseded by a later change of the flow set
         self._advance()
@@ -354,13 +432,9 @@ class FairShareNetwork:
         # late in a long run `now + dt == now` for such a dt, and waiting for it never ends.
         tick = 4.0 * float(np.spacing(max(self.env.now, 1.0)))
         left = f.remaining <= np.maximum(_EPS * f.size, f.rate * tick)
-        finished = np.flatnonzero(f.active & left)
-        for i in finished.tolist():  # ascending slot order: deterministic
-            f.active[i] = False
-            event, f.done[i] = f.done[i], None
-            assert event is not None
-            event.succeed()
-        if self.rate_window_s and not f.active.any():
+        for i in np.flatnonzero(f.active & left).tolist():  # ascending slot order
+            self._land(f.remove(i))
+        if self.rate_window_s and not f.count:
             self._went_idle()
         else:
             self._reschedule_soon()
