@@ -180,7 +180,8 @@ def cell_paths(exp: Experiment, spec: RunSpec) -> CellPaths:
         data = Path("data", tier, dataset)
     else:
         data = Path("data", tier, "hashed", dataset, h.key, f"seed{spec.seed}")
-    partition = Path("results", tier, "partition", spec.workload.name, f"{spec.method.name}.npz")
+    key = exp.placement_run(spec.workload.name, spec.method.name).placement_key()
+    partition = Path("results", tier, "partition", spec.workload.name, f"{key}.npz")
     return CellPaths(data=data, partition=partition, out=Path("results", tier, "runs", spec.run_id))
 
 

@@ -115,6 +115,15 @@ class Experiment:
             device=self.device,
         )
 
+    def placement_run(self, workload: str, method: str) -> RunSpec:
+        """The settings ``psml partition`` places (workload, method) with.
+
+        The declared run of the tier's first scenario and seed, so that a new operating point
+        does not move the placement. Its :meth:`RunSpec.placement_key` names the placement's
+        files.
+        """
+        return self.declared_run(workload, method, sorted(self.scenarios)[0], self.seeds[0])
+
     def cluster(self, workload: str) -> tuple[int, int]:
         """(workers, shards) of the workload's runs: its own ``workers`` or the tier's.
 

@@ -372,6 +372,30 @@ class RunSpec:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
+    def placement_key(self) -> str:
+        """The name of this run's placement: its placement's name and a digest of its inputs.
+
+        ``psml partition`` reads the data set (hashed by the recipe's hashing block), the
+        workload's model and batch size, the placement's settings, the cluster's layout and
+        the seed, nothing else. Runs with the same key get the same assignment, so the
+        workflow computes it once for all of them.
+        """
+        d = self.to_dict()
+        inputs = {k: d[k] for k in _PLACEMENT_INPUTS}
+        inputs["workload"] = {k: v for k, v in d["workload"].items() if k not in _TRAINING_ONLY}
+        inputs.update(placement=d["method"]["placement"], hashing=d["method"]["hashing"])
+        text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+        return f"{self.method.placement.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+# What a placement depends on besides the recipe's placement and hashing blocks.
+_PLACEMENT_INPUTS = ("colocated", "dataset", "seed", "shards", "workers", "workload")
+# A workload's fields that only training reads (its model and batch size are the placement's).
+_TRAINING_ONLY = frozenset(
+    ("eval_every", "iterations", "l2", "lr", "momentum", "optimizer", "target_accuracy",
+     "target_window", "warmup_iterations")
+)  # fmt: skip
+
 
 def read_run_spec(text: str) -> RunSpec:
     """A run spec given as JSON text or as the path of a JSON file (``--run``)."""

@@ -60,12 +60,24 @@ def named_json(paths: Iterable[Path], what: str, key: str) -> dict[str, dict[str
 def partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """Read placement files, named "<workload> · <method>" from their keys.
 
-    A file without a ``workload`` key is named by its path below the files' common folder
-    (``<workload>/<method>.json`` gives "<workload> · <method>").
+    An entry ``<workload>/<method>=<file>`` names its file (the workflow's listing: one
+    placement is shared by every method that places alike). A file without a ``workload`` key
+    is named by its path below the files' common folder (``<workload>/<method>.json`` gives
+    "<workload> · <method>").
     """
-    files = sorted(Path(p) for p in paths)
-    root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     out: dict[str, dict[str, Any]] = {}
+    files = []
+    for entry in paths:
+        name, sep, file = str(entry).partition("=")
+        if not sep or Path(entry).is_file():
+            files.append(Path(entry))
+            continue
+        key = " · ".join(Path(name).parts)
+        if key in out:
+            raise DataError(f"two partition files describe {key!r}; the second is {file!r}")
+        out[key] = read_json_object(Path(file), "partition")
+    files.sort()
+    root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for p in files:
         obj = read_json_object(p, "partition")
         if isinstance(obj.get("workload"), str):

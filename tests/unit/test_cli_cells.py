@@ -45,7 +45,7 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     # The workflow's experiment is at the record's operating points (common.smk).
     wf = _workflow_helpers(with_operating_points(smoke, REPO / "config")[0])
     train_smk = (RULES / "train.smk").read_text(encoding="utf-8")
-    assert 'partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz"' in train_smk
+    assert "partition=partition_of," in train_smk
     assert 'f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}' in train_smk
     calls: list[tuple] = []
 

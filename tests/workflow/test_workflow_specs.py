@@ -95,3 +95,5 @@ def test_a_changed_recipe_reruns_exactly_its_cells(workflow_copy: Path):
     proc = snakemake_cli(["-n"], workflow_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _trained(proc.stdout) == {r for r in every if "/topk_ef/" in r}
+    # A codec does not move a placement: topk_ef's stays shared, and is not recomputed.
+    assert "rule partition:" not in proc.stdout, proc.stdout

@@ -117,6 +117,16 @@ WORKLOADS = sorted(EXP.workloads)
 DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 
 
+# Placements: one per distinct placement key (RunSpec.placement_key), computed once for every
+# (workload, recipe) that shares it; the first such recipe's settings are the partition spec.
+PLACEMENT_OF = {
+    (w, m): EXP.placement_run(w, m).placement_key()
+    for w, m in sorted({(w, m) for w, m, _s, _seed in EXP.grid()})
+}
+PLACED_BY = {}
+for (_w, _m), _key in PLACEMENT_OF.items():
+    PLACED_BY.setdefault((_w, _key), _m)
+
 # The recipes' hashing blocks (jpdc), each hashed once per (dataset, seed) by the hash rule.
 HASHINGS = {r.hashing.key: r.hashing for r in EXP.recipes.values() if r.hashing}
 
@@ -132,6 +142,7 @@ wildcard_constraints:
     method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
     seed=r"\d+",
+    placement=r"[a-z0-9_]+-[0-9a-f]{12}",
     calibration="|".join(map(re.escape, CALIBRATIONS)) or "(?!)",
 
 
@@ -184,11 +195,29 @@ def run_json(wildcards):
     return EXP.run(wildcards.workload, wildcards.method, scenario, seed).to_json()
 
 
+def placing_recipe(wildcards):
+    """The (workload, recipe) whose settings a placement job reads (the first that shares it)."""
+    return SimpleNamespace(
+        workload=wildcards.workload, method=PLACED_BY[(wildcards.workload, wildcards.placement)]
+    )
+
+
 def partition_json(wildcards):
     """A placement's settings (the tier's first seed and scenario): no operating point, which
     a placement does not depend on, so that a new point does not recompute placements."""
-    w, m = wildcards.workload, wildcards.method
-    return EXP.declared_run(w, m, SCENARIOS[0], EXP.seeds[0]).to_json()
+    wc = placing_recipe(wildcards)
+    return EXP.placement_run(wc.workload, wc.method).to_json()
+
+
+def placement_data(wildcards):
+    """The data set a placement job reads: its placing recipe's (prepared, or hashed)."""
+    return run_data(placing_recipe(wildcards))
+
+
+def partition_of(wildcards):
+    """The assignment a training run reads: its (workload, recipe)'s placement."""
+    key = PLACEMENT_OF[(wildcards.workload, wildcards.method)]
+    return f"results/{TIER}/partition/{wildcards.workload}/{key}.npz"
 
 
 def tune_file(key):
@@ -392,9 +421,16 @@ def hashing_args(wildcards):
 
 
 def all_partitions(wildcards):
-    """Predicted traffic of every (workload, method) placement."""
-    pairs = sorted({(w, m) for w, m, _s, _seed in EXP.grid()})
-    return [f"results/{TIER}/partition/{w}/{m}.json" for w, m in pairs]
+    """Predicted traffic of every placement, each once."""
+    return [f"results/{TIER}/partition/{w}/{key}.json" for w, key in sorted(PLACED_BY)]
+
+
+def named_partitions(wildcards):
+    """The report's entries: ``<workload>/<method>=<file>`` for every (workload, method)."""
+    return [
+        f"{w}/{m}=results/{TIER}/partition/{w}/{key}.json"
+        for (w, m), key in sorted(PLACEMENT_OF.items())
+    ]
 
 
 PAPERS_DIR = str(Path(CONFIG_DIR) / "papers")
@@ -533,9 +569,9 @@ def settings_files():
     for w, m, s, seed in EXP.grid():
         if not waits_for_tuning(w, m):
             files[run_spec_file(w, m, s, seed)] = EXP.run(w, m, s, seed).to_json()
-    for w, m in sorted({(w, m) for w, m, _s, _seed in EXP.grid()}):
-        wc = SimpleNamespace(workload=w, method=m)
-        files[f"results/{TIER}/specs/partition/{w}/{m}.json"] = partition_json(wc)
+    for w, key in sorted(PLACED_BY):
+        wc = SimpleNamespace(workload=w, placement=key)
+        files[f"results/{TIER}/specs/partition/{w}/{key}.json"] = partition_json(wc)
     for key in sorted(TUNING.pending):
         w, m = key.split("/")
         files[f"results/{TIER}/specs/tune/{key}.json"] = tune_json(
@@ -545,7 +581,7 @@ def settings_files():
         files[f"results/{TIER}/specs/calibration/{name}.json"] = calibration_json_of(
             SimpleNamespace(calibration=name)
         )
-    lists = {"summaries": all_summaries, "metrics": all_metrics, "partitions": all_partitions}
+    lists = {"summaries": all_summaries, "metrics": all_metrics, "partitions": named_partitions}
     for name, paths in lists.items():
         files[f"results/{TIER}/specs/{name}.txt"] = "\n".join(paths(None))
     return files

@@ -1,17 +1,18 @@
-# Placement, computed once before training: samples -> workers, keys -> server shards.
+# Placement, computed once before training: samples -> workers, keys -> server shards. One job
+# per distinct placement key (common.smk's PLACEMENT_OF): the recipes that place alike share it.
 
 
 rule partition:
     input:
-        unpack(run_data),
-        spec=f"results/{TIER}/specs/partition/{{workload}}/{{method}}.json",
+        unpack(placement_data),
+        spec=f"results/{TIER}/specs/partition/{{workload}}/{{placement}}.json",
     output:
-        assignment=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
-        traffic=f"results/{TIER}/partition/{{workload}}/{{method}}.json",
+        assignment=f"results/{TIER}/partition/{{workload}}/{{placement}}.npz",
+        traffic=f"results/{TIER}/partition/{{workload}}/{{placement}}.json",
     log:
-        f"logs/{TIER}/partition/{{workload}}/{{method}}.log",
+        f"logs/{TIER}/partition/{{workload}}/{{placement}}.log",
     benchmark:
-        f"logs/{TIER}/bench/partition/{{workload}}/{{method}}.tsv"
+        f"logs/{TIER}/bench/partition/{{workload}}/{{placement}}.tsv"
     conda:
         RULE_ENV
     threads: 1

@@ -4,7 +4,7 @@
 rule train:
     input:
         unpack(run_data),
-        partition=f"results/{TIER}/partition/{{workload}}/{{method}}.npz",
+        partition=partition_of,
         # Written when the workflow is read, or by run_spec after a tune job (specs.smk).
         spec=run_spec_of,
         traces=delay_traces,

@@ -1,0 +1,135 @@
+"""Two versions of the sim backend on every run of a finished tier, metric by metric.
+
+The event core changes results at the level of event order: messages that end at one
+simulated instant, pushes applied in another order under ASP. This script re-runs every
+``train`` job of a finished tier (its command as Snakemake recorded it) under two source
+trees, at a scenario ``rate_window`` of your choice (default 0, the exact fluid model), and
+reports per metric column the largest relative difference between the two.
+
+Usage:
+    python benchmarks/compare_cores.py --tier-dir DIR --old SRC_A --new SRC_B
+        [--rate-window 0] [--out FILE.csv] [--jobs 2]
+
+``DIR`` is the working directory of a finished ``snakemake --config tier=...`` run (its
+``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are source
+trees whose ``psml_core`` each run imports (``PYTHONPATH``). Runs go to a scratch directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# Columns compared: time and its parts (relative difference), the learning curve (absolute),
+# bytes (exact by construction: a codec's wire format does not depend on event order, except
+# where the controller's ratio does).
+TIME_COLUMNS = ("time_s", "compute_s", "comm_s", "wait_s", "codec_s")
+
+
+def train_commands(tier_dir: Path) -> list[list[str]]:
+    """Every train job's ``psml train`` argument list, from Snakemake's metadata."""
+    out = []
+    for meta in sorted((tier_dir / ".snakemake" / "metadata").iterdir()):
+        record = json.loads(meta.read_text())
+        if record.get("rule") != "train" or not record.get("shellcmd"):
+            continue
+        cmd = shlex.split(record["shellcmd"].split(">", 1)[0])
+        if cmd[:2] == ["psml", "train"] and cmd not in out:
+            out.append(cmd)
+    return out
+
+
+def _arg(cmd: list[str], name: str) -> str:
+    return cmd[cmd.index(name) + 1]
+
+
+def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: float) -> Path:
+    """Run one train job under ``src`` at ``window``; return its metrics file."""
+    spec = json.loads((tier_dir / _arg(cmd, "--run")).read_text())
+    spec["scenario"]["rate_window"] = window
+    out = scratch / _arg(cmd, "--out")
+    out.mkdir(parents=True, exist_ok=True)
+    spec_file = out / "spec.json"
+    spec_file.write_text(json.dumps(spec, sort_keys=True))
+    args = list(cmd)
+    args[args.index("--run") + 1] = str(spec_file)
+    args[args.index("--out") + 1] = str(out)
+    for flag in ("--data", "--partition"):
+        if flag in args:
+            args[args.index(flag) + 1] = str(tier_dir / _arg(cmd, flag))
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    subprocess.run(args, check=True, env=env, capture_output=True, cwd=tier_dir)
+    return out / "metrics.parquet"
+
+
+def compare(a: Path, b: Path) -> dict[str, float]:
+    """Per column: the largest relative (times) or absolute (others) difference."""
+    x, y = pd.read_parquet(a), pd.read_parquet(b)
+    if len(x) != len(y):
+        return {"rows": float(abs(len(x) - len(y)))}
+    diff: dict[str, float] = {}
+    for col in x.columns:
+        if not pd.api.types.is_numeric_dtype(x[col]):
+            continue
+        u, v = x[col].to_numpy(float), y[col].to_numpy(float)
+        both = np.isfinite(u) & np.isfinite(v)
+        if not both.any():
+            continue
+        d = np.abs(u[both] - v[both])
+        if col in TIME_COLUMNS:
+            d = d / np.maximum(np.abs(u[both]), 1e-12)
+        diff[col] = float(d.max())
+    last_time = x["time_s"].max(), y["time_s"].max()
+    diff["end_time_rel"] = abs(last_time[1] - last_time[0]) / max(last_time[0], 1e-12)
+    return diff
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tier-dir", type=Path, required=True)
+    ap.add_argument("--old", type=Path, required=True)
+    ap.add_argument("--new", type=Path, required=True)
+    ap.add_argument("--rate-window", type=float, default=0.0)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    cmds = train_commands(args.tier_dir.resolve())
+    if not cmds:
+        print(f"{args.tier_dir}: no train job in .snakemake/metadata", file=sys.stderr)
+        return 1
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+
+        def both(cmd: list[str]) -> dict[str, object]:
+            a = run_one(
+                cmd, args.old.resolve(), args.tier_dir.resolve(), scratch / "old", args.rate_window
+            )
+            b = run_one(
+                cmd, args.new.resolve(), args.tier_dir.resolve(), scratch / "new", args.rate_window
+            )
+            return {"run": _arg(cmd, "--out"), **compare(a, b)}
+
+        with ThreadPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(both, cmds))
+    table = pd.DataFrame(rows).set_index("run").sort_index()
+    if args.out is not None:
+        table.to_csv(args.out)
+    pd.set_option("display.width", 200)
+    print(table.max().to_string())
+    print(f"{len(table)} runs; largest difference per column above (times relative)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
