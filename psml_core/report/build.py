@@ -47,6 +47,7 @@ from psml_core.report.format import clock_phrase, fmt_value
 from psml_core.report.inputs import (
     load_metrics,
     named_json,
+    partition_entry,
     partition_files,
     read_regime_map,
     require_files,
@@ -437,7 +438,7 @@ def _load_inputs(given: ReportInputs) -> dict[str, Any]:
             Path(claims_csv),
             *map(Path, metrics.values()),
             *given.sparsity,
-            *given.partition,
+            *(partition_entry(p)[1] for p in given.partition),
         ]
     )
     if not Path(papers_dir).is_dir():

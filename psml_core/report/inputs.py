@@ -20,6 +20,7 @@ from psml_core.metrics.writer import read_metrics
 __all__ = [
     "load_metrics",
     "named_json",
+    "partition_entry",
     "partition_files",
     "read_json_object",
     "read_regime_map",
@@ -57,6 +58,18 @@ def named_json(paths: Iterable[Path], what: str, key: str) -> dict[str, dict[str
     return out
 
 
+def partition_entry(entry: Path | str) -> tuple[str | None, Path]:
+    """A ``--partition`` entry as ``(name, file)``.
+
+    ``<workload>/<method>=<file>`` gives ("<workload> · <method>", file); a plain path, or a
+    file whose own name holds "=", gives (None, path).
+    """
+    name, sep, file = str(entry).partition("=")
+    if not sep or Path(entry).is_file():
+        return None, Path(entry)
+    return " · ".join(Path(name).parts), Path(file)
+
+
 def partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """Read placement files, named "<workload> · <method>" from their keys.
 
@@ -68,14 +81,13 @@ def partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     files = []
     for entry in paths:
-        name, sep, file = str(entry).partition("=")
-        if not sep or Path(entry).is_file():
-            files.append(Path(entry))
+        name, file = partition_entry(entry)
+        if name is None:
+            files.append(file)
             continue
-        key = " · ".join(Path(name).parts)
-        if key in out:
-            raise DataError(f"two partition files describe {key!r}; the second is {file!r}")
-        out[key] = read_json_object(Path(file), "partition")
+        if name in out:
+            raise DataError(f"two partition files describe {name!r}; the second is {str(file)!r}")
+        out[name] = read_json_object(file, "partition")
     files.sort()
     root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for p in files:

@@ -36,3 +36,13 @@ def test_a_pair_named_twice_is_an_error(tmp_path: Path):
     f = _write(tmp_path / "p.json", {"workload": "w"})
     with pytest.raises(DataError, match="two partition files describe 'w · a'"):
         partition_files([Path(f"w/a={f}"), Path(f"w/a={f}")])
+
+
+def test_a_named_entry_whose_file_is_missing_is_refused_by_its_file(tmp_path: Path):
+    from psml_core.report.inputs import partition_entry, require_files
+
+    missing = tmp_path / "gone.json"
+    name, file = partition_entry(f"w/a={missing}")
+    assert (name, file) == ("w · a", missing)
+    with pytest.raises(DataError, match="gone.json' does not exist"):
+        require_files([file])
