@@ -11,8 +11,9 @@ Usage:
         [--rate-window 0] [--out FILE.csv] [--jobs 2]
 
 ``DIR`` is the working directory of a finished ``snakemake --config tier=...`` run (its
-``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are source
-trees whose ``psml_core`` each run imports (``PYTHONPATH``). Runs go to a scratch directory.
+``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are checkouts
+(``git clone``, with their ``config/``) whose ``psml_core`` each run imports (``PYTHONPATH``).
+Runs go to a scratch directory.
 """
 
 from __future__ import annotations
@@ -68,7 +69,10 @@ def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: fl
         if flag in args:
             args[args.index(flag) + 1] = str(tier_dir / _arg(cmd, flag))
     env = {**os.environ, "PYTHONPATH": str(src)}
-    subprocess.run(args, check=True, env=env, capture_output=True, cwd=tier_dir)
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tier_dir)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(f"{src}: {' '.join(args[:4])} failed: {last}")
     return out / "metrics.parquet"
 
 

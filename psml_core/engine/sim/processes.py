@@ -27,6 +27,7 @@ from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.drain import CheckpointDrain
 from psml_core.engine.sim.gate import Gate
 from psml_core.engine.sim.moves import KeyMoves
+from psml_core.engine.sim.thread import ServerThread
 from psml_core.engine.step import (
     budget_spent,
     compute_step,
@@ -101,7 +102,7 @@ class RunState(KeyMoves, CheckpointDrain):
         self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
         self.gates = [Gate(env) for _ in job.shards]
         # Each shard's server thread: decoding pushes, aggregating, encoding answers.
-        self.cpu = [simpy.Resource(env, capacity=1) for _ in job.shards]
+        self.cpu = [ServerThread(env) for _ in job.shards]
         self._serving = 0  # pushes in flight or still being processed by the servers
         self._idle: simpy.Event | None = None
         # Each worker's last push to each shard, until served: the server takes that worker's
@@ -339,21 +340,25 @@ class RunState(KeyMoves, CheckpointDrain):
         if landing is not None and not landing.triggered:
             yield landing  # the request left behind the worker's last push: served after it
         arrived = self.env.now
-        yield self.gates[s].wait(p, t, shard.may_serve(p, t))
+        if not shard.may_serve(p, t):
+            yield self.gates[s].wait(p, t, False)
         blocked = self.env.now - arrived  # held by the sync policy
         # The shard's server thread answers: after any aggregation in progress, and it takes
         # the time of encoding the answer (params, delta, touched; a broadcast is encoded once).
-        with self.cpu[s].request() as turn:
+        thread = self.cpu[s]
+        turn = thread.acquire()
+        if turn is not None:
             yield turn
-            staleness = shard.policy.staleness(p, shard.clocks)
-            # The answer's context: step t at the ratio already in force (the last step's).
-            # Step t's own ratio is fixed when the worker has all of its answers, so that
-            # under a barrier the controller has seen every step before t.
-            ctx = self.job.ctx(t, self.ratio(max(t - 1, 0)))
-            answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
-            serve = self.charges.answer_s(shard, answer, ctx, encode=True)
-            if serve:
-                yield self.env.timeout(serve)
+        staleness = shard.policy.staleness(p, shard.clocks)
+        # The answer's context: step t at the ratio already in force (the last step's).
+        # Step t's own ratio is fixed when the worker has all of its answers, so that
+        # under a barrier the controller has seen every step before t.
+        ctx = self.job.ctx(t, self.ratio(max(t - 1, 0)))
+        answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
+        serve = self.charges.answer_s(shard, answer, ctx, encode=True)
+        if serve:
+            yield self.env.timeout(serve)
+        thread.release()
         nbytes = self.net.wire_bytes(answer.wire_bytes)
         lossless = 0
         if self.lossless:
@@ -424,17 +429,19 @@ class RunState(KeyMoves, CheckpointDrain):
         report: RoundReport | None,
     ) -> Generator[Any, Any, None]:
         """The shard's server thread: decode the push into the sum, apply, encode a broadcast."""
-        shard = self.job.shards[s]
-        with self.cpu[s].request() as turn:
+        shard, thread = self.job.shards[s], self.cpu[s]
+        turn = thread.acquire()
+        if turn is not None:
             yield turn
-            cost = self.charges.push_s(shard, payload, ctx)
+        cost = self.charges.push_s(shard, payload, ctx)
+        if cost:
+            yield self.env.timeout(cost)
+        applied = shard.push(p, t, payload, ctx, now=self.env.now, report=report)
+        if applied and shard.policy.barrier and shard.pull_mode == "aggregate":
+            cost = self.charges.broadcast_s(shard, t, ctx)
             if cost:
                 yield self.env.timeout(cost)
-            applied = shard.push(p, t, payload, ctx, now=self.env.now, report=report)
-            if applied and shard.policy.barrier and shard.pull_mode == "aggregate":
-                cost = self.charges.broadcast_s(shard, t, ctx)
-                if cost:
-                    yield self.env.timeout(cost)
+        thread.release()
         if applied:
             self.gates[s].release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
