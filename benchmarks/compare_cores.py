@@ -8,7 +8,7 @@ reports per metric column the largest relative difference between the two.
 
 Usage:
     python benchmarks/compare_cores.py --tier-dir DIR --old SRC_A --new SRC_B
-        [--rate-window 0] [--out FILE.csv] [--jobs 2]
+        [--rate-window 0] [--out FILE.csv] [--jobs 2] [--one-per-method]
 
 ``DIR`` is the working directory of a finished ``snakemake --config tier=...`` run (its
 ``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are checkouts
@@ -106,8 +106,18 @@ def main() -> int:
     ap.add_argument("--rate-window", type=float, default=0.0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(
+        "--one-per-method",
+        action="store_true",
+        help="only the first run (by path) of each workload and method: a sample of a big tier",
+    )
     args = ap.parse_args()
     cmds = train_commands(args.tier_dir.resolve())
+    if args.one_per_method:
+        first: dict[tuple[str, ...], list[str]] = {}
+        for cmd in sorted(cmds, key=lambda c: _arg(c, "--out")):
+            first.setdefault(tuple(Path(_arg(cmd, "--out")).parts[3:5]), cmd)
+        cmds = list(first.values())
     if not cmds:
         print(f"{args.tier_dir}: no train job in .snakemake/metadata", file=sys.stderr)
         return 1

@@ -271,3 +271,27 @@ def test_an_incast_under_a_window_is_late_by_at_most_a_window_per_message(flows,
     exact = max(run_transfers(transfers))
     late = max(run_transfers(transfers, window=window))
     assert exact - 1e-9 <= late <= exact + len(flows) * window + 1e-9
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=24),
+    st.lists(st.floats(1.0, 100.0), min_size=12, max_size=12),
+    st.one_of(st.none(), st.lists(st.integers(0, 4), min_size=12, max_size=12)),
+)
+def test_a_few_flows_on_python_floats_are_bit_identical_to_the_numpy_kernel(pairs, caps, competing):
+    """The small-set path does the NumPy kernel's arithmetic in its order: the same floats."""
+    import numpy as np
+
+    from psml_core.net import fair_share
+
+    src = np.array([s for s, _ in pairs])
+    dst = np.array([6 + d for _, d in pairs])
+    comp = None if competing is None else np.array(competing)
+    few = fair_share.two_link_rates(src, dst, np.array(caps), comp)
+    assert src.size <= fair_share._FEW_FLOWS
+    try:
+        fair_share._FEW_FLOWS = -1  # force the NumPy kernel
+        vectorised = fair_share.two_link_rates(src, dst, np.array(caps), comp)
+    finally:
+        fair_share._FEW_FLOWS = 24
+    assert few.tolist() == vectorised.tolist()
