@@ -80,6 +80,9 @@ def main() -> None:
 
     simpy.Environment.schedule = counted_schedule  # type: ignore[method-assign]
     FairShareNetwork._reschedule = counted_reschedule  # type: ignore[method-assign]
+    # Untimed warm-up: torch's first gradients and the lazy imports would land on the first row.
+    warm = dataclasses.replace(base.workload, iterations=2, batch_size=args.batch)
+    SimBackend().run(build_job(dataclasses.replace(base, workers=4, shards=2, workload=warm), ds))
     print(
         "| workers | shards | worker-iterations | wall s | iterations/s | gradient s | "
         "overhead / gradient | events / worker-it | rate recomputations / worker-it |"
