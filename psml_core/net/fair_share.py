@@ -74,33 +74,36 @@ def two_link_rates(
         return np.array(_few_flow_rates(src.tolist(), dst.tolist(), capacity, competing))
     nlinks = capacity.size
     counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
-    # The first level in closed form: a flow's rate is its tighter link's equal share. When
-    # every flow crosses a link at the lowest share (a round's symmetric pushes or pulls),
-    # that level is the whole answer.
-    with np.errstate(divide="ignore"):
-        share = capacity / (counts if competing is None else counts + competing)
-    share[counts == 0] = np.inf
+    share = np.full(nlinks, np.inf)
+    np.divide(capacity, counts if competing is None else counts + competing, out=share,
+              where=counts > 0)  # fmt: skip
     level = share.min()
     tight = share <= level * (1 + 1e-12)
-    if (tight[src] | tight[dst]).all():
+    freeze = tight[src] | tight[dst]
+    # The first level in closed form: a flow's rate is its tighter link's equal share. When
+    # every flow crosses a link at the lowest share (a round's symmetric pushes or pulls),
+    # that level is the whole answer; so is any level that freezes every flow left.
+    if freeze.all():
         return np.full(src.size, level)
     rates = np.zeros(src.size)
     cap = capacity.astype(np.float64)  # a copy
     s, d, idx = src, dst, np.arange(src.size)
-    while s.size:
-        used = counts > 0
-        share = np.full(nlinks, np.inf)
-        np.divide(cap, counts if competing is None else counts + competing, out=share, where=used)
-        level = share.min()
-        tight = share <= level * (1 + 1e-12)
-        freeze = tight[s] | tight[d]
+    while True:
         rates[idx[freeze]] = level
         frozen = np.bincount(s[freeze], minlength=nlinks) + np.bincount(d[freeze], minlength=nlinks)
         cap -= level * frozen
         counts -= frozen
         keep = ~freeze
         s, d, idx = s[keep], d[keep], idx[keep]
-    return rates
+        share.fill(np.inf)
+        np.divide(cap, counts if competing is None else counts + competing, out=share,
+                  where=counts > 0)  # fmt: skip
+        level = share.min()
+        tight = share <= level * (1 + 1e-12)
+        freeze = tight[s] | tight[d]
+        if freeze.all():
+            rates[idx] = level
+            return rates
 
 
 # Below this many flows the progressive filling runs on Python floats: a simulation's flow set
