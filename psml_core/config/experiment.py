@@ -13,6 +13,7 @@ from typing import Any
 
 from psml_core.config.points import OperatingPoint, TuningSpec
 from psml_core.config.specs import (
+    BlockSpec,
     ComputeSpec,
     DatasetSpec,
     MethodRecipe,
@@ -123,6 +124,27 @@ class Experiment:
         files.
         """
         return self.declared_run(workload, method, sorted(self.scenarios)[0], self.seeds[0])
+
+    def placement_spec(self, workload: str, method: str) -> RunSpec:
+        """What ``psml partition`` reads for (workload, method)'s placement.
+
+        The same text for every recipe that shares the placement key: its run id names the
+        key, and its recipe keeps only the placement and hashing blocks (dense, BSP, static
+        beside them; ``psml partition`` reads no other part of a recipe). So a recipe that joins
+        or leaves the group rewrites no spec, and re-runs no placement and no training.
+        """
+        spec = self.placement_run(workload, method)
+        key = spec.placement_key()
+        shared = MethodRecipe(
+            name=key,
+            description=f"placement {key} of workload {workload}",
+            codec=BlockSpec("none"),
+            sync=BlockSpec("bsp"),
+            controller=BlockSpec("static"),
+            placement=spec.method.placement,
+            hashing=spec.method.hashing,
+        )
+        return dataclasses.replace(spec, run_id=f"{workload}/{key}", method=shared)
 
     def cluster(self, workload: str) -> tuple[int, int]:
         """(workers, shards) of the workload's runs: its own ``workers`` or the tier's.

@@ -69,3 +69,15 @@ def test_recipes_that_share_a_key_get_the_same_assignment(smoke, prepared):
         for sample_owner, key_owner in out[1:]:
             assert np.array_equal(sample_owner, out[0][0])
             assert np.array_equal(key_owner, out[0][1])
+
+
+def test_a_shared_placement_has_one_spec_whichever_recipe_asks(smoke):
+    """A recipe joining or leaving a group must not rewrite its spec (and re-run its training)."""
+    from psml_core.recipes import read_run_spec
+
+    for (w, key), methods in _groups(smoke).items():
+        texts = {smoke.placement_spec(w, m).to_json() for m in methods}
+        assert len(texts) == 1, (w, key, methods)
+        spec = read_run_spec(texts.pop())  # a valid --run, checked as psml partition checks it
+        assert spec.run_id == f"{w}/{key}" and spec.placement_key() == key
+        assert spec.method.placement == smoke.placement_run(w, methods[0]).method.placement

@@ -204,9 +204,10 @@ def placing_recipe(wildcards):
 
 def partition_json(wildcards):
     """A placement's settings (the tier's first seed and scenario): no operating point, which
-    a placement does not depend on, so that a new point does not recompute placements."""
+    a placement does not depend on, so that a new point does not recompute placements; the
+    same text whichever recipe of the group is asked (Experiment.placement_spec)."""
     wc = placing_recipe(wildcards)
-    return EXP.placement_run(wc.workload, wc.method).to_json()
+    return EXP.placement_spec(wc.workload, wc.method).to_json()
 
 
 def placement_data(wildcards):
