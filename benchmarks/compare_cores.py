@@ -77,22 +77,31 @@ def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: fl
 
 
 def compare(a: Path, b: Path) -> dict[str, float]:
-    """Per column: the largest relative (times) or absolute (others) difference."""
+    """Per column: the largest relative (times) or absolute (others) difference.
+
+    A column whose values differ in kind (NaN or infinity at different rows, another set of
+    strings) counts as ``inf``; so does a column that only one side has.
+    """
     x, y = pd.read_parquet(a), pd.read_parquet(b)
     if len(x) != len(y):
         return {"rows": float(abs(len(x) - len(y)))}
-    diff: dict[str, float] = {}
-    for col in x.columns:
+    diff: dict[str, float] = {c: np.inf for c in set(x.columns) ^ set(y.columns)}
+    for col in x.columns.intersection(y.columns):
         if not pd.api.types.is_numeric_dtype(x[col]):
+            same = x[col].astype(str).tolist() == y[col].astype(str).tolist()
+            diff[col] = 0.0 if same else np.inf
             continue
         u, v = x[col].to_numpy(float), y[col].to_numpy(float)
-        both = np.isfinite(u) & np.isfinite(v)
-        if not both.any():
+        finite = np.isfinite(u) & np.isfinite(v)
+        if not np.array_equal(u[~finite], v[~finite], equal_nan=True) or not np.array_equal(
+            np.isfinite(u), np.isfinite(v)
+        ):
+            diff[col] = np.inf
             continue
-        d = np.abs(u[both] - v[both])
+        d = np.abs(u[finite] - v[finite])
         if col in TIME_COLUMNS:
-            d = d / np.maximum(np.abs(u[both]), 1e-12)
-        diff[col] = float(d.max())
+            d = d / np.maximum(np.abs(u[finite]), 1e-12)
+        diff[col] = float(d.max()) if d.size else 0.0
     last_time = x["time_s"].max(), y["time_s"].max()
     diff["end_time_rel"] = abs(last_time[1] - last_time[0]) / max(last_time[0], 1e-12)
     return diff

@@ -117,8 +117,11 @@ def _fire_after(env: simpy.Environment, event: simpy.Event, delay: float) -> Non
     """Trigger ``event`` (value None) ``delay`` seconds from now: a timeout the caller holds.
 
     SimPy's own Timeout is exactly this (a successful event scheduled with a delay); an event
-    created up front lets the caller wait for an arrival whose time is not yet known.
+    created up front lets the caller wait for an arrival whose time is not yet known. From
+    now on the event reports ``triggered``, as a timeout does; it is *processed* (its waiters
+    resume) at the arrival. Nothing may read ``triggered`` as "arrived".
     """
+    assert delay >= 0, delay
     event._ok = True
     event._value = None
     env.schedule(event, delay=delay)

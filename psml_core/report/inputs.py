@@ -74,9 +74,10 @@ def partition_files(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """Read placement files, named "<workload> · <method>" from their keys.
 
     An entry ``<workload>/<method>=<file>`` names its file (the workflow's listing: one
-    placement is shared by every method that places alike). A file without a ``workload`` key
-    is named by its path below the files' common folder (``<workload>/<method>.json`` gives
-    "<workload> · <method>").
+    placement is shared by every method that places alike, and its file's ``method`` is the
+    placement key). A plain file is named by its ``workload`` and ``method`` keys; one without
+    a ``workload`` key by its path below the files' common folder (``<workload>/<method>.json``
+    gives "<workload> · <method>").
     """
     out: dict[str, dict[str, Any]] = {}
     files = []

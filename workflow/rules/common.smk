@@ -118,7 +118,8 @@ DATASETS = sorted({EXP.workloads[w].dataset for w in WORKLOADS})
 
 
 # Placements: one per distinct placement key (RunSpec.placement_key), computed once for every
-# (workload, recipe) that shares it; the first such recipe's settings are the partition spec.
+# (workload, recipe) that shares it. Its spec is the same whichever recipe asks
+# (Experiment.placement_spec); the group's first recipe only names the data inputs it reads.
 PLACEMENT_OF = {
     (w, m): EXP.placement_run(w, m).placement_key()
     for w, m in sorted({(w, m) for w, m, _s, _seed in EXP.grid()})
@@ -142,7 +143,7 @@ wildcard_constraints:
     method="|".join(EXP.all_methods),
     scenario="|".join(SCENARIOS),
     seed=r"\d+",
-    placement=r"[a-z0-9_]+-[0-9a-f]{12}",
+    placement=r"[^/]+-[0-9a-f]{12}",
     calibration="|".join(map(re.escape, CALIBRATIONS)) or "(?!)",
 
 

@@ -38,6 +38,7 @@ class ServerThread:
 
     def release(self) -> None:
         """Hand the thread to the oldest waiting request, or free it."""
+        assert self.busy, "released a thread nobody holds"
         if self.queue:
             self.queue.popleft().succeed()
         else:
