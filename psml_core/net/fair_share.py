@@ -74,11 +74,8 @@ def two_link_rates(
         return np.array(_few_flow_rates(src.tolist(), dst.tolist(), capacity, competing))
     nlinks = capacity.size
     counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
-    share = np.full(nlinks, np.inf)
-    np.divide(capacity, counts if competing is None else counts + competing, out=share,
-              where=counts > 0)  # fmt: skip
-    level = share.min()
-    tight = share <= level * (1 + 1e-12)
+    share = np.empty(nlinks)
+    level, tight = _lowest_share(capacity, counts, competing, share)
     freeze = tight[src] | tight[dst]
     # The first level in closed form: a flow's rate is its tighter link's equal share. When
     # every flow crosses a link at the lowest share (a round's symmetric pushes or pulls),
@@ -95,15 +92,25 @@ def two_link_rates(
         counts -= frozen
         keep = ~freeze
         s, d, idx = s[keep], d[keep], idx[keep]
-        share.fill(np.inf)
-        np.divide(cap, counts if competing is None else counts + competing, out=share,
-                  where=counts > 0)  # fmt: skip
-        level = share.min()
-        tight = share <= level * (1 + 1e-12)
+        level, tight = _lowest_share(cap, counts, competing, share)
         freeze = tight[s] | tight[d]
         if freeze.all():
             rates[idx] = level
             return rates
+
+
+def _lowest_share(
+    cap: np.ndarray, counts: np.ndarray, competing: np.ndarray | None, share: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """One level of progressive filling: the lowest equal share, and the links at it.
+
+    ``share`` is filled in place (a link without flows is at infinity).
+    """
+    share.fill(np.inf)
+    np.divide(cap, counts if competing is None else counts + competing, out=share,
+              where=counts > 0)  # fmt: skip
+    level = share.min()
+    return level, share <= level * (1 + 1e-12)
 
 
 # Below this many flows the progressive filling runs on Python floats: a simulation's flow set
