@@ -31,7 +31,7 @@ import torch
 
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.device_state import keep_on_device
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.recipes import load_experiment
@@ -74,7 +74,7 @@ def main() -> None:
         spec = dataclasses.replace(spec, workload=wl, device=args.device)
         if args.workers:
             spec = dataclasses.replace(spec, workers=args.workers, shards=args.workers)
-        job = build_job(spec, ds)
+        job = staged_job(spec, ds)
         job.model.to(device)
         reason = keep_on_device(job, device)
         if reason is not None:
@@ -115,7 +115,7 @@ def main() -> None:
 
 def _gradients_alone(spec: object, ds: object, device: torch.device) -> float:
     """Seconds of one iteration's P gradients (no codec, no simulation), best of 3."""
-    job = build_job(spec, ds)  # type: ignore[arg-type]
+    job = staged_job(spec, ds)  # type: ignore[arg-type]
     job.model.to(device)
     keep_on_device(job, device)
     best = float("inf")

@@ -29,7 +29,7 @@ import torch
 
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.worker import Worker
 from psml_core.net.network import FairShareNetwork
 from psml_core.recipes import load_experiment
@@ -82,7 +82,7 @@ def main() -> None:
     FairShareNetwork._reschedule = counted_reschedule  # type: ignore[method-assign]
     # Untimed warm-up: torch's first gradients and the lazy imports would land on the first row.
     warm = dataclasses.replace(base.workload, iterations=2, batch_size=args.batch)
-    SimBackend().run(build_job(dataclasses.replace(base, workers=4, shards=2, workload=warm), ds))
+    SimBackend().run(staged_job(dataclasses.replace(base, workers=4, shards=2, workload=warm), ds))
     print(
         "| workers | shards | worker-iterations | wall s | iterations/s | gradient s | "
         "overhead / gradient | events / worker-it | rate recomputations / worker-it |"
@@ -91,7 +91,7 @@ def main() -> None:
     for p in (int(w) for w in args.workers.split(",")):
         wl = dataclasses.replace(base.workload, iterations=args.iterations, batch_size=args.batch)
         spec = dataclasses.replace(base, workers=p, shards=min(p, 16), workload=wl)
-        job = build_job(spec, ds)
+        job = staged_job(spec, ds)
         spent[0] = 0.0
         counts.update(events=0, rates=0)
         t0 = time.perf_counter()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,20 +183,15 @@ def _oracle_of(spec: RunSpec, ds: Any, model: Any, per_step: Any) -> dict[str, A
 def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
     """``psml partition``'s work: the assignment and its predicted traffic, written."""
     from psml_core.atomic import write_bytes, write_json
-    from psml_core.data.hashing import hashed_once
     from psml_core.data.store import load_prepared, npz_bytes
-    from psml_core.engine.job import placement_problem
-    from psml_core.models import make_model
+    from psml_core.engine.stages import hash_stage, place_stage
     from psml_core.placement import PLACEMENTS, predicted_traffic
 
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
-    ds = hashed_once(load_prepared(args.data), spec.method.hashing, spec.seed, "--run")
-    model = make_model(spec.workload, ds.n_features, ds.n_classes)
+    ds = hash_stage(spec, load_prepared(args.data), "--run")
+    placed = place_stage(spec, ds)
+    model, problem, assignment = placed.model, placed.problem, placed.assignment
     placement = PLACEMENTS.build(spec.method.placement)
-    problem = placement_problem(model, placement, ds, spec.seed)
-    t0 = time.perf_counter()
-    assignment = placement.assign(problem, spec.workers, spec.shards)
-    seconds = time.perf_counter() - t0
     traffic = predicted_traffic(
         problem,
         assignment,
@@ -210,7 +204,7 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
         placement=spec.method.placement.name,
         workload=spec.workload.name,
         method=spec.method.name,
-        partition_wall_clock_s=seconds,
+        partition_wall_clock_s=placed.seconds,
     )
     if "hashing" in ds.meta:
         traffic["hashing"] = ds.meta["hashing"]

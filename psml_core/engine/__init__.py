@@ -4,6 +4,7 @@ from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod import HorovodBackend
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.sim import SimBackend
+from psml_core.engine.stages import staged_job
 from psml_core.engine.torchdist import DistBackend
 from psml_core.engine.training import train
 
@@ -15,5 +16,6 @@ __all__ = [
     "Job",
     "SimBackend",
     "build_job",
+    "staged_job",
     "train",
 ]

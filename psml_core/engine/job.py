@@ -143,8 +143,18 @@ def _check_assignment(a: Assignment, n_samples: int, n_keys: int, spec: RunSpec)
             )
 
 
-def _hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
-    """The recipe's training data, hashed once (:func:`~psml_core.data.hashing.hashed_once`)."""
+def _require_hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
+    """The recipe's hashed data: ``dataset`` if the hash stage made it for this recipe.
+
+    Raises:
+        ConfigError: the recipe hashes its data and ``dataset`` is raw, or hashed otherwise.
+    """
+    if spec.method.hashing is not None and "hashing" not in dataset.meta:
+        raise ConfigError(
+            f"run {spec.run_id!r}: recipe {spec.method.name!r} hashes its features, and data set "
+            f"{dataset.name!r} is raw; give the data set `psml hash` wrote (psml train --data), "
+            "or build the job with psml_core.engine.stages.staged_job"
+        )
     return hashed_once(dataset, spec.method.hashing, spec.seed, f"run {spec.run_id!r}")
 
 
@@ -289,21 +299,25 @@ def placement_problem(
     )
 
 
-def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:
-    """Build the run's objects from its settings and its (prepared) data set.
+def build_job(spec: RunSpec, dataset: Dataset, assignment: Assignment) -> Job:
+    """Build the run's objects from its settings and the outputs of the stages before training.
+
+    The workflow's ``hash`` and ``partition`` jobs make ``dataset`` and ``assignment``;
+    :func:`~psml_core.engine.stages.staged_job` runs the same stages in-process.
 
     Args:
         spec: The run's settings.
-        dataset: The data (raw: hashed here when the recipe has a ``hashing`` block).
-        assignment: A placement computed beforehand (``psml partition``); computed if None.
+        dataset: The prepared data set, hashed by the hash stage if the recipe has a
+            ``hashing`` block (jpdc: the model, the placement and training see m features).
+        assignment: The placement stage's samples-to-workers and keys-to-shards assignment.
+
+    Raises:
+        ConfigError: the data set is not this recipe's (raw where it hashes), or the
+            assignment does not fit the run.
     """
-    # jpdc: hash first, so the model, the placement's incidence and training see m features.
-    dataset = _hashed(dataset, spec)
+    dataset = _require_hashed(dataset, spec)
     model = make_model(spec.workload, dataset.n_features, dataset.n_classes)
     placement = PLACEMENTS.build(spec.method.placement)
-    if assignment is None:
-        problem = placement_problem(model, placement, dataset, spec.seed)
-        assignment = placement.assign(problem, spec.workers, spec.shards)
     _check_assignment(assignment, len(dataset.y_train), model.n_params, spec)
     init = model.init_params(spec.seed)
     shard_keys = [assignment.keys_of(s) for s in range(spec.shards)]

@@ -59,6 +59,7 @@ def launched_rank(
     """
     from psml_core.data.store import load_prepared
     from psml_core.engine.job import build_job
+    from psml_core.engine.stages import hash_stage, place_stage
     from psml_core.engine.training import configure_torch, load_assignment, train
 
     if rank0:
@@ -70,8 +71,11 @@ def launched_rank(
         )
         return
     configure_torch(spec)
-    dataset = load_prepared(args.data)
-    assignment = load_assignment(args.partition) if args.partition else None
+    dataset = hash_stage(spec, load_prepared(args.data))
+    if args.partition:
+        assignment = load_assignment(args.partition)
+    else:
+        assignment = place_stage(spec, dataset).assignment
     run_job(build_job(spec, dataset, assignment))
 
 

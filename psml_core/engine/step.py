@@ -1,21 +1,18 @@
-"""The iteration protocol, written once: what every backend does in a worker's step.
+"""The pieces of a worker's step that every backend shares.
 
-A worker's iteration is the same on every backend:
+:class:`~psml_core.engine.loop.WorkerLoop` runs a worker's iteration once for every backend;
+these are its parts that do not depend on the transport:
 
-1. **pull** each shard's answer (the parameters, their change, or the aggregate) and install
-   it in the replica; under a round policy (PCP) the answer also grants the step budget, and a
-   budget of 0 ends the run (:func:`budget_spent`, :func:`fold_final_pull`);
+1. **pull**: under a round policy (PCP) the answer grants the step budget, and a budget of 0
+   ends the run (:func:`budget_spent`, :func:`fold_final_pull`);
 2. **compute** one gradient, or the round's granted local steps (:func:`compute_step`);
 3. **push** the result, encoded per shard under the contexts both ends know
    (:func:`encode_pushes`);
 4. **record** the iteration (:func:`step_row`), later joined to the evaluations of the global
    model (:func:`to_records`).
 
-What differs is how messages travel and how time is measured, and that stays in the backends:
-SimPy processes over the fair-share network on a simulated clock (``sim``), gloo messages
-with headers on the wall clock (``dist``), allreduce on the wall clock (``horovod``). Rows
-are plain dicts of :class:`~psml_core.metrics.records.IterationRecord` fields, so that they
-pickle into checkpoints and across processes unchanged.
+Rows are plain dicts of :class:`~psml_core.metrics.records.IterationRecord` fields, so that
+they pickle into checkpoints and across processes unchanged.
 """
 
 from __future__ import annotations
@@ -64,6 +61,7 @@ def compute_step(
     rounds: bool,
     step_cost: Callable[[Matrix], float],
     iteration: int = -1,
+    check: bool = True,
 ) -> tuple[float, np.ndarray, float]:
     """Step 2: one gradient, or a round policy's ``steps`` local steps.
 
@@ -75,6 +73,7 @@ def compute_step(
             seconds (sim), or a hook that injects a straggler's delay and returns 0 where time
             is measured.
         iteration: The worker's iteration (named in a :class:`Diverged` error).
+        check: Raise :class:`Diverged` on a non-finite step (a collective's ranks go on).
 
     Returns:
         The (mean) mini-batch loss, what the worker pushes (the gradient, or a round's change
@@ -90,7 +89,7 @@ def compute_step(
         loss, vector = worker.compute()
         assert worker.last_batch is not None
         cost = step_cost(worker.last_batch)
-    if not (math.isfinite(loss) and _finite(vector)):
+    if check and not (math.isfinite(loss) and _finite(vector)):
         raise Diverged(iteration, worker.rank, loss)
     return loss, vector, cost
 

@@ -21,6 +21,7 @@ from psml_core.engine.job import Job, build_job
 from psml_core.engine.progress import Progress
 from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
+from psml_core.engine.stages import hash_stage, place_stage
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.errors import ConfigError, DataError
 from psml_core.metrics.records import IterationRecord
@@ -131,9 +132,14 @@ def _run(
     device = resolve_device(spec.device)
     backend = _backend(spec, checkpoint)
     t0 = time.perf_counter()
+    # The stages the workflow runs as jobs of their own, run here when not handed over.
+    dataset = hash_stage(spec, dataset)
     progress.stage("placement")
-    assignment = load_assignment(assignment_path) if assignment_path else None
-    progress.stage("build")  # the job: model replicas, placement if not given, codec costs
+    if assignment_path:
+        assignment = load_assignment(assignment_path)
+    else:
+        assignment = place_stage(spec, dataset).assignment
+    progress.stage("build")  # the job: model replicas, codec costs
     job = build_job(spec, dataset, assignment)
     _place(job, device)
     progress.stage("train")

@@ -127,11 +127,11 @@ def _per_iteration(times: list[float], moved: list[int], spec: RunSpec) -> tuple
 
 def _sim(spec: RunSpec, data: Path) -> tuple[float, float]:
     from psml_core.data.store import load_prepared
-    from psml_core.engine import SimBackend, build_job
+    from psml_core.engine import SimBackend, staged_job
     from psml_core.engine.training import configure_torch
 
     configure_torch(spec)
-    records = SimBackend().run(build_job(spec, load_prepared(data)))
+    records = SimBackend().run(staged_job(spec, load_prepared(data)))
     moved = [r.bytes_up + r.bytes_down for r in records]
     return _per_iteration([r.time_s for r in records], moved, spec)
 

@@ -23,7 +23,7 @@ from psml_core.analysis.claims import load_papers
 from psml_core.codecs import CODECS, CodecContext
 from psml_core.config import MethodRecipe, build
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.recipes import check_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_the_guides_recipe_trains_a_smoke_run_with_codec_costs(first_k, smoke, p
     assert spec.compute.codec_costs  # charged, as a user's run is
     ds = load_prepared(prepared["digits"])
     with pytest.raises(ConfigError, match=r"psml bench calibrate --plugin first_k"):
-        SimBackend().run(build_job(spec, ds))
+        SimBackend().run(staged_job(spec, ds))
     q = cal.QUICK
     (path,) = calibrate_plugin_codecs(
         ["first_k"],
@@ -130,9 +130,9 @@ def test_the_guides_recipe_trains_a_smoke_run_with_codec_costs(first_k, smoke, p
         quick=True,
     )
     assert path == root.parent / "costs" / "first_k.yaml"
-    job = build_job(spec, ds)
+    job = staged_job(spec, ds)
     records = SimBackend().run(job)
-    dense = SimBackend().run(build_job(dataclasses.replace(spec, method=run.method), ds))
+    dense = SimBackend().run(staged_job(dataclasses.replace(spec, method=run.method), ds))
     assert len(records) == len(dense) and all(np.isfinite(r.loss) for r in records)
     assert any(r.codec_s > 0 for r in records)  # the plugin codec's work is on the clock
     # Each push carries ceil(n_s / 2) of a shard's n_s values: about half the dense push.

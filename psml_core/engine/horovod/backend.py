@@ -70,10 +70,12 @@ from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
+from psml_core.engine.horovod.transport import HorovodTransport
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
+from psml_core.engine.loop import WorkerLoop, run_blocking
 from psml_core.engine.optim import make_optimizer
 from psml_core.engine.progress import Progress
-from psml_core.engine.step import step_row, to_records
+from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
@@ -278,22 +280,6 @@ class _Evaluator:
         return out
 
 
-def _slowest(hvd: Any, rank: int, t: int, comm: float, compute: float, ratio: float) -> Observation:
-    """Step ``t`` as the controller sees it: the slowest rank's times (one allreduce).
-
-    Raises:
-        RunError: the ranks used different ratios (a controller must be deterministic).
-    """
-    stats = torch.tensor([comm, compute, ratio, -ratio], dtype=torch.float64)
-    mx = hvd.allreduce(stats, op=hvd.Max, name="psml.control").tolist()
-    if mx[2] != -mx[3]:
-        raise RunError(
-            f"rank {rank}: the ranks' controllers disagree on the ratio of step {t} "
-            f"(from {-mx[3]} to {mx[2]}); a controller must be deterministic"
-        )
-    return Observation(step=t, comm_s=mx[0], compute_s=mx[1])
-
-
 def _gather(
     hvd: Any,
     params: np.ndarray,
@@ -320,42 +306,6 @@ def _gather(
         rows = [row for part in parts for row in part["rows"]]
         records = to_records(rows, evaluator.results(), "wall-clock")
     return records, observations
-
-
-def _row(
-    t: int,
-    rank: int,
-    time_s: float,
-    compute: float,
-    comm: float,
-    wait: float,
-    up: int,
-    down: int,
-    ratio: float,
-    loss: float,
-) -> dict[str, Any]:
-    """Step ``t``'s record row.
-
-    One collective, no shards: the bytes have no per-shard split, and all of them are remote.
-    """
-    return {
-        **step_row(
-            iteration=t,
-            worker=rank,
-            time_s=time_s,
-            compute_s=compute,
-            comm_s=comm,
-            wait_s=wait,
-            up=[up],
-            down=[down],
-            remote=[True],
-            ratio=ratio,
-            staleness=0,
-            loss=loss,
-        ),
-        "shard_bytes_up": (),
-        "shard_bytes_down": (),
-    }
 
 
 def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
@@ -386,40 +336,20 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     emulate_delay = options.emulate and bool(spec.scenario.delay)
     delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None
     evaluator = _Evaluator(job) if rank == 0 else None
-    rows: list[dict[str, Any]] = []
-    observed: list[Observation] = []
-
     hvd.barrier()  # every rank has built its job: start the clock together
-    t0 = start = time.perf_counter()
-    for t in range(spec.workload.iterations):
-        ratio = float(job.controller.ratio(t))
-        # 1. compute
-        loss, grad = worker.compute()
-        if options.emulate:
-            factor = job.speed.factor(rank, t)
-            if factor > 1.0:
-                time.sleep((factor - 1.0) * (time.perf_counter() - start))
-        compute_end = time.perf_counter()
-        # 2. exchange and update
-        if delay is not None:
-            time.sleep(delay.delay_s(t))
-        avg, up, down = exchange(grad, t, ratio)
-        optimizer.step(worker.params, avg)
-        comm_end = time.perf_counter()
-        compute, comm = compute_end - start, comm_end - compute_end
-        # 3. control: the slowest rank's figures, and a check that all ranks used one ratio
-        obs = _slowest(hvd, rank, t, comm, compute, ratio)
-        end = time.perf_counter()
-        job.controller.observe(obs)
-        observed.append(obs)
-        if evaluator is not None and job.should_evaluate(t):
-            evaluator.add(t, worker.params)
-        rows.append(
-            _row(t, rank, end - t0, compute, comm, end - comm_end, up, down, ratio, float(loss))
-        )
-        start = end
-
-    records, observations = _gather(hvd, worker.params, rows, observed, evaluator)
+    tr = HorovodTransport(
+        hvd,
+        job,
+        rank,
+        exchange,
+        optimizer,
+        delay,
+        options.emulate,
+        evaluator.add if evaluator is not None else None,
+        time.perf_counter(),
+    )
+    run_blocking(WorkerLoop(worker, tr, spec.workload.iterations, rounds=False).run())
+    records, observations = _gather(hvd, worker.params, tr.rows, tr.observed, evaluator)
     return HorovodResult(
         records=records,
         params=worker.params.copy(),

@@ -47,6 +47,7 @@ import simpy
 
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
+from psml_core.engine.loop import WorkerLoop
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import SERVER_DEVICE
 from psml_core.engine.sim.checkpoint import (
@@ -54,6 +55,7 @@ from psml_core.engine.sim.checkpoint import (
     restore_job,
 )
 from psml_core.engine.sim.processes import RunState
+from psml_core.engine.sim.transport import SimTransport
 from psml_core.engine.step import step_row
 from psml_core.errors import ConfigError, Diverged
 from psml_core.metrics.records import IterationRecord
@@ -136,13 +138,17 @@ class SimBackend(Backend):
             **nic_overrides(job),
         )
         state = RunState(job, env, net, self.checkpoint, progress)
+        iterations, rounds = spec.workload.iterations, state.rounds
         if ckpt is None:
             for p in range(spec.workers):
-                env.process(state.worker(p))
+                loop = WorkerLoop(job.workers[p], SimTransport(state, p), iterations, rounds)
+                env.process(loop.run())
         else:
             vars(state).update(ckpt.run)
             for p in ckpt.order:  # the order they left the drain in the run that was killed
-                env.process(state.worker(p, ckpt.iteration, ckpt.prev_comm[p], ckpt.arrived[p]))
+                tr = SimTransport(state, p, arrived=ckpt.arrived[p])
+                loop = WorkerLoop(job.workers[p], tr, iterations, rounds)
+                env.process(loop.run(ckpt.iteration, ckpt.prev_comm[p]))
         try:
             env.run()
         except Diverged as exc:

@@ -1,19 +1,19 @@
-"""The SimPy processes of a simulated run: workers, their pulls and pushes, the servers.
+"""The SimPy processes of a simulated run's messages: pulls, pushes and the servers.
 
 :class:`RunState` holds what one run mutates (the shards' gates and server threads, the rows,
-the evaluations, the controller feed) and runs the protocol of :mod:`psml_core.engine.step`
-as SimPy processes: a worker is :meth:`RunState.worker`, each message :meth:`RunState.pull` or
-:meth:`RunState.push`, each shard's processing of a push :meth:`RunState.serve_push`. The
-backend (:mod:`psml_core.engine.sim.backend`) builds the network and starts the workers.
+the evaluations, the controller feed) and moves its messages as SimPy processes: each pull is
+:meth:`RunState.pull`, each push :meth:`RunState.push`, each shard's processing of a push
+:meth:`RunState.serve_push`. A worker's step is :class:`~psml_core.engine.loop.WorkerLoop`
+over a :class:`~psml_core.engine.sim.transport.SimTransport`; the backend
+(:mod:`psml_core.engine.sim.backend`) builds the network and starts the workers' loops.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import simpy
 
 from psml_core.codecs.base import CodecContext, Payload
@@ -29,57 +29,15 @@ from psml_core.engine.sim.gate import Gate
 from psml_core.engine.sim.moves import KeyMoves
 from psml_core.engine.sim.thread import ServerThread
 from psml_core.engine.step import (
-    budget_spent,
-    compute_step,
-    encode_pushes,
-    fold_final_pull,
-    step_budget,
-    step_row,
     to_records,
 )
-from psml_core.engine.timeline import key_ready_fraction, shard_ready, step_timeline
+from psml_core.engine.timeline import key_ready_fraction
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
 
 __all__ = ["RunState"]
-
-
-class _Pulled(NamedTuple):
-    """A worker's pull of one iteration, from every shard."""
-
-    wait: float  # the longest time a shard's sync policy held the request
-    down: tuple[int, ...]  # wire bytes of each shard's answer
-    remote_down: int  # the part of them that crossed the network
-    staleness: int
-    lossless_down: int | None  # the answers' Snappy-coded size (lossless: snappy)
-    requests: list[bytes]  # the requests' payloads (touched: key lists)
-    decode: float  # the device's decode time of the answers
-
-    @classmethod
-    def of(cls, served: list[tuple], lossless: bool) -> _Pulled:
-        """From :meth:`RunState.pull`'s results, in shard order."""
-        return cls(
-            wait=max(x[0] for x in served),
-            down=tuple(x[1] for x in served),
-            remote_down=sum(x[2] for x in served),
-            staleness=max(x[3] for x in served),
-            lossless_down=sum(x[4] for x in served) if lossless else None,
-            requests=[x[5] for x in served],
-            decode=sum(x[6] for x in served),
-        )
-
-
-class _Pushed(NamedTuple):
-    """A worker's push of one iteration, to every shard."""
-
-    ratio: float  # the ratio it was encoded at
-    payloads: list[Payload]
-    encode_s: float  # the device's encode time
-    start: float  # when the first push started
-    sent: float  # when the last one had left the worker's NIC (they land later)
-    exposed: float  # push time beyond the device's work: communication on the critical path
 
 
 class RunState(KeyMoves, CheckpointDrain):
@@ -127,182 +85,6 @@ class RunState(KeyMoves, CheckpointDrain):
         self.traffic: list[list[tuple[Any, float]]] = [[] for _ in job.workers]
         self._points: dict[int, list[Any]] = {}
         self.migrated: dict[tuple[int, int], int] = {}
-
-    def worker(
-        self, p: int, first: int = 0, prev_comm: float = 0.0, arrived: float | None = None
-    ) -> Generator[Any, Any, None]:
-        """Worker ``p``'s loop, from iteration ``first`` (the protocol of :mod:`..step`).
-
-        A resumed worker starts at the drain it reached at ``arrived``; ``prev_comm`` is its
-        previous round's communication time (PCP's round report).
-        """
-        env, every = self.env, self.job.spec.checkpoint_every
-        for t in range(first, self.job.spec.workload.iterations):
-            # 0. a checkpoint's drain: wait until every worker is here (counted as waiting)
-            start, drained = env.now, 0.0
-            if t == first and arrived is not None:
-                start, drained = arrived, env.now - arrived
-            elif self.checkpoint is not None and t > 0 and t % every == 0:
-                drained = yield from self.drain(p, t, prev_comm)
-            # 1. pull (touched: for the keys of the batch drawn now, which compute then uses)
-            pulled = yield from self.pull_all(p, t)
-            if budget_spent(self.extra[p], self.rounds):
-                yield from self.final_pull(p, start, drained, pulled)
-                break
-            prev_comm = yield from self.iteration(p, t, start, drained, pulled, prev_comm)
-
-    def pull_all(self, p: int, t: int) -> Generator[Any, Any, _Pulled]:
-        """Step 1: pull from every shard at once; return when every answer is installed."""
-        job = self.job
-        touched = job.shards[0].pull_mode == "touched"
-        keys = job.workers[p].touched_keys() if touched else [None] * len(job.shards)
-        pulls = [self.env.process(self.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
-        results = yield self.env.all_of(pulls)
-        self.feed.close_step(p, t - 1)  # its pushes and this pull: the previous step's round
-        return _Pulled.of([results[proc] for proc in pulls], self.lossless)
-
-    def final_pull(
-        self, p: int, start: float, drained: float, pulled: _Pulled
-    ) -> Generator[Any, Any, None]:
-        """A round policy's budget is spent: this pull (the merged model) ends the run.
-
-        Its bytes and time join the worker's last record (:func:`..step.fold_final_pull`).
-        """
-        env = self.env
-        wait = pulled.wait + drained
-        decode = pulled.decode
-        if decode:
-            yield env.timeout(decode)
-        last = next(r for r in reversed(self.rows) if r["worker"] == p)
-        lossless_up = (
-            sum(self.net.wire_bytes(snappy_bytes(r) if r else 0) for r in pulled.requests)
-            if self.lossless
-            else None
-        )
-        fold_final_pull(
-            last,
-            up=[self.net.wire_bytes(len(r)) for r in pulled.requests],
-            down=pulled.down,
-            remote=[int(m) != p for m in self.job.shard_machine],
-            end=env.now,
-            comm=env.now - start - wait - decode,
-            wait=wait,
-            codec=decode,
-            lossless_up=lossless_up,
-            lossless_down=pulled.lossless_down,
-        )
-
-    def iteration(
-        self, p: int, t: int, start: float, drained: float, pulled: _Pulled, prev_comm: float
-    ) -> Generator[Any, Any, float]:
-        """Steps 2 to 4 of iteration ``t`` after its pull; returns its communication time."""
-        job, env = self.job, self.env
-        w = job.workers[p]
-        wait = pulled.wait + drained
-        # Dynamic partition: at a decision step, keys may move once every pull is in.
-        if self.dynamic is not None and t > 0 and t % self.dynamic.period == 0:
-            # Waiting for the others is wait; the move's transfers are communication.
-            wait += yield from self.migration_point(t)
-        pull_end = env.now
-        # The answers are decoded on the worker's device, one after the other.
-        decode = pulled.decode
-        if decode:
-            yield env.timeout(decode)
-        # Keys moved to this worker's machine: down traffic from their old shards (remote).
-        down, remote_down, moved = pulled.down, pulled.remote_down, 0
-        moved_from = self.migrated.pop((t, p), None)
-        if moved_from is not None:
-            down = tuple(int(b) for b in np.add(down, moved_from))
-            moved = int(moved_from.sum())
-            remote_down += moved
-        # 2. compute: one gradient, or a round's granted local steps
-        speed = job.speed.factor(p, t)
-        steps = step_budget(self.extra[p], self.rounds)
-        loss, vector, cost = compute_step(
-            w, steps, self.rounds, lambda batch: job.compute.seconds(job.model, batch), t
-        )
-        compute = cost * speed
-        report = RoundReport(steps, compute / steps, prev_comm).wire() if self.rounds else None
-        # 3. push
-        pull_comm = pull_end - start - wait
-        pushed = yield from self.push_all(p, t, vector, compute, report, pull_comm)
-        # 4. record; each shard got a pull request (header only, or a key list) and a push
-        extra_up = REPORT_BYTES if report is not None else 0
-        pairs = list(zip(pulled.requests, pushed.payloads, strict=True))
-        sent = [
-            self.net.wire_bytes(len(req)) + self.net.wire_bytes(pl.wire_bytes + extra_up)
-            for req, pl in pairs
-        ]
-        lossless_up = None
-        if self.lossless:
-            lossless_up = sum(
-                self.net.wire_bytes(snappy_bytes(req) if req else 0)
-                + self.net.wire_bytes(snappy_bytes(pl) + extra_up)
-                for req, pl in pairs
-            )
-        row = step_row(
-            iteration=t,
-            worker=p,
-            time_s=env.now,
-            compute_s=compute,
-            comm_s=pull_comm + pushed.exposed,
-            wait_s=wait,
-            codec_s=decode + pushed.encode_s,
-            up=sent,
-            down=down,
-            remote=[int(m) != p for m in job.shard_machine],
-            remote_down=remote_down,
-            ratio=pushed.ratio,
-            staleness=pulled.staleness,
-            loss=loss,
-            local_steps=steps,
-            lossless_up=lossless_up,
-            lossless_down=pulled.lossless_down,
-            migration_bytes=moved,
-        )
-        self.rows.append(row)
-        if self.dynamic is not None:
-            self.observe_traffic(p)
-        self.progress.tick(t, env.now)
-        return pull_comm + (pushed.sent - pushed.start)
-
-    def push_all(
-        self,
-        p: int,
-        t: int,
-        vector: np.ndarray,
-        compute: float,
-        report: RoundReport | None,
-        pull_comm: float,
-    ) -> Generator[Any, Any, _Pushed]:
-        """Step 3: encode per shard on the device and push each as its encode is done.
-
-        The ratio is the one the controller set for step ``t`` (shared by all workers). Under
-        a barrier the controller has seen every step before ``t - 1`` by now, and ``t - 1``
-        too once every worker's pull of ``t`` is in (a step is observed with its next pull).
-        """
-        job, env = self.job, self.env
-        w = job.workers[p]
-        ratio = self.ratio(t)
-        ctxs, payloads = encode_pushes(job, w, t, ratio, self.extra[p], vector)
-        encode = [self.charges.worker_encode_s(w, s, pl, ctxs[s]) for s, pl in enumerate(payloads)]
-        # The device: backward and the shards' encodes; pushes start as each is encoded.
-        overlap = self.overlap and not self.rounds
-        ready = [shard_ready(self.ready, k) for k in w.shard_keys] if overlap else []
-        plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
-        push_start = min(plan.push_start)
-        self.feed.open_step(p, t, compute)
-        if self.dynamic is not None:
-            self.note_push(p, payloads, ctxs)
-        pushes = [
-            env.process(self.push(p, s, t, pl, ctxs[s], report, plan.push_start[s]))
-            for s, pl in enumerate(payloads)
-        ]
-        done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
-        sent = max(done[proc] for proc in pushes)
-        # The push's time beyond the device's: the communication left exposed.
-        exposed = max(0.0, sent - plan.device_end)
-        return _Pushed(ratio, payloads, plan.encode_s, push_start, sent, exposed)
 
     def bytes_so_far(self) -> tuple[int, int]:
         """Bytes up and down of the records so far (summed incrementally, for progress)."""

@@ -11,7 +11,7 @@ the GPUs seen) and what crosses the wire is still the encoded bytes, counted exa
 Ranks (:class:`~psml_core.engine.torchdist.settings.Layout`): ``0..S-1`` server shards,
 ``S..S+P-1`` workers; rank 0 (shard 0) evaluates and gathers the results. Every rank builds the
 same :class:`~psml_core.engine.job.Job` from the same RunSpec, data and placement
-(deterministic from the seed) and runs its role (:mod:`.shard_loop`, :mod:`.worker_loop`);
+(deterministic from the seed) and runs its role (:mod:`.shard_loop`, :mod:`.transport`);
 the message layout and byte accounting are in :mod:`.wire`; failure handling in :mod:`.session`.
 
 ``run(job)`` has two modes:

@@ -12,9 +12,18 @@ from typing import Any
 
 from psml_core.control.base import Controller
 from psml_core.engine.server import RATIO_KEY
-from psml_core.engine.torchdist.header import Header
+from psml_core.engine.torchdist.header import Header, Kind
 
-__all__ = ["FIGURES", "RATIO_BYTES", "adaptive", "answer_ratio", "codec_name", "grown"]
+__all__ = [
+    "FIGURES",
+    "RATIO_BYTES",
+    "adaptive",
+    "answer_ratio",
+    "codec_name",
+    "grown",
+    "pull_header",
+    "push_header",
+]
 
 FIGURES = struct.Struct("<ff")
 """A worker's figures of its previous step for shard 0's controller: comm and compute seconds."""
@@ -48,3 +57,32 @@ def grown(capacity: int, header: Header) -> int:
     message: the largest payload so far that did not travel inline (0: nothing is pre-posted).
     """
     return capacity if header.inline[0] else max(capacity, header.payload_len)
+
+
+def pull_header(
+    p: int, t: int, keys: bytes | None, figures: bytes, ratio: float, prepost: int
+) -> Header:
+    """Worker ``p``'s PULL of step ``t``: a key list (touched) or none, and its figures."""
+    return Header(
+        Kind.PULL,
+        p,
+        t,
+        payload_len=-1 if keys is None else len(keys),
+        state_len=len(figures),
+        state_codec=len(figures),
+        ratio=ratio,
+        prepost=prepost,
+    )
+
+
+def push_header(p: int, t: int, payload_len: int, report: bytes, ratio: float) -> Header:
+    """Worker ``p``'s PUSH of step ``t``: its payload and a round report (or none)."""
+    return Header(
+        Kind.PUSH,
+        p,
+        t,
+        payload_len=payload_len,
+        state_len=len(report),
+        state_codec=len(report),
+        ratio=ratio,
+    )

@@ -21,8 +21,8 @@ from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import Faults
 from psml_core.engine.torchdist.shard_loop import ShardLoop
+from psml_core.engine.torchdist.transport import run_worker
 from psml_core.engine.torchdist.wire import Channel, Header, Kind, PeerLost, Wire
-from psml_core.engine.torchdist.worker_loop import run_worker
 from psml_core.errors import ConfigError, RunError
 
 __all__ = ["check_supported", "run_rank"]

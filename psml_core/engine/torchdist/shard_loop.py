@@ -4,7 +4,7 @@ The protocol per iteration is the sim backend's (:mod:`psml_core.engine.step`): 
 request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
 shard. :class:`~psml_core.engine.server.ServerShard` does the math; this module only moves its
 messages and measures wall-clock time. The worker's side is
-:mod:`psml_core.engine.torchdist.worker_loop`. Messages come in through an
+:mod:`psml_core.engine.torchdist.transport`. Messages come in through an
 :class:`~psml_core.engine.torchdist.inbox.Inbox`: header slots posted per peer (its workers and,
 on shard 0, the other shards), so no message waits for gloo's rendezvous; each peer closes its
 slots with DONE messages, and the loop ends when every slot has been served.

@@ -125,13 +125,13 @@ def _train(
 ) -> tuple[list[tuple[int, float, float]], list[IterationRecord], list[int]]:
     """Test evaluations ``(iteration, accuracy, loss)``, records and shard sizes, 240 steps."""
     from psml_core.data.store import load_prepared
-    from psml_core.engine import SimBackend, build_job
+    from psml_core.engine import SimBackend, staged_job
 
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
     wl = dataclasses.replace(run.workload, iterations=STEPS)
     spec = dataclasses.replace(run, method=recipe, workload=wl)
     assert spec.workload.momentum == 0.9 and spec.workers == 4
-    job = build_job(spec, load_prepared(prepared["digits"]))
+    job = staged_job(spec, load_prepared(prepared["digits"]))
     recs = SimBackend().run(job)
     evals = [
         (r.iteration, r.test_accuracy, r.test_loss)

@@ -547,7 +547,7 @@ def test_sim_backend_runs_dynamic_dfs(smoke, prepared):
     """The real engine (sim backend, P = 4, S = 2, digits MLP): replicas bit-identical to the
     servers after 20 steps, B chosen from the candidates, and the model learns."""
     from psml_core.data.store import load_prepared
-    from psml_core.engine import SimBackend, build_job
+    from psml_core.engine import SimBackend, staged_job
 
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
     wl = dataclasses.replace(run.workload, iterations=20)
@@ -557,7 +557,7 @@ def test_sim_backend_runs_dynamic_dfs(smoke, prepared):
         codec=BlockSpec("dfs", {"ratio": 0.01, "error_feedback": True}),
     )
     spec = dataclasses.replace(run, workload=wl, method=method)
-    job = build_job(spec, load_prepared(prepared["digits"]))
+    job = staged_job(spec, load_prepared(prepared["digits"]))
     recs = SimBackend().run(job)
     ctx = CodecContext(step=20)
     for w in job.workers:

@@ -2,7 +2,7 @@
 
 The wrapper is checked step by step against a plain NumPy transcription of DGC's equations
 (Lin et al., ICLR 2018, section 3.2) around element top-k and DFS's block selection, and by
-property (conservation in float64, masked velocity). ``build_job`` must move the momentum: the
+property (conservation in float64, masked velocity). ``staged_job`` must move the momentum: the
 workers' codecs get the workload's, every optimizer applying the averaged update gets none.
 """
 
@@ -294,18 +294,18 @@ def test_recipes_with_momentum_correction_validate() -> None:
     assert methods["topk_ef"].codec.params == {"ratio": 0.01, "error_feedback": True}
 
 
-# ---------------------------------------------------------------- build_job moves the momentum
+# ---------------------------------------------------------------- staged_job moves the momentum
 
 
 def _job(smoke: Experiment, prepared: dict[str, Path], recipe, **wl):
     from psml_core.data.store import load_prepared
-    from psml_core.engine import build_job
+    from psml_core.engine import staged_job
 
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
     spec = dataclasses.replace(
         run, method=recipe, workload=dataclasses.replace(run.workload, iterations=2, **wl)
     )
-    return build_job(spec, load_prepared(prepared["digits"]))
+    return staged_job(spec, load_prepared(prepared["digits"]))
 
 
 @pytest.mark.parametrize("name", ["dfs", "topk_mc"])

@@ -16,7 +16,7 @@ import pandas as pd
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.control import Controller, Observation
 from psml_core.data.store import load_prepared
-from psml_core.engine import build_job
+from psml_core.engine import staged_job
 from psml_core.engine.sim.backend import SimBackend
 from psml_core.engine.sim.charges import CodecCharges
 from psml_core.net.cross_traffic import make_cross_traffic
@@ -39,7 +39,7 @@ class FixedRecorder(Controller):
 
 def run_frame(spec: RunSpec, prepared, controller: Controller | None = None):
     """Simulate ``spec``; return its job and its records as a frame."""
-    job = build_job(spec, load_prepared(prepared["digits"]))
+    job = staged_job(spec, load_prepared(prepared["digits"]))
     if controller is not None:
         job.controller = controller
     records = SimBackend().run(job)

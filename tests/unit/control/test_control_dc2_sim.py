@@ -11,7 +11,7 @@ from psml_core.codecs.formats import sparse_size
 from psml_core.codecs.sparsify import keep_count
 from psml_core.config import BandwidthStep, BlockSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import build_job, train
+from psml_core.engine import staged_job, train
 
 # digits MLP, 4 workers, 2 shards: an iteration takes ~0.5 ms of simulated time on 10 Gbit/s
 # (codec costs charged), so the drop comes ~29 iterations in, after DC2's 20-step warm-up.
@@ -61,7 +61,7 @@ def test_dc2_lowers_ratio_and_bytes_after_bandwidth_drop(smoke, prepared, tmp_pa
 
     # bytes_up follow the ratio exactly: per shard, top-k's wire size for its keep count, plus
     # the payload's 4-byte CRC-32 trailer.
-    sizes = [len(s.keys) for s in build_job(spec, load_prepared(prepared["digits"])).shards]
+    sizes = [len(s.keys) for s in staged_job(spec, load_prepared(prepared["digits"])).shards]
 
     def expected_up(r: float) -> int:
         return sum(sparse_size(n, keep_count(n, r)) + 4 for n in sizes)

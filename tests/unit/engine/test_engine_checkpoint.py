@@ -19,7 +19,7 @@ import pytest
 
 from psml_core.config import HeterogeneitySpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import build_job
+from psml_core.engine import staged_job
 from psml_core.engine.sim import checkpoint as ckpt_mod
 from psml_core.engine.sim.backend import SimBackend
 from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME, FAULT_ENV
@@ -51,7 +51,7 @@ def spec_for(smoke, method, workload="digits_mlp", scenario="dc_10g", iterations
 
 
 def run(spec, prepared, path=None):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     backend = SimBackend(path)
     recs = sorted(backend.run(job), key=lambda r: (r.iteration, r.worker))
     return job, recs, backend

@@ -15,7 +15,7 @@ import torch
 
 from psml_core.config import RunSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job, train
+from psml_core.engine import SimBackend, staged_job, train
 from psml_core.engine.torch_device import device_provenance, rank_device, resolve_device
 from psml_core.errors import ConfigError
 from psml_core.recipes import load_experiment
@@ -87,8 +87,8 @@ def test_the_summary_records_the_device(smoke, prepared, tmp_path) -> None:
 @needs_gpu
 def test_a_sim_run_on_the_gpu_moves_the_same_bytes_and_learns_alike(smoke, prepared) -> None:
     ds = load_prepared(prepared["digits"])
-    cpu = SimBackend().run(build_job(spec_for(smoke), ds))
-    job = build_job(spec_for(smoke, device="cuda"), ds)
+    cpu = SimBackend().run(staged_job(spec_for(smoke), ds))
+    job = staged_job(spec_for(smoke, device="cuda"), ds)
     job.model.to(resolve_device("cuda"))
     gpu = SimBackend().run(job)
     assert [r.bytes_up for r in gpu] == [r.bytes_up for r in cpu]
@@ -113,8 +113,8 @@ def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepare
 
     ds = load_prepared(prepared["digits"])
     base = dataclasses.replace(spec_for(smoke), backend="dist", workers=2, shards=2)
-    cpu = DistBackend().run(build_job(base, ds))
-    gpu = DistBackend().run(build_job(dataclasses.replace(base, device="cuda"), ds))
+    cpu = DistBackend().run(staged_job(base, ds))
+    gpu = DistBackend().run(staged_job(dataclasses.replace(base, device="cuda"), ds))
     key = sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in cpu)
     assert sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in gpu) == key
     losses = [np.array([r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))])
@@ -138,8 +138,8 @@ def test_a_sim_run_kept_on_the_gpu_moves_the_same_bytes(smoke, prepared, method)
     spec = dataclasses.replace(
         spec_for(smoke), method=smoke.recipes[method], run_id=f"digits_mlp/{method}"
     )
-    cpu = SimBackend().run(build_job(spec, ds))
-    job = build_job(dataclasses.replace(spec, device="cuda"), ds)
+    cpu = SimBackend().run(staged_job(spec, ds))
+    job = staged_job(dataclasses.replace(spec, device="cuda"), ds)
     device = resolve_device("cuda")
     job.model.to(device)
     assert keep_on_device(job, device) is None

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.device_state import keep_on_device, refusal
 from psml_core.recipes import load_experiment
 
@@ -66,8 +66,8 @@ def _rows(records) -> list[dict]:
 def test_a_run_kept_on_the_device_equals_the_host_run(smoke, small, prepared, method, monkeypatch):
     ds = load_prepared(prepared["digits"])
     spec = _spec(smoke, small, method)
-    host = SimBackend().run(build_job(spec, ds))
-    job = build_job(spec, ds)
+    host = SimBackend().run(staged_job(spec, ds))
+    job = staged_job(spec, ds)
     assert keep_on_device(job, CPU, force=True) is None
     assert isinstance(job.workers[0].params, torch.Tensor)
     assert isinstance(job.shards[0].values, torch.Tensor)
@@ -92,13 +92,13 @@ def test_recipes_the_device_path_cannot_run_keep_the_host_path(smoke, small, pre
     data = "zipf_rcv1" if method == "jpdc" else "digits"
     run = smoke.run(workload, "dense_bsp", "dc_10g", smoke.seeds[0])
     run = dataclasses.replace(run, method=smoke.recipes.get(method) or small.recipes[method])
-    job = build_job(run, load_prepared(prepared[data]))
+    job = staged_job(run, load_prepared(prepared[data]))
     assert why in (refusal(job) or "")
     assert why in (keep_on_device(job, CPU, force=True) or "")
     assert isinstance(job.shards[0].values, type(job.shards[0].keys))  # still NumPy
 
 
 def test_the_cpu_needs_no_move(smoke, small, prepared):
-    job = build_job(_spec(smoke, small, "topk_ef"), load_prepared(prepared["digits"]))
+    job = staged_job(_spec(smoke, small, "topk_ef"), load_prepared(prepared["digits"]))
     assert keep_on_device(job, CPU) is None
     assert not isinstance(job.workers[0].params, torch.Tensor)

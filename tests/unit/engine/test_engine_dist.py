@@ -26,7 +26,7 @@ from psml_core.codecs import CodecContext, make_codec
 from psml_core.codecs.base import CODECS, Payload
 from psml_core.config import BlockSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import DistBackend, SimBackend, build_job
+from psml_core.engine import DistBackend, SimBackend, staged_job
 from psml_core.engine.torchdist import DistOptions, Faults, Layout
 from psml_core.engine.torchdist.env import RankEnv, first_host, rank_env
 from psml_core.engine.torchdist.header import INLINE_BYTES
@@ -70,9 +70,9 @@ def one_thread():
 
 def run_both(spec, prepared, options=None):
     ds = load_prepared(prepared[spec.dataset.name])
-    sim_job = build_job(spec, ds)
+    sim_job = staged_job(spec, ds)
     sim = SimBackend().run(sim_job)
-    job = build_job(spec, ds)
+    job = staged_job(spec, ds)
     backend = DistBackend(options or DistOptions())
     recs = backend.run(job)
     return sim_job, sim, job, recs, backend
@@ -359,7 +359,7 @@ def test_counted_bytes_equal_bytes_sent(smoke, prepared, one_thread, codec):
 def test_ssp_never_exceeds_its_bound(smoke, prepared, monkeypatch, s):
     spec = dist_spec(smoke, iterations=16, shards=1, sync=BlockSpec("ssp", {"staleness": s}))
     monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.05")  # worker 1 straggles
-    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    recs = DistBackend(DistOptions()).run(staged_job(spec, load_prepared(prepared["digits"])))
     assert len(recs) == 2 * 16
     assert max(r.staleness for r in recs) == s  # the fast worker runs ahead, exactly up to s
     assert sum(r.wait_s for r in by_worker(recs, 0)) > 0.3  # ...and is held there
@@ -377,7 +377,7 @@ def test_ssp_never_exceeds_its_bound(smoke, prepared, monkeypatch, s):
 def test_asp_fast_worker_progresses_past_a_stalled_one(smoke, prepared, monkeypatch):
     spec = dist_spec(smoke, iterations=10, shards=1, sync=BlockSpec("asp"))
     monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.4")
-    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    recs = DistBackend(DistOptions()).run(staged_job(spec, load_prepared(prepared["digits"])))
     fast, slow = by_worker(recs, 0), by_worker(recs, 1)
     end_fast = fast[-1].time_s
     assert sum(1 for r in slow if r.time_s <= end_fast) <= 2
@@ -519,7 +519,7 @@ def test_pcp_one_step_rounds_same_parameters_and_bytes_as_sim(smoke, prepared, o
 def test_pcp_grants_a_fast_worker_local_steps(smoke, prepared, monkeypatch):
     spec = dist_spec(smoke, iterations=8, shards=1, sync=BlockSpec("pcp", {"s_max": 8}))
     monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.05")  # worker 1 straggles
-    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    recs = DistBackend(DistOptions()).run(staged_job(spec, load_prepared(prepared["digits"])))
     fast, slow = by_worker(recs, 0), by_worker(recs, 1)
     assert fast[0].local_steps == 1 and all(r.local_steps == 1 for r in slow)
     # A 50 ms step against a few ms: the fast worker's budget runs up to the cap s_max = 8
@@ -533,7 +533,7 @@ def test_dssp_staleness_within_its_range(smoke, prepared, monkeypatch):
     sync = BlockSpec("dssp", {"s_low": 1, "r_max": 2})
     spec = dist_spec(smoke, iterations=16, shards=1, sync=sync)
     monkeypatch.setenv("PSML_DIST_DELAY", f"{spec.shards + 1}=0.05")
-    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    recs = DistBackend(DistOptions()).run(staged_job(spec, load_prepared(prepared["digits"])))
     assert 1 < max(r.staleness for r in recs) <= 3
 
 
@@ -547,7 +547,7 @@ def test_adaptive_controller_runs_on_shard_zero(smoke, prepared):
         pull="aggregate",
         controller=ctl,
     )
-    recs = DistBackend(DistOptions()).run(build_job(spec, load_prepared(prepared["digits"])))
+    recs = DistBackend(DistOptions()).run(staged_job(spec, load_prepared(prepared["digits"])))
     per_step = {}
     for r in recs:
         per_step.setdefault(r.iteration, set()).add(r.ratio)

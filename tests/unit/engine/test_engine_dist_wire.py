@@ -26,14 +26,14 @@ import torch
 from psml_core.config import BlockSpec, RunSpec
 from psml_core.data.prepare import prepare_dataset
 from psml_core.data.store import load_prepared
-from psml_core.engine import build_job
+from psml_core.engine import staged_job
 from psml_core.engine.job import Job
 from psml_core.engine.torchdist import DistOptions, Faults, Layout
 from psml_core.engine.torchdist import wire as wire_mod
 from psml_core.engine.torchdist.shard_loop import ShardLoop
 from psml_core.engine.torchdist.state import encode_state
+from psml_core.engine.torchdist.transport import run_worker
 from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
-from psml_core.engine.torchdist.worker_loop import run_worker
 
 P, S = 2, 2
 LAYOUT = Layout(shards=S, workers=P)  # ranks 0, 1: shards; 2, 3: workers 0, 1
@@ -136,7 +136,7 @@ def make_job(smoke, digits: Path, codec: str = "none", sync: str = "bsp", **para
             run.method, codec=BlockSpec(codec, params), sync=BlockSpec(sync), pull="params"
         ),
     )
-    return build_job(spec, load_prepared(digits))
+    return staged_job(spec, load_prepared(digits))
 
 
 class ScriptEnd(Exception):

@@ -28,7 +28,7 @@ from psml_core.codecs.formats import sparse_size  # noqa: E402
 from psml_core.codecs.sparsify import keep_count  # noqa: E402
 from psml_core.config import BlockSpec, HeterogeneitySpec  # noqa: E402
 from psml_core.data.store import load_prepared  # noqa: E402
-from psml_core.engine import BACKENDS, SimBackend, build_job  # noqa: E402
+from psml_core.engine import BACKENDS, SimBackend, staged_job  # noqa: E402
 from psml_core.engine.horovod import HorovodBackend, HorovodOptions  # noqa: E402
 from psml_core.engine.horovod import launch as hvd_launch  # noqa: E402
 from psml_core.engine.horovod.runtime import horovodrun_path, import_horovod  # noqa: E402
@@ -69,9 +69,9 @@ def test_registered_and_horovod_found():
 def test_dense_allreduce_matches_sim_bsp(smoke, prepared):
     spec = spec_for(smoke)  # shards = 2: the sim PS has two shards, the allreduce ignores them
     ds = load_prepared(prepared["digits"])
-    sim_job = build_job(dataclasses.replace(spec, backend="sim"), ds)
+    sim_job = staged_job(dataclasses.replace(spec, backend="sim"), ds)
     sim = SimBackend().run(sim_job)
-    job = build_job(spec, ds)
+    job = staged_job(spec, ds)
     backend = HorovodBackend(HorovodOptions())
     recs = backend.run(job)
     assert backend.result is not None and backend.result.collective == "allreduce"
@@ -114,7 +114,7 @@ def test_topk_ef_through_launcher(smoke, prepared, tmp_path):
     assert len(df) == P * 80 and set(df.worker) == set(range(P))
     # Exact bytes: whole-model top-k keeps k = floor(0.01 n) elements in the cheapest format.
     ds = load_prepared(prepared["digits"])
-    n = build_job(spec, ds).model.n_params
+    n = staged_job(spec, ds).model.n_params
     payload = sparse_size(n, keep_count(n, 0.01))
     assert payload == 8 * keep_count(n, 0.01)  # COO at 1%
     assert (df.bytes_up == payload).all() and (df.remote_bytes_up == payload).all()
@@ -126,7 +126,7 @@ def test_topk_ef_through_launcher(smoke, prepared, tmp_path):
     assert summary["final_test_accuracy"] > 0.6
     # ... and it is the PS semantics: the sim backend's topk_ef with one shard (whole-model top-k,
     # lossless union broadcast) reaches the same losses.
-    sim = SimBackend().run(build_job(dataclasses.replace(spec, backend="sim", shards=1), ds))
+    sim = SimBackend().run(staged_job(dataclasses.replace(spec, backend="sim", shards=1), ds))
     np.testing.assert_allclose(df.loss.to_numpy(), [r.loss for r in sim], rtol=1e-4, atol=1e-5)
 
 
@@ -186,7 +186,7 @@ def test_controller_sets_ratio_and_sees_max_over_ranks(smoke, prepared, controll
         base.compute, heterogeneity=HeterogeneitySpec(multipliers=(1.0, 4.0))
     )
     spec = dataclasses.replace(base, method=method, compute=compute)
-    job = build_job(spec, load_prepared(prepared["digits"]))
+    job = staged_job(spec, load_prepared(prepared["digits"]))
     schedule = [0.01, 0.05, 0.2]
     job.controller = controllers.ScheduleController(schedule)
     backend = HorovodBackend(HorovodOptions(emulate=True))
@@ -218,7 +218,7 @@ def test_controller_sets_ratio_and_sees_max_over_ranks(smoke, prepared, controll
 
 
 def test_a_failed_rank_stops_the_run_and_is_named(smoke, prepared, controllers):
-    job = build_job(spec_for(smoke), load_prepared(prepared["digits"]))
+    job = staged_job(spec_for(smoke), load_prepared(prepared["digits"]))
     job.controller = controllers.CrashController([1.0])
     with pytest.raises(RunError, match="rank 1 failed first") as err:
         HorovodBackend(HorovodOptions(timeout_s=120)).run(job)
@@ -242,7 +242,7 @@ def test_recipes_an_allreduce_cannot_run(smoke, prepared):
     ds = load_prepared(prepared["digits"])
     asp = dataclasses.replace(smoke.recipes["dense_bsp"], sync=BlockSpec("asp"))
     with pytest.raises(ConfigError, match="bulk-synchronous"):
-        HorovodBackend().run(build_job(dataclasses.replace(spec_for(smoke), method=asp), ds))
+        HorovodBackend().run(staged_job(dataclasses.replace(spec_for(smoke), method=asp), ds))
 
 
 def test_missing_horovod_names_the_install_script(monkeypatch):

@@ -16,7 +16,7 @@ import pytest
 
 from psml_core.config import BlockSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.horovod.backend import check_job
 from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.engine.training import train
@@ -42,7 +42,7 @@ def spec_for(smoke, recipe="jpdc_dynamic", iterations=13, workers=4, shards=4, *
 
 
 def simulate(spec, prepared):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     recs = sorted(SimBackend().run(job), key=lambda r: (r.iteration, r.worker))
     return job, recs
 
@@ -231,11 +231,11 @@ def test_chunk_traffic_shares_a_message_among_the_keys_it_carries():
 def test_unmovable_recipes_are_refused_with_the_fix(smoke, prepared, change, match):
     spec = spec_for(smoke, **change)
     with pytest.raises(ConfigError, match=match):
-        build_job(spec, load_prepared(prepared[spec.dataset.name]))
+        staged_job(spec, load_prepared(prepared[spec.dataset.name]))
 
 
 def test_horovod_refuses_a_dynamic_placement(smoke, prepared):
     spec = spec_for(smoke)
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     with pytest.raises(ConfigError, match="placement 'dynamic'.*sim backend"):
         check_job(job)

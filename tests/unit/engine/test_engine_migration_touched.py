@@ -14,7 +14,7 @@ import pytest
 
 from psml_core.config import BlockSpec, DatasetSpec, WorkloadSpec
 from psml_core.data import DATASETS
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.recipes import check_method, load_methods
 
 P = 4
@@ -45,7 +45,7 @@ def spec_for(smoke, data, recipe: str, **placement):
 
 
 def simulate(spec, data):
-    job = build_job(spec, data[1])
+    job = staged_job(spec, data[1])
     return job, sorted(SimBackend().run(job), key=lambda r: (r.iteration, r.worker))
 
 
@@ -85,4 +85,4 @@ def test_a_group_split_needs_planted_groups(smoke, data) -> None:
     spec = spec_for(smoke, data, "jpdc_dynamic_touched")
     plain = dataclasses.replace(data[1], groups_train=None, groups_test=None)
     with pytest.raises(ConfigError, match="needs a data set with planted groups"):
-        build_job(spec, plain)
+        staged_job(spec, plain)

@@ -10,7 +10,7 @@ from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.control import Controller, Observation
 from psml_core.data.store import load_prepared
 from psml_core.devices.codec_cost import CodecCostModel
-from psml_core.engine import SimBackend, build_job, train
+from psml_core.engine import SimBackend, staged_job, train
 from psml_core.engine.sim.backend import SERVER_DEVICE
 from psml_core.engine.worker import BatchSampler
 from psml_core.errors import ConfigError
@@ -24,7 +24,7 @@ def spec_for(smoke, workload="digits_mlp", scenario="dc_10g", **changes):
 
 def simulate(spec, prepared):
     ds = load_prepared(prepared[spec.dataset.name])
-    job = build_job(spec, ds)
+    job = staged_job(spec, ds)
     return job, SimBackend().run(job)
 
 
@@ -91,7 +91,7 @@ def test_matches_single_process_sgd(smoke, prepared):
     spec = spec_for(smoke, iterations=6)
     job, _ = simulate(spec, prepared)
     ds = load_prepared(prepared["digits"])
-    ref_job = build_job(spec, ds)
+    ref_job = staged_job(spec, ds)
     model, wl = ref_job.model, spec.workload
     w = model.init_params(spec.seed)
     v = np.zeros_like(w)
@@ -316,7 +316,7 @@ class _Recorder(Controller):
 def test_controller_sees_every_step_in_order_a_round_trip_later(smoke, prepared):
     spec = hetero_spec(smoke, "bsp", [1, 1, 1, 3], iterations=6)
     ds = load_prepared(prepared["digits"])
-    job = build_job(spec, ds)
+    job = staged_job(spec, ds)
     job.controller = _Recorder()
     recs = SimBackend().run(job)
     # A step is observed once its pushes and every worker's next pull are in: under BSP

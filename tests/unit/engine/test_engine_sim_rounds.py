@@ -9,7 +9,7 @@ import pytest
 
 from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.errors import ConfigError
 from psml_core.sync.pcp import BUDGET_BYTES, REPORT_BYTES
 
@@ -28,7 +28,7 @@ def spec_for(smoke, iterations=12, sync=None, multipliers=None, **method):
 
 
 def simulate(spec, prepared):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     return job, SimBackend().run(job)
 
 

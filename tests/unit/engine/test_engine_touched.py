@@ -15,7 +15,7 @@ from psml_core.codecs import CodecContext
 from psml_core.codecs.kv import pack_keys
 from psml_core.config import BlockSpec, config_root
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.horovod.backend import check_job
 from psml_core.errors import ConfigError
 from psml_core.placement import PlacementProblem, predicted_traffic
@@ -43,7 +43,7 @@ def touched(smoke, **kw):
 
 
 def simulate(spec, prepared):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     return job, SimBackend().run(job)
 
 
@@ -66,9 +66,9 @@ def totals(recs):
 
 def test_drawing_ahead_keeps_the_batch_order(smoke, prepared):
     spec = touched(smoke)
-    job = build_job(spec, load_prepared(prepared["zipf_rcv1"]))
+    job = staged_job(spec, load_prepared(prepared["zipf_rcv1"]))
     plain_spec = dataclasses.replace(spec, method=smoke.recipes["dense_bsp"])
-    plain = build_job(plain_spec, job.dataset, job.assignment)
+    plain = staged_job(plain_spec, job.dataset, job.assignment)
     w, ref = job.workers[1], plain.workers[1]
     assert w.touched and not ref.touched
     for _ in range(12):  # more than one epoch of the worker's 800 samples at batch 64
@@ -81,7 +81,7 @@ def test_drawing_ahead_keeps_the_batch_order(smoke, prepared):
 
 
 def test_touched_keys_are_the_batch_columns_split_by_shard(smoke, prepared):
-    job = build_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
+    job = staged_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
     w = job.workers[2]
     idx = w.next_batch()
     per_shard = w.touched_keys()
@@ -127,7 +127,7 @@ def test_record_bytes_follow_the_wire_format(smoke, prepared):
     job, recs = simulate(touched(smoke, iterations=3), prepared)
     # Replay worker 0's batches: request 8 B + push 12 B per key up, answer 12 B down, and the
     # 4-byte CRC-32 trailer on the request's key list, the push and the answer.
-    w = build_job(job.spec, job.dataset).workers[0]
+    w = staged_job(job.spec, job.dataset).workers[0]
     for r in sorted((r for r in recs if r.worker == 0), key=lambda r: r.iteration):
         counts = [k.size for k in w.touched_keys()]
         w.compute()
@@ -149,7 +149,7 @@ def test_dedicated_servers_make_every_byte_remote(smoke, prepared):
 
 
 def test_expected_step_traffic_matches_the_replay_mean(smoke, prepared):
-    job = build_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
+    job = staged_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
     prob = problem_of(job)
     exp = expected_step_traffic(prob, job.assignment, 4, 4, True, 64)
     rep = replayed_traffic(prob, job.assignment, 4, 4, True, 64, 200, job.spec.seed)
@@ -216,23 +216,23 @@ def test_shipped_jpdc_recipes_pull_touched_keys(smoke, prepared):
 def test_touched_refuses_codec_down(smoke, prepared):
     spec = touched(smoke, codec_down=BlockSpec("fp16"))
     with pytest.raises(ConfigError, match="pull: touched .* remove codec_down"):
-        build_job(spec, load_prepared(prepared["zipf_rcv1"]))
+        staged_job(spec, load_prepared(prepared["zipf_rcv1"]))
 
 
 def test_touched_refuses_round_policies(smoke, prepared):
     spec = touched(smoke, sync=BlockSpec("pcp"))
     with pytest.raises(ConfigError, match="needs pull: params, not 'touched'"):
-        build_job(spec, load_prepared(prepared["zipf_rcv1"]))
+        staged_job(spec, load_prepared(prepared["zipf_rcv1"]))
 
 
 def test_horovod_refuses_touched(smoke, prepared):
-    job = build_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
+    job = staged_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
     with pytest.raises(ConfigError, match="method 'dense_bsp' sets pull: touched"):
         check_job(job)
 
 
 def test_shard_checks_touched_requests_and_answers(smoke, prepared):
-    job = build_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
+    job = staged_job(touched(smoke), load_prepared(prepared["zipf_rcv1"]))
     shard, ctx = job.shards[1], CodecContext()
     with pytest.raises(ValueError, match="needs the requested keys"):
         shard.pull(0, 0, ctx)
@@ -248,9 +248,9 @@ def test_build_job_hashes_once(smoke, prepared):
     """A job's (hashed) data set builds the same job again, as every dist rank does."""
     recipes = load_methods(config_root() / "methods.yaml")
     spec = dataclasses.replace(spec_for(smoke, iterations=2), method=recipes["hashing_only"])
-    job = build_job(spec, load_prepared(prepared["zipf_rcv1"]))
-    again = build_job(spec, job.dataset, job.assignment)
+    job = staged_job(spec, load_prepared(prepared["zipf_rcv1"]))
+    again = staged_job(spec, job.dataset, job.assignment)
     assert again.dataset.n_features == job.dataset.n_features < 47236 / 8
     other = dataclasses.replace(spec, seed=spec.seed + 1)
     with pytest.raises(ConfigError, match="already hashed .* pass the raw data set"):
-        build_job(other, job.dataset)
+        staged_job(other, job.dataset)

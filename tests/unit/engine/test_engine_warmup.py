@@ -10,7 +10,7 @@ import pytest
 from psml_core.codecs import CodecContext
 from psml_core.config import BlockSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.optim import SGD, AdaGrad, make_optimizer, warmup_factor
 
 
@@ -22,7 +22,7 @@ def _spec(smoke, method="dense_bsp", iterations=6, warmup=0, **method_changes):
 
 
 def _simulate(spec, prepared):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     return job, SimBackend().run(job)
 
 
@@ -88,7 +88,7 @@ def test_warmup_is_applied_alike_on_the_server_and_in_the_workers_replicas(smoke
 
 def test_codecs_see_the_warmed_up_learning_rate(smoke, prepared):
     spec = _spec(smoke, "ratatouille", iterations=4, warmup=4)
-    job = build_job(spec, load_prepared(prepared["digits"]))
+    job = staged_job(spec, load_prepared(prepared["digits"]))
     assert [job.ctx(t, 1.0).lr for t in range(5)] == pytest.approx(
         [spec.workload.lr * f for f in (0.25, 0.5, 0.75, 1.0, 1.0)]
     )

@@ -38,7 +38,7 @@ import pytest
 from psml_core.config import BlockSpec, Experiment, HeterogeneitySpec, MethodRecipe, RunSpec
 from psml_core.control import CONTROLLERS
 from psml_core.data.store import load_prepared
-from psml_core.engine import DistBackend, Job, SimBackend, build_job
+from psml_core.engine import DistBackend, Job, SimBackend, staged_job
 from psml_core.engine.torchdist import DistOptions
 from psml_core.metrics.records import IterationRecord
 from psml_core.placement import Assignment
@@ -116,7 +116,7 @@ def run_sim(
     spec: RunSpec, prepared: dict[str, Path], assignment: Assignment | None = None
 ) -> SimRun:
     """Build and simulate ``spec`` (uncached)."""
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]), assignment)
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]), assignment)
     recs = SimBackend().run(job)
     return SimRun(job, sorted(recs, key=lambda r: (r.iteration, r.worker)))
 
@@ -423,7 +423,7 @@ class MethodConformance:
         bit, and sim's per-record bytes and losses (same seed, same float operations).
         """
         spec = runs.spec(dist_recipe, backend="dist")
-        job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+        job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
         backend = DistBackend(DistOptions())
         recs = backend.run(job)
         assert backend.clock == "wall-clock"

@@ -17,7 +17,7 @@ from conformance import MethodConformance, RunCache
 from psml_core.config import DatasetSpec
 from psml_core.data import prepare_dataset
 from psml_core.data.store import load_prepared
-from psml_core.engine.job import build_job
+from psml_core.engine.stages import staged_job
 from psml_core.engine.torchdist.backend import DistBackend, DistOptions
 from psml_core.errors import ConfigError
 
@@ -38,7 +38,7 @@ class TestJPDCDNNConformance(MethodConformance):
         """No dist run: the dist backend refuses a dynamic placement, naming the sim backend."""
         for name in self.recipes:
             spec = runs.spec(name, backend="dist")
-            job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+            job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
             with pytest.raises(ConfigError, match="placement 'dynamic'.*sim backend"):
                 DistBackend(DistOptions()).run(job)
 
@@ -80,6 +80,6 @@ class TestJPDCTouchedConformance(MethodConformance):
         """No dist run: the dist backend refuses a dynamic placement, naming the sim backend."""
         for name in self.recipes:
             spec = runs.spec(name, backend="dist")
-            job = build_job(spec, load_prepared(runs.prepared[spec.dataset.name]))
+            job = staged_job(spec, load_prepared(runs.prepared[spec.dataset.name]))
             with pytest.raises(ConfigError, match="placement 'dynamic'.*sim backend"):
                 DistBackend(DistOptions()).run(job)

@@ -1,4 +1,4 @@
-"""jpdc end to end below training: hashing in build_job, `psml partition` and `psml analyze`."""
+"""jpdc end to end below training: the hash and placement stages, `psml partition`, `analyze`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from psml_core.cli import main
 from psml_core.config import BlockSpec, HashingSpec
 from psml_core.data.store import load_prepared
-from psml_core.engine import build_job
+from psml_core.engine import build_job, staged_job
+from psml_core.engine.stages import hash_stage, place_stage
 from psml_core.engine.training import load_assignment
 from psml_core.errors import ConfigError
 
@@ -28,16 +29,31 @@ def jpdc_spec(smoke, workload="rcv1_logreg", placement="parsa", ratio=1 / 16):
     return dataclasses.replace(run, method=method, workload=wl)
 
 
-def test_build_job_hashes_before_model_and_placement(smoke, prepared):
+def test_staged_job_hashes_before_model_and_placement(smoke, prepared):
     spec = jpdc_spec(smoke)
     raw = load_prepared(prepared["zipf_rcv1"])
     m = spec.method.hashing.buckets_for(raw.n_features)
-    job = build_job(spec, raw)
+    job = staged_job(spec, raw)
     assert job.dataset.n_features == m and job.dataset.meta["hashing"]["buckets"] == m
     assert job.model.n_params == m + 1  # binary logistic regression: m weights and a bias
     assert job.assignment.key_owner.shape == (m + 1,)
     assert all(w.X.shape[1] == m for w in job.workers)
     assert raw.n_features > m  # the caller's data set is not modified
+
+
+def test_build_job_requires_the_hash_stages_data(smoke, prepared):
+    """build_job hashes nothing: raw data for a hashing recipe names the stage to run."""
+    spec = jpdc_spec(smoke)
+    raw = load_prepared(prepared["zipf_rcv1"])
+    hashed = hash_stage(spec, raw)
+    placed = place_stage(spec, hashed)
+    with pytest.raises(ConfigError, match="is raw; give the data set `psml hash` wrote"):
+        build_job(spec, raw, placed.assignment)
+    job = build_job(spec, hashed, placed.assignment)
+    staged = staged_job(spec, raw)
+    assert job.dataset.n_features == staged.dataset.n_features
+    assert (job.assignment.key_owner == staged.assignment.key_owner).all()
+    assert (job.assignment.sample_owner == staged.assignment.sample_owner).all()
 
 
 def test_partition_cli_uses_the_hashed_data(smoke, prepared, tmp_path: Path):
@@ -52,8 +68,8 @@ def test_partition_cli_uses_the_hashed_data(smoke, prepared, tmp_path: Path):
     t = json.loads(traffic.read_text())
     m = t["hashing"]["buckets"]
     assert t["n_keys"] == m + 1 and t["placement"] == "parsa"
-    # the assignment fits the job build_job makes from the same raw data
-    job = build_job(spec, load_prepared(prepared["zipf_rcv1"]), load_assignment(out))
+    # the assignment fits the job staged_job makes from the same raw data
+    job = staged_job(spec, load_prepared(prepared["zipf_rcv1"]), load_assignment(out))
     assert job.model.n_params == m + 1
 
 
@@ -77,7 +93,7 @@ def test_analyze_cli_reports_raw_and_hashed(prepared, tmp_path: Path, capsys):
 def test_hashing_recipe_on_dense_data_is_a_config_error(smoke, prepared):
     spec = jpdc_spec(smoke, workload="digits_mlp")
     with pytest.raises(ConfigError, match="'hashing' field needs a sparse data set.*'digits'"):
-        build_job(spec, load_prepared(prepared["digits"]))
+        staged_job(spec, load_prepared(prepared["digits"]))
 
 
 JPDC_RECIPES = ["jpdc", "jpdc_metis", "partition_only", "hashing_only", "random_partition"]

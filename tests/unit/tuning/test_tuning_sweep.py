@@ -9,7 +9,7 @@ import pytest
 
 from psml_core.cli import main
 from psml_core.data.store import load_prepared
-from psml_core.engine import SimBackend, build_job
+from psml_core.engine import SimBackend, staged_job
 from psml_core.tuning.record import check_entry
 from psml_core.tuning.sweep import stage1_grid, tune
 from psml_core.tuning.targets import TuneTarget, fingerprint, tuning_targets
@@ -117,7 +117,7 @@ def test_tune_usage_errors_are_one_line(argv, fragment, capsys):
 
 
 def _trace(spec, prepared):
-    job = build_job(spec, load_prepared(prepared[spec.dataset.name]))
+    job = staged_job(spec, load_prepared(prepared[spec.dataset.name]))
     return [(r.iteration, r.worker, r.loss, r.test_accuracy) for r in SimBackend().run(job)]
 
 
