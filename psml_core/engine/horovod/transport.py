@@ -31,7 +31,7 @@ Exchange = Callable[[np.ndarray, int, float], tuple[np.ndarray, int, int]]
 
 
 def slowest(hvd: Any, rank: int, t: int, comm: float, compute: float, ratio: float) -> Observation:
-    """Step ``t`` as the controller sees it: the slowest rank's times (one allreduce).
+    """Step ``t`` as the controller sees it: the slowest rank's times and the step's ratio.
 
     Raises:
         RunError: the ranks used different ratios (a controller must be deterministic).
@@ -43,7 +43,8 @@ def slowest(hvd: Any, rank: int, t: int, comm: float, compute: float, ratio: flo
             f"rank {rank}: the ranks' controllers disagree on the ratio of step {t} "
             f"(from {-mx[3]} to {mx[2]}); a controller must be deterministic"
         )
-    return Observation(step=t, comm_s=mx[0], compute_s=mx[1])
+    # Every rank encoded at this ratio (checked): the one the observation was measured at.
+    return Observation(step=t, comm_s=mx[0], compute_s=mx[1], ratio=mx[2])
 
 
 class HorovodTransport(Transport):

@@ -25,6 +25,7 @@ hvd = pytest.importorskip(
 )
 
 from psml_core.codecs.formats import sparse_size  # noqa: E402
+from psml_core.codecs.integrity import CHECKSUM_BYTES  # noqa: E402
 from psml_core.codecs.sparsify import keep_count  # noqa: E402
 from psml_core.config import BlockSpec, HeterogeneitySpec  # noqa: E402
 from psml_core.data.store import load_prepared  # noqa: E402
@@ -112,11 +113,12 @@ def test_topk_ef_through_launcher(smoke, prepared, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["backend"] == "horovod" and summary["clock"] == "wall-clock"
     assert len(df) == P * 80 and set(df.worker) == set(range(P))
-    # Exact bytes: whole-model top-k keeps k = floor(0.01 n) elements in the cheapest format.
+    # Exact bytes: whole-model top-k keeps k = floor(0.01 n) elements in the cheapest format,
+    # sealed by its CRC-32 trailer.
     ds = load_prepared(prepared["digits"])
     n = staged_job(spec, ds).model.n_params
-    payload = sparse_size(n, keep_count(n, 0.01))
-    assert payload == 8 * keep_count(n, 0.01)  # COO at 1%
+    payload = sparse_size(n, keep_count(n, 0.01)) + CHECKSUM_BYTES  # sealed: a CRC-32 trailer
+    assert payload == 8 * keep_count(n, 0.01) + 4  # COO at 1%
     assert (df.bytes_up == payload).all() and (df.remote_bytes_up == payload).all()
     assert (df.bytes_down == (P - 1) * payload).all()  # the other rank's payload
     assert summary["bytes_up"] == P * 80 * payload == summary["bytes_down"]
@@ -199,8 +201,10 @@ def test_controller_sets_ratio_and_sees_max_over_ranks(smoke, prepared, controll
     assert isinstance(ctl, controllers.ScheduleController)
     assert ctl.asked == list(range(steps))
     assert [o.step for o in ctl.seen] == list(range(steps))
-    # Every rank's controller saw the same figures: the slowest rank's comm and compute.
+    # Every rank's controller saw the same figures: the slowest rank's comm and compute, at
+    # the ratio the step was encoded at.
     assert result.observations[0] == result.observations[1] == ctl.seen
+    assert [o.ratio for o in ctl.seen] == [schedule[t % len(schedule)] for t in range(steps)]
     by_step = {t: [r for r in recs if r.iteration == t] for t in range(steps)}
     for t, obs in enumerate(ctl.seen):
         assert obs.comm_s == max(r.comm_s for r in by_step[t])
@@ -212,7 +216,7 @@ def test_controller_sets_ratio_and_sees_max_over_ranks(smoke, prepared, controll
     for r in recs:
         ratio = schedule[r.iteration % len(schedule)]
         assert r.ratio == ratio
-        assert r.bytes_up == sparse_size(n, keep_count(n, ratio))
+        assert r.bytes_up == sparse_size(n, keep_count(n, ratio)) + CHECKSUM_BYTES
         assert r.bytes_down == sum(x.bytes_up for x in by_step[r.iteration] if x is not r)
     check_time_split(recs)
 
