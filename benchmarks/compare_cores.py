@@ -62,7 +62,10 @@ def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: fl
     out.mkdir(parents=True, exist_ok=True)
     spec_file = out / "spec.json"
     spec_file.write_text(json.dumps(spec, sort_keys=True))
-    args = list(cmd)
+    # `psml train ...` as `python -P -m psml_core train ...`: this interpreter, whatever PATH
+    # holds; -P keeps the tier's directory (a checkout of its own) off sys.path, so that
+    # PYTHONPATH decides which psml_core runs.
+    args = [sys.executable, "-P", "-m", "psml_core", *cmd[1:]]
     args[args.index("--run") + 1] = str(spec_file)
     args[args.index("--out") + 1] = str(out)
     for flag in ("--data", "--partition"):

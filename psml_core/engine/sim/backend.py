@@ -144,7 +144,7 @@ class SimBackend(Backend):
                 loop = WorkerLoop(job.workers[p], SimTransport(state, p), iterations, rounds)
                 env.process(loop.run())
         else:
-            vars(state).update(ckpt.run)
+            state.restore(ckpt.run)
             for p in ckpt.order:  # the order they left the drain in the run that was killed
                 tr = SimTransport(state, p, arrived=ckpt.arrived[p])
                 loop = WorkerLoop(job.workers[p], tr, iterations, rounds)

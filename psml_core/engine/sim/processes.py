@@ -21,13 +21,11 @@ from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.lossless import snappy_bytes
 from psml_core.control.feed import ControllerFeed
 from psml_core.engine.job import Job
-from psml_core.engine.migration import chunk_traffic
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.drain import CheckpointDrain
-from psml_core.engine.sim.gate import Gate
 from psml_core.engine.sim.moves import KeyMoves
-from psml_core.engine.sim.thread import ServerThread
+from psml_core.engine.sim.state import ShardState, WorkerState
 from psml_core.engine.step import (
     to_records,
 )
@@ -40,8 +38,14 @@ from psml_core.sync.pcp import REPORT_BYTES, RoundReport
 __all__ = ["RunState"]
 
 
-class RunState(KeyMoves, CheckpointDrain):
-    """The mutable state of one simulated run, and its SimPy processes."""
+class RunState:
+    """The mutable state of one simulated run, and the SimPy processes of its messages.
+
+    The run's own state is its records (``rows``, ``evals``, ``applied``) and its controller
+    feed; each worker's is a :class:`~.state.WorkerState`, each shard's a
+    :class:`~.state.ShardState`. A checkpointed run has a :class:`~.drain.CheckpointDrain`
+    (``drains``), a dynamic placement a :class:`~.moves.KeyMoves` (``moves``).
+    """
 
     def __init__(
         self,
@@ -55,36 +59,40 @@ class RunState(KeyMoves, CheckpointDrain):
         # Progress only reads the run (never saved in a checkpoint): rows summed so far, bytes.
         self.progress = progress or NO_PROGRESS
         self._summed = (0, 0, 0)
-        self.checkpoint = checkpoint if job.spec.checkpoint_every > 0 else None
-        self._drain: dict[int, tuple[simpy.Event, list[int], list[float], list[float]]] = {}
         self.delay = make_delay(job.spec.scenario.delay, job.spec.seed)
-        self.gates = [Gate(env) for _ in job.shards]
-        # Each shard's server thread: decoding pushes, aggregating, encoding answers.
-        self.cpu = [ServerThread(env) for _ in job.shards]
-        self._serving = 0  # pushes in flight or still being processed by the servers
-        self._idle: simpy.Event | None = None
-        # Each worker's last push to each shard, until served: the server takes that worker's
-        # next request (queued behind it on their connection) only after it.
-        self._landing: dict[tuple[int, int], simpy.Event] = {}
         # What codecs cost: workers on the run's device, servers on a CPU core [ours].
         self.charges = CodecCharges(job.spec.compute)
         self.overlap = job.spec.scenario.overlap
         self.ready = key_ready_fraction(job.model.tensor_sizes())
+        self.rounds = job.shards[0].policy.rounds
+        self.lossless = job.spec.method.lossless == "snappy"
+        self.worker_state = [WorkerState.of(len(job.shards)) for _ in job.workers]
+        self.shard_state = [ShardState.of(env) for _ in job.shards]
         self.applied: dict[int, int] = {}
         self.evals: dict[int, tuple[float, float]] = {}
         self.rows: list[dict[str, Any]] = []
         # Controller feed: a step's transfer times (its pushes, the next pull) and compute time.
         self.feed = ControllerFeed(job.controller, job.spec.workers)
-        # Codec state each shard published to each worker for its next push (DFS masks, ...).
-        self.extra: list[list[dict[str, Any]]] = [[{} for _ in job.shards] for _ in job.workers]
-        self.rounds = job.shards[0].policy.rounds
-        self.lossless = job.spec.method.lossless == "snappy"
-        # Dynamic partition: this step's traffic per worker (keys, bytes per key), the
-        # migration points (arrivals, release event, start time) and bytes moved per record.
-        self.dynamic = job.dynamic
-        self.traffic: list[list[tuple[Any, float]]] = [[] for _ in job.workers]
-        self._points: dict[int, list[Any]] = {}
-        self.migrated: dict[tuple[int, int], int] = {}
+        every = job.spec.checkpoint_every
+        self.drains = CheckpointDrain(self, checkpoint) if checkpoint and every > 0 else None
+        self.moves = KeyMoves(self, job.dynamic) if job.dynamic is not None else None
+
+    def saved(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the run (:meth:`restore` puts it back)."""
+        return {
+            "applied": self.applied,
+            "evals": self.evals,
+            "rows": self.rows,
+            "feed": self.feed,
+            "extra": [w.extra for w in self.worker_state],
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Resume from a checkpoint's :meth:`saved` state."""
+        self.applied, self.evals, self.rows = saved["applied"], saved["evals"], saved["rows"]
+        self.feed = saved["feed"]
+        for w, extra in zip(self.worker_state, saved["extra"], strict=True):
+            w.extra = extra
 
     def bytes_so_far(self) -> tuple[int, int]:
         """Bytes up and down of the records so far (summed incrementally, for progress)."""
@@ -118,16 +126,17 @@ class RunState(KeyMoves, CheckpointDrain):
         yield self.net.transfer(p, machine, len(request), d)
         # The controller sees the transfer only, not the wait behind the last push's serving.
         self.feed.transfer(p, t - 1, s, self.env.now - sent)
-        landing = self._landing.get((p, s))
+        landing = self.worker_state[p].landing[s]
         if landing is not None and not landing.triggered:
             yield landing  # the request left behind the worker's last push: served after it
         arrived = self.env.now
+        at_shard = self.shard_state[s]
         if not shard.may_serve(p, t):
-            yield self.gates[s].wait(p, t, False)
+            yield at_shard.gate.wait(p, t, False)
         blocked = self.env.now - arrived  # held by the sync policy
         # The shard's server thread answers: after any aggregation in progress, and it takes
         # the time of encoding the answer (params, delta, touched; a broadcast is encoded once).
-        thread = self.cpu[s]
+        thread = at_shard.thread
         turn = thread.acquire()
         if turn is not None:
             yield turn
@@ -152,13 +161,13 @@ class RunState(KeyMoves, CheckpointDrain):
         worker = self.job.workers[p]
         if keys is not None:  # touched: the values of exactly the requested keys
             worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
-            if self.dynamic is not None:
-                self.note_keys(p, shard.keys[keys], len(request) + answer.wire_bytes)
+            if self.moves is not None:
+                self.moves.note_keys(p, shard.keys[keys], len(request) + answer.wire_bytes)
         elif (vector := shard.decode_pull(answer, ctx)) is not None:
             worker.apply_answer(s, shard.pull_mode, vector)
-            if self.dynamic is not None:
-                self.traffic[p].append(chunk_traffic(shard.keys, vector, answer.wire_bytes))
-        self.extra[p][s] = answer.extra
+            if self.moves is not None:
+                self.moves.note_answer(p, shard.keys, vector, answer.wire_bytes)
+        self.worker_state[p].extra[s] = answer.extra
         decode = self.charges.answer_s(shard, answer, answer.ctx or ctx, encode=False)
         remote = nbytes if machine != p else 0
         return blocked, nbytes, remote, staleness, lossless, request, decode
@@ -186,8 +195,9 @@ class RunState(KeyMoves, CheckpointDrain):
         nbytes = payload.wire_bytes + (REPORT_BYTES if report is not None else 0)
         start = self.env.now
         sent, arrival = self.net.send(p, machine, nbytes, self.delay.delay_s(t))
-        self._serving += 1  # in flight: a checkpoint's drain waits until it is served
-        landed = self._landing[(p, s)] = self.env.event()
+        if self.drains is not None:  # in flight: a checkpoint's drain waits until it is served
+            self.drains.push_sent()
+        landed = self.worker_state[p].landing[s] = self.env.event()
 
         def land() -> Generator[Any, Any, None]:
             yield arrival
@@ -211,7 +221,8 @@ class RunState(KeyMoves, CheckpointDrain):
         report: RoundReport | None,
     ) -> Generator[Any, Any, None]:
         """The shard's server thread: decode the push into the sum, apply, encode a broadcast."""
-        shard, thread = self.job.shards[s], self.cpu[s]
+        shard, at_shard = self.job.shards[s], self.shard_state[s]
+        thread = at_shard.thread
         turn = thread.acquire()
         if turn is not None:
             yield turn
@@ -225,12 +236,10 @@ class RunState(KeyMoves, CheckpointDrain):
                 yield self.env.timeout(cost)
         thread.release()
         if applied:
-            self.gates[s].release(shard.may_serve)
+            at_shard.gate.release(shard.may_serve)
             self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
-        self._serving -= 1
-        if self._serving == 0 and self._idle is not None:
-            self._idle.succeed()
-            self._idle = None
+        if self.drains is not None:
+            self.drains.push_served()
 
     def _on_applied(self, t: int, pushes: int) -> None:
         # The model "after iteration t" is evaluated once every shard has applied every worker's

@@ -53,8 +53,8 @@ class SimTransport(Transport):
         if self.resume_at is not None:  # resumed: it waited at the drain since it arrived
             self.start, self.drained = self.resume_at, self.env.now - self.resume_at
             self.resume_at = None
-        elif st.checkpoint is not None and t > 0 and t % st.job.spec.checkpoint_every == 0:
-            self.drained = yield from st.drain(self.p, t, prev_comm)
+        elif st.drains is not None and t > 0 and t % st.job.spec.checkpoint_every == 0:
+            self.drained = yield from st.drains.drain(self.p, t, prev_comm)
 
     def pull(self, t: int) -> Generator[Any, Any, Pulled]:
         """Pull from every shard at once; the answers are then decoded on the device."""
@@ -72,7 +72,7 @@ class SimTransport(Transport):
         decode = sum(x[6] for x in served)
         figures: dict[str, Any] = {
             "up": [st.net.wire_bytes(len(r)) for r in requests],
-            "extra": st.extra[p],
+            "extra": st.worker_state[p].extra,
             "codec": decode,
             "staleness": max(x[3] for x in served),
         }
@@ -81,20 +81,22 @@ class SimTransport(Transport):
                 st.net.wire_bytes(snappy_bytes(r) if r else 0) for r in requests
             )
             figures["lossless_down"] = sum(x[4] for x in served)
-        if budget_spent(st.extra[p], st.rounds):  # the merged model: the run's last pull
+        if budget_spent(
+            st.worker_state[p].extra, st.rounds
+        ):  # the merged model: the run's last pull
             if decode:
                 yield env.timeout(decode)
             comm = env.now - self.start - wait - decode
             return Pulled(down=down, wait=wait, comm=comm, **figures)
-        if st.dynamic is not None and t > 0 and t % st.dynamic.period == 0:
+        if st.moves is not None and st.moves.decides(t):
             # Keys may move once every pull is in: waiting for the others is wait, the move's
             # transfers are communication.
-            wait += yield from st.migration_point(t)
+            wait += yield from st.moves.migration_point(t)
         pull_end = env.now
         if decode:  # the answers are decoded on the worker's device, one after the other
             yield env.timeout(decode)
         moved = 0  # keys moved to this machine: down traffic from their old shards (remote)
-        moved_from = st.migrated.pop((t, p), None)
+        moved_from = st.moves.migrated.pop((t, p), None) if st.moves is not None else None
         if moved_from is not None:
             down = tuple(int(b) for b in np.add(down, moved_from))
             moved = int(moved_from.sum())
@@ -129,15 +131,15 @@ class SimTransport(Transport):
         st, env, p, job = self.state, self.env, self.p, self.state.job
         w = job.workers[p]
         ratio = st.ratio(t)
-        ctxs, payloads = encode_pushes(job, w, t, ratio, st.extra[p], vector)
+        ctxs, payloads = encode_pushes(job, w, t, ratio, st.worker_state[p].extra, vector)
         encode = [st.charges.worker_encode_s(w, s, pl, ctxs[s]) for s, pl in enumerate(payloads)]
         # The device: backward and the shards' encodes; pushes start as each is encoded.
         overlap = st.overlap and not st.rounds
         ready = [shard_ready(st.ready, k) for k in w.shard_keys] if overlap else []
         plan = step_timeline(env.now, compute, ready or [1.0] * len(payloads), encode, overlap)
         st.feed.open_step(p, t, compute)
-        if st.dynamic is not None:
-            st.note_push(p, payloads, ctxs)
+        if st.moves is not None:
+            st.moves.note_push(p, payloads, ctxs)
         wire = report.wire() if report is not None else None
         pushes = [
             env.process(st.push(p, s, t, pl, ctxs[s], wire, plan.push_start[s]))
@@ -161,8 +163,8 @@ class SimTransport(Transport):
         """Keep the row; feed the dynamic placement its traffic and progress its step."""
         st = self.state
         st.rows.append(row)
-        if st.dynamic is not None:
-            st.observe_traffic(self.p)
+        if st.moves is not None:
+            st.moves.observe_traffic(self.p)
         st.progress.tick(t, self.env.now)
 
     def last_row(self) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+"""What a simulated run keeps per worker and per shard between its messages.
+
+:class:`~psml_core.engine.sim.processes.RunState` holds the run's own state (its rows,
+evaluations and controller feed) and one of these per worker and per shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from psml_core.engine.sim.gate import Gate
+from psml_core.engine.sim.thread import ServerThread
+
+__all__ = ["ShardState", "WorkerState"]
+
+
+@dataclass
+class WorkerState:
+    """A simulated worker's state between its messages.
+
+    Attributes:
+        extra: Per shard, the codec state the shard published for this worker's next push (DFS
+            masks, a round policy's step budget); saved in a checkpoint.
+        landing: Per shard, this worker's last push until the shard has served it: the shard
+            takes the worker's next request, queued behind the push on their connection, only
+            after it.
+    """
+
+    extra: list[dict[str, Any]]
+    landing: list[simpy.Event | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, shards: int) -> WorkerState:
+        """A worker's state before its first message."""
+        return cls([{} for _ in range(shards)], [None] * shards)
+
+
+@dataclass
+class ShardState:
+    """A simulated shard's sync gate and server thread.
+
+    Attributes:
+        gate: The pulls the sync policy holds, released as pushes are applied.
+        thread: The server thread: decoding pushes, aggregating, encoding answers.
+    """
+
+    gate: Gate
+    thread: ServerThread
+
+    @classmethod
+    def of(cls, env: simpy.Environment) -> ShardState:
+        """A shard's state before the first message."""
+        return cls(Gate(env), ServerThread(env))
