@@ -185,13 +185,13 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
     from psml_core.atomic import write_bytes, write_json
     from psml_core.data.store import load_prepared, npz_bytes
     from psml_core.engine.stages import hash_stage, place_stage
-    from psml_core.placement import PLACEMENTS, predicted_traffic
+    from psml_core.placement import predicted_traffic
 
     # Same data as build_job: the hash stage's output, or hashed here (jpdc's hashing block).
     ds = hash_stage(spec, load_prepared(args.data), "--run")
     placed = place_stage(spec, ds)
-    model, problem, assignment = placed.model, placed.problem, placed.assignment
-    placement = PLACEMENTS.build(spec.method.placement)
+    placement, model, problem = placed.placement, placed.model, placed.problem
+    assignment = placed.assignment
     traffic = predicted_traffic(
         problem,
         assignment,

@@ -155,6 +155,7 @@ def _require_hashed(dataset: Dataset, spec: RunSpec) -> Dataset:
             f"{dataset.name!r} is raw; give the data set `psml hash` wrote (psml train --data), "
             "or build the job with psml_core.engine.stages.staged_job"
         )
+    # Hashes nothing here: a hashed data set passes if this recipe and seed hashed it so.
     return hashed_once(dataset, spec.method.hashing, spec.seed, f"run {spec.run_id!r}")
 
 

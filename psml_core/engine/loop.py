@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from psml_core.engine.worker import Worker
     from psml_core.models.base import Matrix
 
-__all__ = ["Pulled", "Pushed", "Transport", "WorkerLoop", "done", "run_blocking"]
+__all__ = ["Pulled", "Pushed", "Steps", "Transport", "WorkerLoop", "done", "run_blocking"]
 
 Steps = Generator[Any, Any, Any]
 
@@ -248,4 +248,5 @@ def run_blocking(steps: Steps) -> Any:
         op = next(steps)
     except StopIteration as finished:
         return finished.value
+    steps.close()
     raise RuntimeError(f"a blocking transport suspended the worker loop on {op!r}")

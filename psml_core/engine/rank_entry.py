@@ -58,8 +58,7 @@ def launched_rank(
     the same job from the same spec, data and placement and hands it to ``run_job``.
     """
     from psml_core.data.store import load_prepared
-    from psml_core.engine.job import build_job
-    from psml_core.engine.stages import hash_stage, place_stage
+    from psml_core.engine.stages import staged_job
     from psml_core.engine.training import configure_torch, load_assignment, train
 
     if rank0:
@@ -71,12 +70,8 @@ def launched_rank(
         )
         return
     configure_torch(spec)
-    dataset = hash_stage(spec, load_prepared(args.data))
-    if args.partition:
-        assignment = load_assignment(args.partition)
-    else:
-        assignment = place_stage(spec, dataset).assignment
-    run_job(build_job(spec, dataset, assignment))
+    assignment = load_assignment(args.partition) if args.partition else None
+    run_job(staged_job(spec, load_prepared(args.data), assignment))
 
 
 def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:

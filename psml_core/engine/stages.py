@@ -17,7 +17,7 @@ from psml_core.data.base import Dataset
 from psml_core.data.hashing import hashed_once
 from psml_core.engine.job import Job, build_job, placement_problem
 from psml_core.models import Model, make_model
-from psml_core.placement import PLACEMENTS, Assignment, PlacementProblem
+from psml_core.placement import PLACEMENTS, Assignment, Placement, PlacementProblem
 
 __all__ = ["Placed", "hash_stage", "place_stage", "staged_job"]
 
@@ -27,12 +27,14 @@ class Placed:
     """A placement stage's result.
 
     Attributes:
+        placement: The placement that assigned them.
         model: The model whose keys were placed.
         problem: What the placement looked at (samples, keys, their incidence, groups).
         assignment: The samples' workers and the keys' shards.
         seconds: The placement's wall-clock time (its ``assign`` call).
     """
 
+    placement: Placement
     model: Model
     problem: PlacementProblem
     assignment: Assignment
@@ -55,7 +57,7 @@ def place_stage(spec: RunSpec, dataset: Dataset) -> Placed:
     problem = placement_problem(model, placement, dataset, spec.seed)
     t0 = time.perf_counter()
     assignment = placement.assign(problem, spec.workers, spec.shards)
-    return Placed(model, problem, assignment, time.perf_counter() - t0)
+    return Placed(placement, model, problem, assignment, time.perf_counter() - t0)
 
 
 def staged_job(spec: RunSpec, dataset: Dataset, assignment: Assignment | None = None) -> Job:

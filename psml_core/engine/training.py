@@ -121,20 +121,22 @@ def _run(
     """Load the data, build the job and run the backend; what :func:`train` writes from.
 
     Returns:
-        The data set, the torch device, the backend, the job, the records and the wall-clock
-        seconds from the backend's start (placement, build and run).
+        The data set as read (its files' provenance), the torch device, the backend, the job,
+        the records and the wall-clock seconds from the backend's start (placement, build and
+        run).
     """
     progress.stage("data")  # heartbeats from here on name the step they wait in
-    dataset = load_prepared(data_dir)  # verifies every file's SHA-256 first
+    loaded = load_prepared(data_dir)  # verifies every file's SHA-256 first
     configure_torch(spec)
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
     # multi-process run takes its own GPU, engine.torch_device.rank_device).
     device = resolve_device(spec.device)
     backend = _backend(spec, checkpoint)
     t0 = time.perf_counter()
-    # The stages the workflow runs as jobs of their own, run here when not handed over.
-    dataset = hash_stage(spec, dataset)
+    # The stages the workflow runs as jobs of their own (hash, partition), run here when their
+    # outputs are not handed over.
     progress.stage("placement")
+    dataset = hash_stage(spec, loaded)
     if assignment_path:
         assignment = load_assignment(assignment_path)
     else:
@@ -146,7 +148,7 @@ def _run(
     if not isinstance(backend, SimBackend):
         progress.handover()  # the ranks report (rank 0), each with its own heartbeat
     records = backend.run(job, progress)
-    return dataset, device, backend, job, records, time.perf_counter() - t0
+    return loaded, device, backend, job, records, time.perf_counter() - t0
 
 
 def train(

@@ -321,6 +321,8 @@ def test_hash_writes_the_data_set_partition_and_train_then_read(smoke, prepared,
         f"hashed m={meta['buckets']} seed {spec.seed}/{name}"
         for name in ("data.npz", "manifest.json")
     ]  # the report's data table tells the hashed files from the raw ones
+    raw_files = json.loads((tmp_path / "run_raw" / "summary.json").read_text())["provenance"]
+    assert sorted(raw_files["data_sha256"]) == ["data.npz", "manifest.json"]  # read raw
     # Hashing a hashed data set again is refused (it would shrink m once more).
     assert main(["hash", "--data", str(hashed), *argv[3:], "--out", str(tmp_path / "twice")]) == 2
     assert "hashed already" in capsys.readouterr().err

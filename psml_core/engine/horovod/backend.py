@@ -341,12 +341,12 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         hvd,
         job,
         rank,
-        exchange,
-        optimizer,
-        delay,
-        options.emulate,
-        evaluator.add if evaluator is not None else None,
-        time.perf_counter(),
+        exchange=exchange,
+        optimizer=optimizer,
+        delay=delay,
+        emulate=options.emulate,
+        evaluate=evaluator.add if evaluator is not None else None,
+        t0=time.perf_counter(),
     )
     run_blocking(WorkerLoop(worker, tr, spec.workload.iterations, rounds=False).run())
     records, observations = _gather(hvd, worker.params, tr.rows, tr.observed, evaluator)

@@ -21,7 +21,7 @@ import torch
 
 from psml_core.control.base import Observation
 from psml_core.engine.job import Job
-from psml_core.engine.loop import Pulled, Pushed, Transport, done
+from psml_core.engine.loop import Pulled, Pushed, Steps, Transport, done
 from psml_core.errors import RunError
 from psml_core.sync.pcp import RoundReport
 
@@ -76,13 +76,9 @@ class HorovodTransport(Transport):
         evaluate: Callable[[int, np.ndarray], None] | None,
         t0: float,
     ) -> None:
-        self.hvd, self.job, self.rank, self.exchange = hvd, job, rank, exchange
-        self.optimizer, self.delay, self.emulate, self.evaluate = (
-            optimizer,
-            delay,
-            emulate,
-            evaluate,
-        )
+        self.hvd, self.job, self.rank = hvd, job, rank
+        self.exchange, self.optimizer = exchange, optimizer
+        self.delay, self.emulate, self.evaluate = delay, emulate, evaluate
         self.params = job.workers[rank].params
         self.remote = [True]  # one collective, no shards: every byte goes to other ranks
         self.ratio = 1.0
@@ -94,12 +90,12 @@ class HorovodTransport(Transport):
         """Wall-clock seconds since the start, at the end of the last phase."""
         return self.mark - self.t0
 
-    def begin(self, t: int, prev_comm: float) -> Any:
+    def begin(self, t: int, prev_comm: float) -> Steps:
         """The step's ratio, the same on every rank."""
         self.ratio = float(self.job.controller.ratio(t))
         return done(None)
 
-    def pull(self, t: int) -> Any:
+    def pull(self, t: int) -> Steps:
         """Nothing to pull: the replica holds the last step's update."""
         return done(Pulled(up=[0], down=[0], extra=[{}], wait=0.0, comm=0.0))
 
@@ -112,7 +108,7 @@ class HorovodTransport(Transport):
         self.mark = self.compute_end = time.perf_counter()
         return self.compute_end - self.start
 
-    def push(self, t: int, vector: np.ndarray, compute: float, report: RoundReport | None) -> Any:
+    def push(self, t: int, vector: np.ndarray, compute: float, report: RoundReport | None) -> Steps:
         """Exchange, update the replica, then the control allreduce."""
         if self.delay is not None:
             time.sleep(self.delay.delay_s(t))

@@ -17,6 +17,8 @@ from psml_core.engine.progress import Progress
 from psml_core.engine.sim.checkpoint import SimCheckpoint, capture_job, save_checkpoint
 from psml_core.engine.sim.state import ShardState
 
+__all__ = ["CheckpointDrain"]
+
 
 class _Run(Protocol):
     """What the drain needs of the run's state (:class:`~.processes.RunState`)."""
@@ -29,9 +31,6 @@ class _Run(Protocol):
     def saved(self) -> dict[str, Any]: ...
 
     def bytes_so_far(self) -> tuple[int, int]: ...
-
-
-__all__ = ["CheckpointDrain"]
 
 
 class CheckpointDrain:

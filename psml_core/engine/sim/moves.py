@@ -20,6 +20,8 @@ from psml_core.engine.migration import chunk_traffic, move_keys
 from psml_core.net.network import FairShareNetwork
 from psml_core.placement.dynamic import DynamicChunkPartition
 
+__all__ = ["KeyMoves"]
+
 
 class _Run(Protocol):
     """What moving keys needs of the run's state (:class:`~.processes.RunState`)."""
@@ -28,9 +30,6 @@ class _Run(Protocol):
     job: Job
     net: FairShareNetwork
     delay: Any
-
-
-__all__ = ["KeyMoves"]
 
 
 class KeyMoves:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import simpy
 
@@ -26,16 +26,26 @@ from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.drain import CheckpointDrain
 from psml_core.engine.sim.moves import KeyMoves
 from psml_core.engine.sim.state import ShardState, WorkerState
-from psml_core.engine.step import (
-    to_records,
-)
+from psml_core.engine.step import to_records
 from psml_core.engine.timeline import key_ready_fraction
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
 
-__all__ = ["RunState"]
+__all__ = ["Served", "RunState"]
+
+
+class Served(NamedTuple):
+    """One shard's answer to a worker's pull, as :meth:`RunState.pull` returns it."""
+
+    blocked: float  # the time the shard's sync policy held the request
+    down: int  # the answer's wire bytes
+    remote: int  # the part of them that crossed the network
+    staleness: int
+    lossless: int  # the answer's Snappy-coded size (0 unless lossless: snappy)
+    request: bytes  # the request's payload (touched: the key list)
+    decode: float  # the device's decode time of the answer
 
 
 class RunState:
@@ -111,12 +121,10 @@ class RunState:
         """
         return self.feed.ratio(t)
 
-    def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, tuple]:
+    def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, Served]:
         """Worker ``p``'s pull of iteration ``t`` from shard ``s``: request, gate, answer.
 
         ``keys``: touched mode, the positions of the batch's keys in the shard's key list.
-        Returns (time held at the gate, answer wire bytes, their remote part, staleness,
-        Snappy-coded answer bytes, the request's payload, the device's decode seconds).
         """
         shard, machine = self.job.shards[s], int(self.job.shard_machine[s])
         d = self.delay.delay_s(t)
@@ -170,7 +178,7 @@ class RunState:
         self.worker_state[p].extra[s] = answer.extra
         decode = self.charges.answer_s(shard, answer, answer.ctx or ctx, encode=False)
         remote = nbytes if machine != p else 0
-        return blocked, nbytes, remote, staleness, lossless, request, decode
+        return Served(blocked, nbytes, remote, staleness, lossless, request, decode)
 
     def push(
         self,

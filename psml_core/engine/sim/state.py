@@ -6,7 +6,7 @@ evaluations and controller feed) and one of these per worker and per shard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
@@ -30,7 +30,7 @@ class WorkerState:
     """
 
     extra: list[dict[str, Any]]
-    landing: list[simpy.Event | None] = field(default_factory=list)
+    landing: list[simpy.Event | None]
 
     @classmethod
     def of(cls, shards: int) -> WorkerState:

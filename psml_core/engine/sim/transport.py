@@ -18,7 +18,7 @@ import numpy as np
 
 from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.loop import Pulled, Pushed, Transport
-from psml_core.engine.sim.processes import RunState
+from psml_core.engine.sim.processes import RunState, Served
 from psml_core.engine.step import budget_spent, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
@@ -64,26 +64,26 @@ class SimTransport(Transport):
         pulls = [env.process(st.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
         results = yield env.all_of(pulls)
         st.feed.close_step(p, t - 1)  # its pushes and this pull: the previous step's round
-        served = [results[proc] for proc in pulls]
-        wait = max(x[0] for x in served) + self.drained
-        down = tuple(x[1] for x in served)
-        remote_down = sum(x[2] for x in served)
-        requests = [x[5] for x in served]
-        decode = sum(x[6] for x in served)
+        served: list[Served] = [results[proc] for proc in pulls]
+        wait = max(x.blocked for x in served) + self.drained
+        down = tuple(x.down for x in served)
+        remote_down = sum(x.remote for x in served)
+        requests = [x.request for x in served]
+        decode = sum(x.decode for x in served)
         figures: dict[str, Any] = {
             "up": [st.net.wire_bytes(len(r)) for r in requests],
             "extra": st.worker_state[p].extra,
             "codec": decode,
-            "staleness": max(x[3] for x in served),
+            "staleness": max(x.staleness for x in served),
         }
         if st.lossless:
             figures["lossless_up"] = sum(
                 st.net.wire_bytes(snappy_bytes(r) if r else 0) for r in requests
             )
-            figures["lossless_down"] = sum(x[4] for x in served)
-        if budget_spent(
-            st.worker_state[p].extra, st.rounds
-        ):  # the merged model: the run's last pull
+            figures["lossless_down"] = sum(x.lossless for x in served)
+        # A round policy's budget of 0: the merged model, the run's last pull (the loop stops
+        # on the same test of these answers); no migration, and its own time split.
+        if budget_spent(st.worker_state[p].extra, st.rounds):
             if decode:
                 yield env.timeout(decode)
             comm = env.now - self.start - wait - decode

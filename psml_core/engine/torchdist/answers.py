@@ -8,7 +8,6 @@ the step and what did not decode.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import numpy as np
 
@@ -101,7 +100,7 @@ def install_answer(
     try:
         vector = shard.decode_pull(answer, ctx)
     except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
-        payload: Any = answer.payload
+        payload = answer.payload
         size = "no" if payload is None else f"{len(payload.buffer)}-byte"
         raise ProtocolError(
             f"{where}: {size} {_codec(shard, False)!r} payload for {len(shard.keys)} keys "

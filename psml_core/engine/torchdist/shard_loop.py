@@ -1,6 +1,6 @@
 """A shard rank's serving loop, and rank 0's evaluator of the global model.
 
-The protocol per iteration is the sim backend's (:mod:`psml_core.engine.step`): a pull
+The protocol per iteration is every backend's (:mod:`psml_core.engine.loop`): a pull
 request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
 shard. :class:`~psml_core.engine.server.ServerShard` does the math; this module only moves its
 messages and measures wall-clock time. The worker's side is

@@ -13,6 +13,7 @@ their protocol bytes when ``options.count_header``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -22,7 +23,15 @@ from psml_core.codecs.base import CodecContext
 from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.job import Job
-from psml_core.engine.loop import Pulled, Pushed, Transport, WorkerLoop, done, run_blocking
+from psml_core.engine.loop import (
+    Pulled,
+    Pushed,
+    Steps,
+    Transport,
+    WorkerLoop,
+    done,
+    run_blocking,
+)
 from psml_core.engine.server import Pull
 from psml_core.engine.step import encode_pushes
 from psml_core.engine.torchdist.answers import expect_answer, install_answer, read_answer
@@ -45,7 +54,17 @@ __all__ = ["DistTransport", "run_worker"]
 def run_worker(
     job: Job, p: int, wire: Wire, layout: Layout, options: DistOptions, faults: Faults, t0: float
 ) -> list[dict[str, Any]]:
-    """Worker ``p``'s iterations from wall-clock ``t0``; returns its rows (no test metrics)."""
+    """Worker ``p``'s iterations from wall-clock ``t0``; returns its rows (no test metrics).
+
+    Args:
+        job: The run.
+        p: The worker.
+        wire: This rank's gloo messages.
+        layout: Which rank is which role.
+        options: Accounting options (``count_header``).
+        faults: Injected failures and delays.
+        t0: The wall-clock origin (every rank's, after a barrier).
+    """
     tr = DistTransport(job, p, wire, layout, options, faults, t0)
     rounds = job.shards[0].policy.rounds
     run_blocking(WorkerLoop(job.workers[p], tr, job.spec.workload.iterations, rounds).run())
@@ -63,7 +82,10 @@ def counted(hdr: Header, protocol: bool) -> int:
 
 
 class DistTransport(Transport):
-    """Worker ``p``'s messages over gloo, and the state it carries from step to step."""
+    """Worker ``p``'s messages over gloo, and the state it carries from step to step.
+
+    It takes :func:`run_worker`'s arguments.
+    """
 
     def __init__(
         self,
@@ -84,8 +106,7 @@ class DistTransport(Transport):
         # The context of this worker's last push to each shard: a broadcast (aggregate mode) of
         # round t - 1 decodes with that round's context, which every pusher of the round shared.
         self.round_ctx: list[CodecContext | None] = [None] * n
-        # Capacities of the pre-posted answer receive and of the shard's pre-posted receive of
-        # our next push, per shard (protocol.grown: both ends know them without a message).
+        # Per shard, the pre-posted receives' capacities of its answers and of our pushes.
         self.capacity, self.push_capacity = [0] * n, [0] * n
         self.proto = options.count_header
         self.touched = self.shards[0].pull_mode == "touched"
@@ -94,22 +115,21 @@ class DistTransport(Transport):
         self.figures = b""  # this worker's figures of its previous step, for shard 0
         self.ratio = job.controller.ratio(0) if not self.feed else 1.0
         self.rows: list[dict[str, Any]] = []
-        # Wall-clock instants: the origin, the last one measured, a step's start (the previous
-        # step's end: the split is exact), its pull's and its compute's ends.
+        # Wall-clock: origin, last instant measured, step start (= last end), pull, compute end.
         self.t0 = self.mark = self.start = self.pull_end = self.compute_end = t0
 
     def now(self) -> float:
         """Wall-clock seconds since the start, at the end of the last phase."""
         return self.mark - self.t0
 
-    def begin(self, t: int, prev_comm: float) -> Any:
+    def begin(self, t: int, prev_comm: float) -> Steps:
         """An injected fault, then the step's ratio (from shard 0's answer when adaptive)."""
         self.faults.maybe_kill(self.rank, t)
         if not self.feed:
             self.ratio = self.job.controller.ratio(t)
         return done(None)
 
-    def pull(self, t: int) -> Any:
+    def pull(self, t: int) -> Steps:
         """Request from every shard and install every answer (receives posted first)."""
         wire, shards = self.wire, self.shards
         answers = [wire.irecv_header(s) for s in range(len(shards))]
@@ -131,8 +151,9 @@ class DistTransport(Transport):
             r.wait()
         self.mark = self.pull_end = time.perf_counter()
         comm = self.pull_end - self.start - wait
-        lossless = (sum(up) + lossless_up, lossless_down) if self.lossless else (None, None)
-        return done(Pulled(up, down, self.extra, wait, comm, 0.0, staleness, *lossless))
+        lossless = {"lossless_up": sum(up) + lossless_up, "lossless_down": lossless_down}
+        pulled = Pulled(up, down, self.extra, wait, comm, staleness=staleness)
+        return done(dataclasses.replace(pulled, **lossless) if self.lossless else pulled)
 
     def install(self, t: int, s: int, hdr: Header, pre: Any, keys: np.ndarray | None) -> Pull:
         """Receive shard ``s``'s answer of step ``t`` and decode it into the replica."""
@@ -175,7 +196,7 @@ class DistTransport(Transport):
         self.mark = self.compute_end = time.perf_counter()
         return self.compute_end - self.pull_end
 
-    def push(self, t: int, vector: np.ndarray, compute: float, report: RoundReport | None) -> Any:
+    def push(self, t: int, vector: np.ndarray, compute: float, report: RoundReport | None) -> Steps:
         """One PUSH per shard, encoded under the contexts both ends know."""
         worker = self.job.workers[self.p]
         ctxs, payloads = encode_pushes(self.job, worker, t, self.ratio, self.extra, vector)
@@ -195,7 +216,9 @@ class DistTransport(Transport):
         self.mark = end = time.perf_counter()
         comm = end - self.compute_end
         lossless = lossless_up if self.lossless else None
-        return done(Pushed(up, self.ratio, comm, comm, lossless_up=lossless))
+        return done(
+            Pushed(up=up, ratio=self.ratio, comm=comm, round_comm=comm, lossless_up=lossless)
+        )
 
     def record(self, t: int, row: dict[str, Any]) -> None:
         """Keep the row; the next step starts where this one ended."""
