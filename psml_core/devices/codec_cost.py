@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,30 @@ def unwrap(codec: Codec) -> tuple[list[str], Codec]:
 
     A wrapper is a codec holding another in its ``inner`` attribute (looked up in the
     instance's own attributes, so a wrapper's attribute relay to its inner codec cannot make a
-    plain codec look wrapped).
+    plain codec look wrapped). A codec's ``inner`` is set once, at construction, so the answer
+    is kept per live codec object (weakly: a finished run's codecs are not held): the
+    simulator prices every message and asks this several times each.
     """
+    hit = _UNWRAPPED.get(id(codec))
+    if hit is not None and hit[0]() is codec:
+        base = codec if hit[2] is None else hit[2]()
+        if base is not None:
+            return list(hit[1]), base
+    names, base = _unwrap(codec)
+    key = id(codec)
+    try:
+        ref = weakref.ref(codec, lambda _, k=key: _UNWRAPPED.pop(k, None))
+    except TypeError:  # a plugin codec without weak references: not kept
+        return names, base
+    _UNWRAPPED[key] = (ref, tuple(names), None if base is codec else weakref.ref(base))
+    return names, base
+
+
+# id(codec) -> (weak codec, wrapper names, weak innermost codec or None when it is the codec)
+_UNWRAPPED: dict[int, tuple[Any, tuple[str, ...], Any]] = {}
+
+
+def _unwrap(codec: Codec) -> tuple[list[str], Codec]:
     names: list[str] = []
     c = codec
     while True:

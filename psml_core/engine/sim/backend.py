@@ -54,6 +54,7 @@ from psml_core.engine.sim.checkpoint import (
     load_checkpoint,
     restore_job,
 )
+from psml_core.engine.sim.collector import quiet_collector
 from psml_core.engine.sim.processes import RunState
 from psml_core.engine.sim.transport import SimTransport
 from psml_core.engine.step import step_row
@@ -150,7 +151,8 @@ class SimBackend(Backend):
                 loop = WorkerLoop(job.workers[p], tr, iterations, rounds)
                 env.process(loop.run(ckpt.iteration, ckpt.prev_comm[p]))
         try:
-            env.run()
+            with quiet_collector():
+                env.run()
         except Diverged as exc:
             _end_diverged(state, exc)
         return state.records()

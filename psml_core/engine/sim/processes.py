@@ -10,6 +10,7 @@ over a :class:`~psml_core.engine.sim.transport.SimTransport`; the backend
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -46,6 +47,19 @@ class Served(NamedTuple):
     lossless: int  # the answer's Snappy-coded size (0 unless lossless: snappy)
     request: bytes  # the request's payload (touched: the key list)
     decode: float  # the device's decode time of the answer
+
+
+class _Service(NamedTuple):
+    """One push on its way through the shard (:meth:`RunState.serve_push`)."""
+
+    p: int
+    s: int
+    t: int
+    payload: Payload
+    ctx: CodecContext
+    report: RoundReport | None
+    start: float  # when it was handed to the network
+    landed: simpy.Event  # fired once the shard has served it
 
 
 class RunState:
@@ -195,7 +209,8 @@ class RunState:
         A push is asynchronous, as a socket's send is (PS-lite's and the dist backend's): the
         worker goes on once the bytes have left its NIC, and what it sends the shard next (its
         next pull request) queues behind them, so the shard takes it after the push
-        (:meth:`pull`). The shard's processing (decode, aggregation) is :meth:`serve_push`.
+        (:meth:`pull`). The shard's processing (decode, aggregation) is :meth:`serve_push`,
+        started by the push's arrival.
         """
         if at is not None and at > self.env.now:
             yield self.env.timeout(at - self.env.now)
@@ -206,48 +221,61 @@ class RunState:
         if self.drains is not None:  # in flight: a checkpoint's drain waits until it is served
             self.drains.push_sent()
         landed = self.worker_state[p].landing[s] = self.env.event()
-
-        def land() -> Generator[Any, Any, None]:
-            yield arrival
-            # Network time only (DC2's signal); before the shard applies it: a released pull
-            # sees it.
-            self.feed.transfer(p, t, s, self.env.now - start)
-            yield from self.serve_push(p, s, t, payload, ctx, report)
-            landed.succeed()  # served: the request queued behind it is the server's next
-
-        self.env.process(land())
+        served = _Service(p, s, t, payload, ctx, report, start, landed)
+        arrival.callbacks.append(functools.partial(self._arrived, served))
         yield sent
         return self.env.now
 
-    def serve_push(
-        self,
-        p: int,
-        s: int,
-        t: int,
-        payload: Payload,
-        ctx: CodecContext,
-        report: RoundReport | None,
-    ) -> Generator[Any, Any, None]:
-        """The shard's server thread: decode the push into the sum, apply, encode a broadcast."""
-        shard, at_shard = self.job.shards[s], self.shard_state[s]
-        thread = at_shard.thread
-        turn = thread.acquire()
-        if turn is not None:
-            yield turn
-        cost = self.charges.push_s(shard, payload, ctx)
+    # The shard's side of a push, written as callbacks on the events a generator would wait
+    # for: each step runs exactly when a process's resume would, so the order of events is a
+    # process's, without a process's start and end events (two per push) or its generator.
+
+    def _arrived(self, push: _Service, _: simpy.Event) -> None:
+        # Network time only (DC2's signal); before the shard applies it: a released pull sees it.
+        self.feed.transfer(push.p, push.t, push.s, self.env.now - push.start)
+        self.serve_push(push)
+
+    def serve_push(self, push: _Service) -> None:
+        """The shard's server thread takes a landed push, decodes it into the sum and applies it.
+
+        A barrier's last push also encodes the round's broadcast. Then the request the worker
+        queued behind the push may be served (``landed`` fires).
+        """
+        turn = self.shard_state[push.s].thread.acquire()
+        if turn is None:
+            self._decode(push)
+        else:
+            turn.callbacks.append(functools.partial(self._decode, push))
+
+    def _decode(self, push: _Service, _: object = None) -> None:
+        cost = self.charges.push_s(self.job.shards[push.s], push.payload, push.ctx)
         if cost:
-            yield self.env.timeout(cost)
-        applied = shard.push(p, t, payload, ctx, now=self.env.now, report=report)
+            self.env.timeout(cost).callbacks.append(functools.partial(self._apply, push))
+        else:
+            self._apply(push)
+
+    def _apply(self, push: _Service, _: object = None) -> None:
+        shard = self.job.shards[push.s]
+        applied = shard.push(
+            push.p, push.t, push.payload, push.ctx, now=self.env.now, report=push.report
+        )
         if applied and shard.policy.barrier and shard.pull_mode == "aggregate":
-            cost = self.charges.broadcast_s(shard, t, ctx)
+            cost = self.charges.broadcast_s(shard, push.t, push.ctx)
             if cost:
-                yield self.env.timeout(cost)
-        thread.release()
+                done = self.env.timeout(cost)
+                done.callbacks.append(functools.partial(self._served, push, applied))
+                return
+        self._served(push, applied)
+
+    def _served(self, push: _Service, applied: bool, _: object = None) -> None:
+        shard, at_shard = self.job.shards[push.s], self.shard_state[push.s]
+        at_shard.thread.release()
         if applied:
             at_shard.gate.release(shard.may_serve)
-            self._on_applied(t, self.job.spec.workers if shard.policy.barrier else 1)
+            self._on_applied(push.t, self.job.spec.workers if shard.policy.barrier else 1)
         if self.drains is not None:
             self.drains.push_served()
+        push.landed.succeed()  # served: the request queued behind it is the server's next
 
     def _on_applied(self, t: int, pushes: int) -> None:
         # The model "after iteration t" is evaluated once every shard has applied every worker's

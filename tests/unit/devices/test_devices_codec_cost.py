@@ -231,6 +231,28 @@ def test_wrappers_are_detected_by_inner_and_name_and_nest(model):
     assert wrapper_name(Renamed(base)) == "error_feedback"
 
 
+def test_unwrap_is_kept_per_live_codec_and_forgotten_with_it():
+    import gc
+
+    from psml_core.devices import codec_cost
+
+    base = _topk()
+    wrapped = ErrorFeedback(base)
+    first = unwrap(wrapped)
+    again = unwrap(wrapped)
+    assert first == again == (["error_feedback"], base)
+    again[0].append("mutated")  # a caller's list is its own copy
+    assert unwrap(wrapped) == (["error_feedback"], base)
+    assert id(wrapped) in codec_cost._UNWRAPPED  # noqa: SLF001
+    key = id(wrapped)
+    del wrapped, first, again
+    gc.collect()
+    assert key not in codec_cost._UNWRAPPED  # noqa: SLF001
+    # A plain codec now living at a recycled id is not mistaken for the wrapper.
+    plain = _topk()
+    assert unwrap(plain) == ([], plain)
+
+
 def test_a_wrapper_missing_from_the_table_is_a_clear_error(model):
     class Quantised(MomentumCorrection):
         pass
