@@ -19,6 +19,7 @@ import numpy as np
 from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.loop import Pulled, Pushed, Transport
 from psml_core.engine.sim.processes import RunState, Served
+from psml_core.engine.sim.started import Started
 from psml_core.engine.step import budget_spent, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
@@ -61,7 +62,7 @@ class SimTransport(Transport):
         st, env, p, job = self.state, self.env, self.p, self.state.job
         touched = job.shards[0].pull_mode == "touched"
         keys = job.workers[p].touched_keys() if touched else [None] * len(job.shards)
-        pulls = [env.process(st.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
+        pulls = [Started(env, st.pull(p, s, t, keys[s])) for s in range(len(job.shards))]
         results = yield env.all_of(pulls)
         st.feed.close_step(p, t - 1)  # its pushes and this pull: the previous step's round
         served: list[Served] = [results[proc] for proc in pulls]
@@ -142,7 +143,7 @@ class SimTransport(Transport):
             st.moves.note_push(p, payloads, ctxs)
         wire = report.wire() if report is not None else None
         pushes = [
-            env.process(st.push(p, s, t, pl, ctxs[s], wire, plan.push_start[s]))
+            Started(env, st.push(p, s, t, pl, ctxs[s], wire, plan.push_start[s]))
             for s, pl in enumerate(payloads)
         ]
         done = yield env.all_of([*pushes, env.timeout(max(0.0, plan.device_end - env.now))])
