@@ -19,6 +19,11 @@ from psml_core.devices.codec_cost import CodecCostModel, unwrap
 __all__ = ["SERVER_DEVICE", "CodecCharges"]
 
 
+def _payload_share(wire_bytes: int, n: int) -> float:
+    """A payload's size over the dense vector's (4 bytes per element), in [0.001, 1]."""
+    return min(1.0, max(1e-3, wire_bytes / max(4.0 * n, 1.0)))
+
+
 class CodecCharges:
     """The seconds each codec operation takes on the worker's device or the server's core.
 
@@ -37,31 +42,34 @@ class CodecCharges:
         _, base = unwrap(codec)
         if hasattr(base, "ratio"):
             return None  # the cost model reads the codec's ratio (or the step's)
-        return min(1.0, max(1e-3, wire_bytes / max(4.0 * n, 1.0)))
+        return _payload_share(wire_bytes, n)
 
     @staticmethod
-    def _elements(codec: Any, payload: Payload) -> int:
-        """Elements a codec operation touches: the vector, or a kv message's entries."""
+    def _sized(codec: Any, payload: Payload) -> tuple[int, float | None]:
+        """The elements a codec operation touches, and the density to price it at.
+
+        Elements: the vector's, or a kv message's entries. Density: as :meth:`_density`.
+        """
         _, base = unwrap(codec)
-        return payload.wire_bytes // 12 if base.name == "kv" else payload.n
+        n = payload.wire_bytes // 12 if base.name == "kv" else payload.n
+        if hasattr(base, "ratio"):
+            return n, None
+        return n, _payload_share(payload.wire_bytes, payload.n)
 
     def worker_encode_s(self, w: Any, s: int, payload: Payload, ctx: CodecContext) -> float:
         """Worker ``w``'s encode of its push to shard ``s`` (0 without codec costs)."""
         if self.costs is None:
             return 0.0
         codec = w.codecs[s]
-        n = self._elements(codec, payload)
-        ratio = self._density(codec, payload.wire_bytes, payload.n)
+        n, ratio = self._sized(codec, payload)
         return self.costs.encode_s(codec, n, ctx, ratio=ratio)
 
     def push_s(self, shard: Any, payload: Payload, ctx: CodecContext) -> float:
         """The server's decode of one push into its sum (a CPU core's cost)."""
         if self.server_costs is None:
             return 0.0
-        codec = shard.codec_up
-        n = self._elements(codec, payload)
-        ratio = self._density(codec, payload.wire_bytes, payload.n)
-        return self.server_costs.decode_s(codec, n, ctx, ratio=ratio)
+        n, ratio = self._sized(shard.codec_up, payload)
+        return self.server_costs.decode_s(shard.codec_up, n, ctx, ratio=ratio)
 
     def broadcast_s(self, shard: Any, t: int, ctx: CodecContext) -> float:
         """The server's once-per-round work and its encode of round ``t``'s broadcast.
