@@ -7,12 +7,14 @@ RCV1-calibrated sparse logistic regression; S = min(P, 16) colocated shards) and
 * the wall-clock time spent outside the gradient computation (event loop, network model,
   encoding, server updates) over the gradient computation's own wall-clock time, measured in
   the same run (goals: at most 0.5x at 16 workers, at most 1x at 64);
-* the part of that overhead which is the method's own work, run for real as in a deployment:
-  the workers' encodes of their pushes and decodes of their answers, the shards' decodes,
-  aggregation and encodes (``Worker.encode_push``/``apply_answer``, ``ServerShard.push``/
-  ``pull``/``decode_pull``), over the gradient's time: what a simulator that runs the real
-  codecs cannot go below. The rest is the simulator's own (event loop, network model, pricing,
-  bookkeeping);
+* the part of that overhead which is the method's own work, run for real as a deployment
+  runs it: the workers' encodes of their pushes and their replicas' updates from the answers,
+  the shards' decodes and aggregation of the pushes with the server's optimizer step, their
+  answers' encodes and the decodes of those answers (``Worker.encode_push``,
+  ``apply_answer``, ``apply_touched``; ``ServerShard.push``, ``pull``, ``decode_pull``,
+  ``decode_touched``; none calls another), over the gradient's time: what a simulator that
+  runs the methods for real cannot go below. The rest is the simulator's own (event loop,
+  network model, pricing, bookkeeping, and these timers, about 1%);
 * what the event core did per worker-iteration: SimPy events scheduled, and fair-share
   recomputations (``FairShareNetwork._reschedule``), the two costs the overhead is made of.
 
@@ -65,49 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prepare_dataset(exp.datasets[base.dataset.name], Path(tmp) / "d")
         ds = load_prepared(Path(tmp) / "d")
-    original = Worker.compute
-    spent = [0.0]
-
-    def timed_compute(self: Worker) -> tuple[float, object]:
-        t0 = time.perf_counter()
-        out = original(self)
-        spent[0] += time.perf_counter() - t0
-        return out
-
-    Worker.compute = timed_compute  # type: ignore[method-assign]
-    # The method's own work (codecs, aggregation), timed the same way.
-    work = [0.0]
-
-    def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                work[0] += time.perf_counter() - t0
-
-        return wrapper
-
-    for cls, names in (
-        (Worker, ("encode_push", "apply_answer", "apply_touched")),
-        (ServerShard, ("push", "pull", "decode_pull", "decode_touched")),
-    ):
-        for name in names:
-            setattr(cls, name, timed(getattr(cls, name)))
-    # Counted by wrapping, not sampled: every event SimPy queues and every rate recomputation.
-    counts = {"events": 0, "rates": 0}
-    schedule, reschedule = simpy.Environment.schedule, FairShareNetwork._reschedule
-
-    def counted_schedule(self: simpy.Environment, *a: object, **k: object) -> None:
-        counts["events"] += 1
-        schedule(self, *a, **k)  # type: ignore[arg-type]
-
-    def counted_reschedule(self: FairShareNetwork) -> None:
-        counts["rates"] += 1
-        reschedule(self)
-
-    simpy.Environment.schedule = counted_schedule  # type: ignore[method-assign]
-    FairShareNetwork._reschedule = counted_reschedule  # type: ignore[method-assign]
+    spent, work, counts = _instrument()
     # Untimed warm-up: torch's first gradients and the lazy imports would land on the first row.
     warm = dataclasses.replace(base.workload, iterations=2, batch_size=args.batch)
     SimBackend().run(staged_job(dataclasses.replace(base, workers=4, shards=2, workload=warm), ds))
@@ -132,6 +92,48 @@ def main() -> None:
             f"{counts['events'] / len(recs):.0f} | {counts['rates'] / len(recs):.1f} |",
             flush=True,
         )
+
+
+def _instrument() -> tuple[list[float], list[float], dict[str, int]]:
+    """Time the gradient and the method's own work, count events and rate recomputations.
+
+    Returns the seconds in ``Worker.compute``, the seconds in the method's work (see the module
+    docstring) and the counts, each reset by the caller before a run.
+    """
+    spent, work = [0.0], [0.0]
+
+    def timed(fn: Callable[..., Any], into: list[float]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                into[0] += time.perf_counter() - t0
+
+        return wrapper
+
+    Worker.compute = timed(Worker.compute, spent)  # type: ignore[method-assign]
+    for cls, names in (
+        (Worker, ("encode_push", "apply_answer", "apply_touched")),
+        (ServerShard, ("push", "pull", "decode_pull", "decode_touched")),
+    ):
+        for name in names:
+            setattr(cls, name, timed(getattr(cls, name), work))
+    # Counted by wrapping, not sampled: every event SimPy queues and every rate recomputation.
+    counts = {"events": 0, "rates": 0}
+    schedule, reschedule = simpy.Environment.schedule, FairShareNetwork._reschedule
+
+    def counted_schedule(self: simpy.Environment, *a: object, **k: object) -> None:
+        counts["events"] += 1
+        schedule(self, *a, **k)  # type: ignore[arg-type]
+
+    def counted_reschedule(self: FairShareNetwork) -> None:
+        counts["rates"] += 1
+        reschedule(self)
+
+    simpy.Environment.schedule = counted_schedule  # type: ignore[method-assign]
+    FairShareNetwork._reschedule = counted_reschedule  # type: ignore[method-assign]
+    return spent, work, counts
 
 
 if __name__ == "__main__":

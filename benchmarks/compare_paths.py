@@ -3,13 +3,15 @@
 ``compare_cores.py`` re-runs a finished tier's train jobs, and the smoke tier has no
 checkpointed run and no key moves. This script runs those paths under the checkout on
 ``PYTHONPATH`` and writes every record as JSON: checkpointed runs (a drain every 3 steps) of
-dense BSP and ASP on both smoke workloads, and JPDC's dynamic placement forced to move every
-chunk to the next shard at each decision step (as ``tests/unit/engine/test_engine_migration.py``
-does). Two checkouts agree when the files are byte-identical.
+dense BSP and ASP on both smoke workloads, each run again from its last checkpoint (a resumed
+run), and JPDC's dynamic placement forced to move every chunk to the next shard at each
+decision step (as ``tests/unit/engine/test_engine_migration.py`` does). Two checkouts agree
+when the files are byte-identical.
 
-Usage (from anywhere; ``-P`` keeps the working directory off ``sys.path``):
-    PYTHONPATH=SRC_A python -P SRC_A/benchmarks/compare_paths.py a.json
-    PYTHONPATH=SRC_B python -P SRC_A/benchmarks/compare_paths.py b.json
+Usage (one copy of this script and its ``config/`` for both; ``PYTHONPATH`` picks the
+``psml_core`` that runs):
+    PYTHONPATH=SRC_A python benchmarks/compare_paths.py a.json
+    PYTHONPATH=SRC_B python benchmarks/compare_paths.py b.json
     cmp a.json b.json
 """
 
@@ -77,6 +79,11 @@ def main() -> None:
             out[name] = [dataclasses.asdict(r) for r in recs]
             moved = sum(r.migration_bytes for r in recs)
             print(f"{name}: {len(recs)} records, {moved} bytes moved")
+            if ckpt is not None:  # again, resumed from the run's last checkpoint
+                backend = SimBackend(checkpoint=ckpt)
+                again = backend.run(staged_job(spec, data[ds]))
+                out[f"{name}/resumed"] = [dataclasses.asdict(r) for r in again]
+                print(f"{name}/resumed from {backend.resumed_at}: {len(again)} records")
     Path(sys.argv[1]).write_text(json.dumps(out, sort_keys=True, default=repr))
 
 

@@ -107,21 +107,21 @@ def unwrap(codec: Codec) -> tuple[list[str], Codec]:
     """
     hit = _UNWRAPPED.get(id(codec))
     if hit is not None and hit[0]() is codec:
-        base = codec if hit[2] is None else hit[2]()
-        if base is not None:
-            return list(hit[1]), base
+        return list(hit[1]), codec if hit[2] is None else hit[2]
     names, base = _unwrap(codec)
     key = id(codec)
     try:
         ref = weakref.ref(codec, lambda _, k=key: _UNWRAPPED.pop(k, None))
     except TypeError:  # a plugin codec without weak references: not kept
         return names, base
-    _UNWRAPPED[key] = (ref, tuple(names), None if base is codec else weakref.ref(base))
+    # The innermost codec is held strongly only when it is another object, which the wrapper
+    # holds anyway; the entry goes when the wrapper does.
+    _UNWRAPPED[key] = (ref, tuple(names), None if base is codec else base)
     return names, base
 
 
-# id(codec) -> (weak codec, wrapper names, weak innermost codec or None when it is the codec)
-_UNWRAPPED: dict[int, tuple[Any, tuple[str, ...], Any]] = {}
+# id(codec) -> (weak codec, wrapper names, innermost codec or None when it is the codec)
+_UNWRAPPED: dict[int, tuple[Any, tuple[str, ...], Codec | None]] = {}
 
 
 def _unwrap(codec: Codec) -> tuple[list[str], Codec]:

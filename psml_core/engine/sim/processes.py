@@ -1,10 +1,13 @@
 """The SimPy processes of a simulated run's messages: pulls, pushes and the servers.
 
 :class:`RunState` holds what one run mutates (the shards' gates and server threads, the rows,
-the evaluations, the controller feed) and moves its messages as SimPy processes: each pull is
-:meth:`RunState.pull`, each push :meth:`RunState.push`, each shard's processing of a push
-:meth:`RunState.serve_push`. A worker's step is :class:`~psml_core.engine.loop.WorkerLoop`
-over a :class:`~psml_core.engine.sim.transport.SimTransport`; the backend
+the evaluations, the controller feed) and moves its messages: each pull is a SimPy process of
+:meth:`RunState.pull`, each push one of :meth:`RunState.push` (both started at once,
+:class:`~psml_core.engine.sim.started.Started`), and a shard's processing of a landed push is
+:meth:`RunState.serve_push`, callbacks on the events a process would wait for (the same order
+of events, without a process's start and end). A worker's step is
+:class:`~psml_core.engine.loop.WorkerLoop` over a
+:class:`~psml_core.engine.sim.transport.SimTransport`; the backend
 (:mod:`psml_core.engine.sim.backend`) builds the network and starts the workers' loops.
 """
 

@@ -243,14 +243,35 @@ def test_unwrap_is_kept_per_live_codec_and_forgotten_with_it():
     assert first == again == (["error_feedback"], base)
     again[0].append("mutated")  # a caller's list is its own copy
     assert unwrap(wrapped) == (["error_feedback"], base)
-    assert id(wrapped) in codec_cost._UNWRAPPED  # noqa: SLF001
     key = id(wrapped)
+    assert key in codec_cost._UNWRAPPED  # noqa: SLF001
     del wrapped, first, again
     gc.collect()
     assert key not in codec_cost._UNWRAPPED  # noqa: SLF001
-    # A plain codec now living at a recycled id is not mistaken for the wrapper.
-    plain = _topk()
+
+
+def test_unwrap_does_not_take_a_stale_entry_for_a_new_codec_at_the_same_id():
+    import weakref
+
+    from psml_core.devices import codec_cost
+
+    plain, other = _topk(), ErrorFeedback(_topk())
+    # An entry for `plain`'s id that belongs to another (a dead codec's id reused).
+    codec_cost._UNWRAPPED[id(plain)] = (weakref.ref(other), ("error_feedback",), other.inner)  # noqa: SLF001
     assert unwrap(plain) == ([], plain)
+    assert codec_cost._UNWRAPPED[id(plain)][0]() is plain  # noqa: SLF001
+
+
+def test_unwrap_of_a_codec_without_weak_references_is_computed_each_time(monkeypatch):
+    from psml_core.devices import codec_cost
+
+    def no_weakrefs(*_: object, **__: object) -> None:
+        raise TypeError("cannot create weak reference")
+
+    monkeypatch.setattr(codec_cost.weakref, "ref", no_weakrefs)
+    wrapped = ErrorFeedback(_topk())
+    assert unwrap(wrapped) == (["error_feedback"], wrapped.inner)
+    assert id(wrapped) not in codec_cost._UNWRAPPED  # noqa: SLF001
 
 
 def test_a_wrapper_missing_from_the_table_is_a_clear_error(model):
