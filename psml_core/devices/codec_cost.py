@@ -105,11 +105,11 @@ def unwrap(codec: Codec) -> tuple[list[str], Codec]:
     is kept per live codec object (weakly: a finished run's codecs are not held): the
     simulator prices every message and asks this several times each.
     """
-    hit = _UNWRAPPED.get(id(codec))
+    key = id(codec)
+    hit = _UNWRAPPED.get(key)
     if hit is not None and hit[0]() is codec:
         return list(hit[1]), codec if hit[2] is None else hit[2]
     names, base = _unwrap(codec)
-    key = id(codec)
     try:
         ref = weakref.ref(codec, lambda _, k=key: _UNWRAPPED.pop(k, None))
     except TypeError:  # a plugin codec without weak references: not kept

@@ -19,8 +19,10 @@ from psml_core.devices.codec_cost import CodecCostModel, unwrap
 __all__ = ["SERVER_DEVICE", "CodecCharges"]
 
 
-def _payload_share(wire_bytes: int, n: int) -> float:
-    """A payload's size over the dense vector's (4 bytes per element), in [0.001, 1]."""
+def _base_density(base: Any, wire_bytes: int, n: int) -> float | None:
+    """The density to price an unwrapped codec at (see :meth:`CodecCharges._density`)."""
+    if hasattr(base, "ratio"):
+        return None  # the cost model reads the codec's ratio (or the step's)
     return min(1.0, max(1e-3, wire_bytes / max(4.0 * n, 1.0)))
 
 
@@ -39,10 +41,7 @@ class CodecCharges:
     @staticmethod
     def _density(codec: Any, wire_bytes: int, n: int) -> float | None:
         """The density to price a codec without a ``ratio`` at: its payload over dense."""
-        _, base = unwrap(codec)
-        if hasattr(base, "ratio"):
-            return None  # the cost model reads the codec's ratio (or the step's)
-        return _payload_share(wire_bytes, n)
+        return _base_density(unwrap(codec)[1], wire_bytes, n)
 
     @staticmethod
     def _sized(codec: Any, payload: Payload) -> tuple[int, float | None]:
@@ -52,9 +51,7 @@ class CodecCharges:
         """
         _, base = unwrap(codec)
         n = payload.wire_bytes // 12 if base.name == "kv" else payload.n
-        if hasattr(base, "ratio"):
-            return n, None
-        return n, _payload_share(payload.wire_bytes, payload.n)
+        return n, _base_density(base, payload.wire_bytes, payload.n)
 
     def worker_encode_s(self, w: Any, s: int, payload: Payload, ctx: CodecContext) -> float:
         """Worker ``w``'s encode of its push to shard ``s`` (0 without codec costs)."""
