@@ -42,6 +42,7 @@ from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, staged_job
 from psml_core.engine.server import ServerShard
 from psml_core.engine.worker import Worker
+from psml_core.net.fair_share import load_kernel
 from psml_core.net.network import FairShareNetwork
 from psml_core.recipes import load_experiment
 
@@ -71,6 +72,10 @@ def main() -> None:
     # Untimed warm-up: torch's first gradients and the lazy imports would land on the first row.
     warm = dataclasses.replace(base.workload, iterations=2, batch_size=args.batch)
     SimBackend().run(staged_job(dataclasses.replace(base, workers=4, shards=2, workload=warm), ds))
+    t0 = time.perf_counter()
+    load_kernel()  # a run with more than a few flows at once loads it on its first such instant
+    print(f"Fair-share kernel (Numba) loaded in {time.perf_counter() - t0:.2f} s wall-clock, "
+          "once per process, outside the rows.\n")  # fmt: skip
     print(
         "| workers | shards | worker-iterations | wall s | iterations/s | gradient s | "
         "overhead / gradient | of which codecs and servers | events / worker-it | "

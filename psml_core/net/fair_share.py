@@ -2,15 +2,20 @@
 
 :func:`max_min_rates` is the reference, on flows crossing any links; :func:`two_link_rates`
 is the simulator's hot path, for flows that each cross their sender's egress and their
-receiver's ingress (plus optional competing one-link flows), vectorised in NumPy and run on
-Python floats below :data:`_FEW_FLOWS` flows, with the same arithmetic in the same order.
+receiver's ingress (plus optional competing one-link flows). It runs on Python floats below
+:data:`_FEW_FLOWS` flows and as a Numba-compiled loop above, with the same arithmetic in the
+same order in both (the same floats).
 """
 
 from __future__ import annotations
 
+import functools
+import pickle
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["max_min_rates", "two_link_rates"]
+__all__ = ["load_kernel", "max_min_rates", "two_link_rates"]
 
 
 def max_min_rates(
@@ -52,10 +57,11 @@ def two_link_rates(
     capacity: np.ndarray,
     competing: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Max-min fair rates of flows that each cross exactly two links, vectorised.
+    """Max-min fair rates of flows that each cross exactly two links.
 
-    The same progressive filling as :func:`max_min_rates`, one NumPy pass per bottleneck level
-    instead of per flow: the simulator's hot path with hundreds of concurrent flows.
+    The same progressive filling as :func:`max_min_rates`, one pass over the flows per
+    bottleneck level: the simulator's hot path, with hundreds of concurrent flows at 64
+    workers and more.
 
     Competing flows (cross-traffic) are elastic flows of unbounded demand that cross one link
     each: the same result as :func:`max_min_rates` with each of them a one-link flow. They are
@@ -68,54 +74,107 @@ def two_link_rates(
         capacity: Capacity of every link.
         competing: Competing flows on every link (integers >= 0), or None for none.
     """
-    # The unfrozen flows are kept compacted (s, d, idx) so each level touches only them, and
-    # the per-link flow counts are updated by the frozen flows instead of recounted.
     if src.size <= _FEW_FLOWS:
         return np.array(_few_flow_rates(src.tolist(), dst.tolist(), capacity, competing))
     nlinks = capacity.size
-    counts = np.bincount(src, minlength=nlinks) + np.bincount(dst, minlength=nlinks)
-    share = np.empty(nlinks)
-    level, tight = _lowest_share(capacity, counts, competing, share)
-    freeze = tight[src] | tight[dst]
-    # The first level in closed form: a flow's rate is its tighter link's equal share. When
-    # every flow crosses a link at the lowest share (a round's symmetric pushes or pulls),
-    # that level is the whole answer; so is any level that freezes every flow left.
-    if freeze.all():
-        return np.full(src.size, level)
-    rates = np.zeros(src.size)
-    cap = capacity.astype(np.float64)  # a copy
-    s, d, idx = src, dst, np.arange(src.size)
-    while True:
-        rates[idx[freeze]] = level
-        frozen = np.bincount(s[freeze], minlength=nlinks) + np.bincount(d[freeze], minlength=nlinks)
-        cap -= level * frozen
-        counts -= frozen
-        keep = ~freeze
-        s, d, idx = s[keep], d[keep], idx[keep]
-        level, tight = _lowest_share(cap, counts, competing, share)
-        freeze = tight[s] | tight[d]
-        if freeze.all():
-            rates[idx] = level
-            return rates
+    if competing is None:
+        competing = np.zeros(nlinks, dtype=np.int64)
+    return load_kernel()(
+        np.ascontiguousarray(src, dtype=np.int64),
+        np.ascontiguousarray(dst, dtype=np.int64),
+        np.ascontiguousarray(capacity, dtype=np.float64),
+        np.ascontiguousarray(competing, dtype=np.int64),
+        np.empty(src.size),
+    )
 
 
-def _lowest_share(
-    cap: np.ndarray, counts: np.ndarray, competing: np.ndarray | None, share: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """One level of progressive filling: the lowest equal share, and the links at it.
+def _fill(
+    src: np.ndarray, dst: np.ndarray, capacity: np.ndarray, competing: np.ndarray,
+    rates: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Progressive filling as plain loops (compiled by :func:`_compiled_fill`).
 
-    ``share`` is filled in place (a link without flows is at infinity).
+    Each level: every link's equal share ``cap / (flows + competing)``, the lowest of them,
+    and every unfrozen flow crossing a link within ``1e-12`` of it frozen at that level; then
+    each link's capacity loses ``level * frozen flows``. :func:`_few_flow_rates` is this
+    arithmetic in this order on Python floats.
     """
-    share.fill(np.inf)
-    np.divide(cap, counts if competing is None else counts + competing, out=share,
-              where=counts > 0)  # fmt: skip
-    level = share.min()
-    return level, share <= level * (1 + 1e-12)
+    n = src.size
+    nlinks = capacity.size
+    counts = np.zeros(nlinks, dtype=np.int64)
+    for i in range(n):
+        counts[src[i]] += 1
+        counts[dst[i]] += 1
+    cap = capacity.copy()
+    share = np.empty(nlinks)
+    frozen = np.zeros(nlinks, dtype=np.int64)
+    todo = np.arange(n)
+    left = n
+    while left:
+        level = np.inf
+        for k in range(nlinks):
+            if counts[k] > 0:
+                share[k] = cap[k] / (counts[k] + competing[k])
+                level = min(level, share[k])
+            else:
+                share[k] = np.inf
+        bound = level * _TIGHT
+        kept = 0
+        for j in range(left):
+            i = todo[j]
+            a, b = src[i], dst[i]
+            if share[a] <= bound or share[b] <= bound:
+                rates[i] = level
+                frozen[a] += 1
+                frozen[b] += 1
+            else:
+                todo[kept] = i
+                kept += 1
+        left = kept
+        for k in range(nlinks):
+            if frozen[k]:
+                cap[k] -= level * frozen[k]
+                counts[k] -= frozen[k]
+                frozen[k] = 0
+    return rates
 
+
+@functools.cache
+def load_kernel() -> Callable[..., np.ndarray]:
+    """:func:`_fill` compiled by Numba, loaded on first use.
+
+    A run that never has more than :data:`_FEW_FLOWS` flows at once never imports Numba. A
+    benchmark calls this up front to keep the one-time load (about 0.4 s; compiling, the first
+    time on a machine, about 1 s more) out of its timings.
+
+    No ``fastmath``: IEEE arithmetic with no contraction, so the floats are those of the
+    Python path. ``cache=True`` keeps the machine code beside the module (or in Numba's
+    user-wide cache where that is read-only), so a process loads it instead of compiling. A
+    cache file another process left unreadable (an interrupted write on a shared file system)
+    costs a compilation, not the run.
+    """
+    import numba
+
+    try:
+        return _first_call(numba.njit(cache=True, nogil=True)(_fill))
+    except (EOFError, pickle.UnpicklingError, OSError):
+        return _first_call(numba.njit(cache=False, nogil=True)(_fill))
+
+
+def _first_call(kernel: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    # Numba loads (or compiles) a specialization at its first call: make it now, with the
+    # types two_link_rates passes, so that load_kernel is the whole one-time cost.
+    one = np.zeros(1, dtype=np.int64)
+    kernel(one, one + 1, np.ones(2), np.zeros(2, dtype=np.int64), np.empty(1))
+    return kernel
+
+
+# A link is at the level when its share is within this factor of it (rounding of equal shares).
+_TIGHT = 1.0 + 1e-12
 
 # Below this many flows the progressive filling runs on Python floats: a simulation's flow set
-# is mostly a handful of messages (5 on average with bench_sim's digits MLP at 16 workers),
-# where NumPy's per-call cost is most of the work.
+# is mostly a handful of messages (5 on average with bench_sim's digits MLP at 16 workers), and
+# a run that stays below never pays Numba's import and load (about 0.5 s per process).
 _FEW_FLOWS = 24
 
 
@@ -139,7 +198,7 @@ def _few_flow_rates(
             if n > 0
         }
         level = min(share.values())
-        bound = level * (1 + 1e-12)
+        bound = level * _TIGHT
         frozen: dict[int, int] = {}
         keep = []
         for i in todo:

@@ -278,8 +278,10 @@ def test_an_incast_under_a_window_is_late_by_at_most_a_window_per_message(flows,
     st.lists(st.floats(1.0, 100.0), min_size=12, max_size=12),
     st.one_of(st.none(), st.lists(st.integers(0, 4), min_size=12, max_size=12)),
 )
-def test_a_few_flows_on_python_floats_are_bit_identical_to_the_numpy_kernel(pairs, caps, competing):
-    """The small-set path does the NumPy kernel's arithmetic in its order: the same floats."""
+def test_a_few_flows_on_python_floats_are_bit_identical_to_the_compiled_kernel(
+    pairs, caps, competing
+):
+    """The small-set path does the compiled kernel's arithmetic in its order: the same floats."""
     import numpy as np
 
     from psml_core.net import fair_share
@@ -289,9 +291,66 @@ def test_a_few_flows_on_python_floats_are_bit_identical_to_the_numpy_kernel(pair
     comp = None if competing is None else np.array(competing)
     few = fair_share.two_link_rates(src, dst, np.array(caps), comp)
     assert src.size <= fair_share._FEW_FLOWS
+    compiled = fair_share.load_kernel()(
+        src.astype(np.int64),
+        dst.astype(np.int64),
+        np.array(caps, dtype=np.float64),
+        np.zeros(12, dtype=np.int64) if comp is None else comp.astype(np.int64),
+        np.empty(src.size),
+    )
+    assert few.tolist() == compiled.tolist()
+
+
+def test_the_compiled_kernel_is_the_python_loop():
+    """Numba compiles `_fill` itself: interpreted, it gives the same floats on a mixed set."""
+    import numpy as np
+
+    from psml_core.net import fair_share
+
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 20, 300)
+    dst = 20 + rng.integers(0, 20, 300)
+    caps = rng.uniform(1.0, 100.0, 40)
+    comp = rng.integers(0, 3, 40)
+    compiled = fair_share.two_link_rates(src, dst, caps, comp)
+    interpreted = fair_share._fill(src, dst, caps, comp, np.empty(300))
+    assert compiled.tolist() == interpreted.tolist()
+    assert len(set(compiled.tolist())) > 3  # several bottleneck levels, not one closed form
+
+
+def test_an_unreadable_kernel_cache_costs_a_compilation_not_the_run(monkeypatch):
+    import numba
+    import numpy as np
+
+    from psml_core.net import fair_share
+
+    real = numba.njit
+    tries = []
+
+    def njit(**options):
+        tries.append(options["cache"])
+        compiled = real(**options)
+
+        def wrap(fn):
+            kernel = compiled(fn)
+            if options["cache"]:
+
+                def truncated(*args):
+                    raise EOFError("Ran out of input")  # what a half-written index raises
+
+                return truncated
+            return kernel
+
+        return wrap
+
+    monkeypatch.setattr(numba, "njit", njit)
+    fair_share.load_kernel.cache_clear()
     try:
-        fair_share._FEW_FLOWS = -1  # force the NumPy kernel
-        vectorised = fair_share.two_link_rates(src, dst, np.array(caps), comp)
+        kernel = fair_share.load_kernel()
+        rates = kernel(
+            np.array([0, 1]), np.array([2, 2]), np.ones(3), np.zeros(3, np.int64), np.empty(2)
+        )
     finally:
-        fair_share._FEW_FLOWS = 24
-    assert few.tolist() == vectorised.tolist()
+        fair_share.load_kernel.cache_clear()
+    assert tries == [True, False]
+    assert rates.tolist() == [0.5, 0.5]
