@@ -39,7 +39,8 @@
 #
 # scripts/gpu_check_wheels.txt lists them: snakemake 9 and its dependencies, simpy, pymetis,
 # python-snappy, jsonschema (the closure of psml's runtime dependencies minus what the
-# machine's image already holds, per /work/.library/device/KINDS.md).
+# machine's image already holds, per /work/.library/device/KINDS.md: numba and llvmlite among
+# them).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
