@@ -38,9 +38,8 @@
 #     --platform manylinux1_x86_64 -d .whl $(cat scripts/gpu_check_wheels.txt)
 #
 # scripts/gpu_check_wheels.txt lists them: snakemake 9 and its dependencies, simpy, pymetis,
-# python-snappy, jsonschema (the closure of psml's runtime dependencies minus what the
-# machine's image already holds, per /work/.library/device/KINDS.md: numba and llvmlite among
-# them).
+# python-snappy, jsonschema (the closure of psml's runtime dependencies minus what the GPU
+# machine's image already holds: torch, numpy, numba and llvmlite among them).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."

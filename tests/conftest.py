@@ -8,9 +8,20 @@ import pytest
 
 from psml_core.config import Experiment
 from psml_core.data.prepare import prepare_dataset
+from psml_core.net.fair_share import load_kernel
 from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fair_share_kernel_loaded() -> None:
+    """Numba's one-time load of the max-min kernel (0.4 to 1.2 s), before any test is timed.
+
+    Otherwise the first test that runs more than 24 flows at once pays it, and a Hypothesis
+    example with a deadline fails on it.
+    """
+    load_kernel()
 
 
 @pytest.fixture(scope="session")

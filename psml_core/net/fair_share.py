@@ -2,7 +2,7 @@
 
 :func:`max_min_rates` is the reference, on flows crossing any links; :func:`two_link_rates`
 is the simulator's hot path, for flows that each cross their sender's egress and their
-receiver's ingress (plus optional competing one-link flows). It runs on Python floats below
+receiver's ingress (plus optional competing one-link flows). It runs on Python floats up to
 :data:`_FEW_FLOWS` flows and as a Numba-compiled loop above, with the same arithmetic in the
 same order in both (the same floats).
 """
@@ -10,12 +10,14 @@ same order in both (the same floats).
 from __future__ import annotations
 
 import functools
-import pickle
+import logging
 from collections.abc import Callable
 
 import numpy as np
 
 __all__ = ["load_kernel", "max_min_rates", "two_link_rates"]
+
+log = logging.getLogger(__name__)
 
 
 def max_min_rates(
@@ -73,12 +75,18 @@ def two_link_rates(
         dst: Second link of each flow (its receiver's ingress).
         capacity: Capacity of every link.
         competing: Competing flows on every link (integers >= 0), or None for none.
+
+    Raises:
+        ValueError: A flow's link is not one of ``capacity``'s, or ``competing`` is not one
+            count per link.
     """
     if src.size <= _FEW_FLOWS:
         return np.array(_few_flow_rates(src.tolist(), dst.tolist(), capacity, competing))
     nlinks = capacity.size
     if competing is None:
         competing = np.zeros(nlinks, dtype=np.int64)
+    elif competing.size != nlinks:
+        raise ValueError(f"two_link_rates: {competing.size} competing counts for {nlinks} links")
     return load_kernel()(
         np.ascontiguousarray(src, dtype=np.int64),
         np.ascontiguousarray(dst, dtype=np.int64),
@@ -92,17 +100,20 @@ def _fill(
     src: np.ndarray, dst: np.ndarray, capacity: np.ndarray, competing: np.ndarray,
     rates: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
-    """Progressive filling as plain loops (compiled by :func:`_compiled_fill`).
+    """Progressive filling as plain loops (compiled by :func:`load_kernel`).
 
     Each level: every link's equal share ``cap / (flows + competing)``, the lowest of them,
     and every unfrozen flow crossing a link within ``1e-12`` of it frozen at that level; then
     each link's capacity loses ``level * frozen flows``. :func:`_few_flow_rates` is this
-    arithmetic in this order on Python floats.
+    arithmetic in this order on Python floats. Compiled code does not check indices: a link
+    out of range raises here rather than touching memory outside the arrays.
     """
     n = src.size
     nlinks = capacity.size
     counts = np.zeros(nlinks, dtype=np.int64)
     for i in range(n):
+        if not (0 <= src[i] < nlinks and 0 <= dst[i] < nlinks):
+            raise ValueError("two_link_rates: a flow's link is not one of the capacities'")
         counts[src[i]] += 1
         counts[dst[i]] += 1
     cap = capacity.copy()
@@ -144,20 +155,31 @@ def load_kernel() -> Callable[..., np.ndarray]:
     """:func:`_fill` compiled by Numba, loaded on first use.
 
     A run that never has more than :data:`_FEW_FLOWS` flows at once never imports Numba. A
-    benchmark calls this up front to keep the one-time load (about 0.4 s; compiling, the first
-    time on a machine, about 1 s more) out of its timings.
+    benchmark calls this up front to keep the one-time load out of its timings: about 0.4 s
+    with Numba's cache, 1 to 1.2 s when it compiles (the first time on a machine).
 
     No ``fastmath``: IEEE arithmetic with no contraction, so the floats are those of the
-    Python path. ``cache=True`` keeps the machine code beside the module (or in Numba's
-    user-wide cache where that is read-only), so a process loads it instead of compiling. A
-    cache file another process left unreadable (an interrupted write on a shared file system)
-    costs a compilation, not the run.
+    Python path. ``cache=True`` keeps the machine code beside the module, or in Numba's
+    user-wide cache where the module's directory is read-only, so a process loads it instead
+    of compiling. Where no cache can be used (no writable location, or a cache file another
+    process left unreadable), the kernel is compiled in memory with a warning on stderr: each
+    process then pays the compilation, never the run.
+
+    Returns:
+        The compiled kernel: ``kernel(src, dst, capacity, competing, rates) -> rates``, on
+        contiguous int64, float64 and int64 arrays, writing into ``rates``.
     """
     import numba
 
     try:
         return _first_call(numba.njit(cache=True, nogil=True)(_fill))
-    except (EOFError, pickle.UnpicklingError, OSError):
+    except Exception as exc:  # noqa: BLE001 - any cache failure; compiling is always possible
+        log.warning(
+            "psml: Numba's cache for the fair-share kernel is unusable (%s: %s); compiling it "
+            "in memory (about 1 s per process; NUMBA_CACHE_DIR names a writable cache)",
+            type(exc).__name__,
+            exc,
+        )
         return _first_call(numba.njit(cache=False, nogil=True)(_fill))
 
 
@@ -172,9 +194,9 @@ def _first_call(kernel: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 # A link is at the level when its share is within this factor of it (rounding of equal shares).
 _TIGHT = 1.0 + 1e-12
 
-# Below this many flows the progressive filling runs on Python floats: a simulation's flow set
+# Up to this many flows the progressive filling runs on Python floats: a simulation's flow set
 # is mostly a handful of messages (5 on average with bench_sim's digits MLP at 16 workers), and
-# a run that stays below never pays Numba's import and load (about 0.5 s per process).
+# a run that stays at or below never pays Numba's import and load (see load_kernel).
 _FEW_FLOWS = 24
 
 

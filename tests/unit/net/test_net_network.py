@@ -301,24 +301,54 @@ def test_a_few_flows_on_python_floats_are_bit_identical_to_the_compiled_kernel(
     assert few.tolist() == compiled.tolist()
 
 
-def test_the_compiled_kernel_is_the_python_loop():
-    """Numba compiles `_fill` itself: interpreted, it gives the same floats on a mixed set."""
+@given(
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=25, max_size=300),
+    st.lists(st.floats(1.0, 100.0), min_size=16, max_size=16),
+    st.one_of(st.none(), st.lists(st.integers(0, 4), min_size=16, max_size=16)),
+)
+def test_many_flows_take_the_compiled_kernel_with_the_python_floats(pairs, caps, competing):
+    """Above 24 flows: the compiled kernel's floats are the Python path's, bit for bit.
+
+    (Numba with ``fastmath`` would contract ``cap - level * n`` into a fused multiply-add and
+    reorder the reductions: different floats, which this catches.)
+    """
     import numpy as np
 
     from psml_core.net import fair_share
 
-    rng = np.random.default_rng(0)
-    src = rng.integers(0, 20, 300)
-    dst = 20 + rng.integers(0, 20, 300)
-    caps = rng.uniform(1.0, 100.0, 40)
-    comp = rng.integers(0, 3, 40)
-    compiled = fair_share.two_link_rates(src, dst, caps, comp)
-    interpreted = fair_share._fill(src, dst, caps, comp, np.empty(300))
-    assert compiled.tolist() == interpreted.tolist()
-    assert len(set(compiled.tolist())) > 3  # several bottleneck levels, not one closed form
+    src = np.array([s for s, _ in pairs])
+    dst = np.array([8 + d for _, d in pairs])
+    comp = None if competing is None else np.array(competing)
+    assert src.size > fair_share._FEW_FLOWS
+    compiled = fair_share.two_link_rates(src, dst, np.array(caps), comp)
+    python = fair_share._few_flow_rates(src.tolist(), dst.tolist(), np.array(caps), comp)
+    assert compiled.tolist() == python
+    flows: dict[int, tuple[int, ...]] = {i: (s, 8 + d) for i, (s, d) in enumerate(pairs)}
+    for link, n in enumerate(competing or ()):
+        for _ in range(n):
+            flows[len(flows)] = (link,)
+    ref = max_min_rates(flows, dict(enumerate(caps)))
+    assert compiled == pytest.approx([ref[i] for i in range(len(pairs))], rel=1e-9)
 
 
-def test_an_unreadable_kernel_cache_costs_a_compilation_not_the_run(monkeypatch):
+def test_a_link_out_of_range_is_an_error_not_a_stray_write():
+    import numpy as np
+
+    from psml_core.net import fair_share
+
+    src = np.zeros(30, dtype=np.int64)
+    dst = np.ones(30, dtype=np.int64)
+    for bad in (-1, 2):
+        wrong = dst.copy()
+        wrong[7] = bad
+        with pytest.raises(ValueError, match="link"):
+            fair_share.two_link_rates(src, wrong, np.ones(2))
+    with pytest.raises(ValueError, match="competing"):
+        fair_share.two_link_rates(src, dst, np.ones(2), np.zeros(3, dtype=np.int64))
+
+
+def test_an_unreadable_kernel_cache_costs_a_compilation_not_the_run(monkeypatch, caplog):
+    """A cache Numba cannot read (or write) makes the kernel compile in memory, with a warning."""
     import numba
     import numpy as np
 
@@ -352,5 +382,8 @@ def test_an_unreadable_kernel_cache_costs_a_compilation_not_the_run(monkeypatch)
         )
     finally:
         fair_share.load_kernel.cache_clear()
+        monkeypatch.undo()
+        fair_share.load_kernel()  # the cached kernel again, for the tests after this one
     assert tries == [True, False]
     assert rates.tolist() == [0.5, 0.5]
+    assert "Numba's cache for the fair-share kernel is unusable (EOFError" in caplog.text
