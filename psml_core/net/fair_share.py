@@ -77,8 +77,9 @@ def two_link_rates(
         competing: Competing flows on every link (integers >= 0), or None for none.
 
     Raises:
-        ValueError: A flow's link is not one of ``capacity``'s, or ``competing`` is not one
-            count per link.
+        ValueError: Above :data:`_FEW_FLOWS` flows, where the compiled loop (which has no
+            bounds checks of its own) runs: a flow's link that is not one of ``capacity``'s,
+            or ``competing`` that is not one count per link.
     """
     if src.size <= _FEW_FLOWS:
         return np.array(_few_flow_rates(src.tolist(), dst.tolist(), capacity, competing))
