@@ -20,8 +20,9 @@ at ``B / (c + 1)`` and its transfer time grows with its bytes and the competitio
 
 Cost and the rate window. The fair shares are recomputed whenever the set of flows changes,
 once per simulated instant (all changes of one instant together). With hundreds of workers
-nearly every message starts or ends at an instant of its own, and that recomputation is most
-of the simulator's time. ``rate_window_s`` > 0 recomputes at most once per window while
+nearly every message starts or ends at an instant of its own, and that recomputation (the
+progressive filling, and the flow table's updates around it) is a large part of the
+simulator's time. ``rate_window_s`` > 0 recomputes at most once per window while
 messages are in flight: a flow that starts inside a window moves from the window's end, and one
 that ends frees its bandwidth for the others there, so every message's timing is off by at most
 about one window per change it sees. The sim backend sets the window to ``rate_window`` (a
