@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from psml_core.config import MethodRecipe
 from psml_core.engine.job import Job
@@ -31,6 +31,10 @@ class Backend(ABC):
         ``progress`` (default: none) hears of each evaluation, and each iteration where the
         backend knows it (:mod:`psml_core.engine.progress`); it never changes the results.
         """
+
+    def transport(self) -> dict[str, Any]:
+        """After :meth:`run`: what moved the messages, for the summary ({}: nothing to say)."""
+        return {}
 
     @classmethod
     def refusal(cls, method: MethodRecipe) -> str | None:

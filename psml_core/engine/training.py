@@ -61,6 +61,8 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
     """What the run's clock assumed (compute model, codec costs) and what it computed on."""
     out = job.compute.describe()
     out["torch_device"] = device_provenance(device)
+    if transport := backend.transport():
+        out["transport"] = transport
     if isinstance(backend, SimBackend):
         spec = job.spec
         out["overlap"] = spec.scenario.overlap

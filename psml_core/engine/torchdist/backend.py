@@ -30,6 +30,8 @@ values of every shard, so ``job.global_params()`` is the trained model as in sim
 
 from __future__ import annotations
 
+from typing import Any
+
 from psml_core.capabilities import dist_refusal
 from psml_core.config import MethodRecipe
 from psml_core.engine.backend import BACKENDS, Backend
@@ -40,6 +42,7 @@ from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import current_session
 from psml_core.engine.torchdist.settings import DistOptions
 from psml_core.engine.torchdist.spawn import spawn_local
+from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 
 __all__ = ["DistBackend", "DistOptions", "DistResult", "check_supported"]
@@ -55,6 +58,10 @@ class DistBackend(Backend):
     """
 
     clock = "wall-clock"
+
+    def transport(self) -> dict[str, Any]:
+        """Where the body messages went (``gloo``, ``nccl``, ``gloo-ordered``), after a run."""
+        return {"body_messages": self.result.bodies} if self.result is not None else {}
 
     @classmethod
     def refusal(cls, method: MethodRecipe) -> str | None:
@@ -73,6 +80,11 @@ class DistBackend(Backend):
         as :meth:`Progress.settings` describes).
         """
         check_supported(job)
+        if self.options.bodies == "nccl" and job.spec.device == "cpu":
+            raise ConfigError(
+                "PSML_DIST_BODIES=nccl needs device: cuda (NCCL moves data between GPUs only); "
+                "use PSML_DIST_BODIES=auto or gloo on the CPU"
+            )
         progress = progress or NO_PROGRESS
         session = current_session()
         if session is None:

@@ -17,6 +17,7 @@ from psml_core.engine.job import Job
 from psml_core.engine.progress import Progress
 from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
+from psml_core.engine.torchdist.bodies import open_bodies
 from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import Faults
@@ -53,10 +54,13 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
             f"the job has {spec.shards} shards and {spec.workers} workers; the session {layout}"
         )
     # device: cuda puts this rank's model on its own GPU (local rank modulo the GPUs seen).
-    job.model.to(rank_device(spec.device, session.env.local_rank))
-    wire = Wire(rank)
+    device = rank_device(spec.device, session.env.local_rank)
+    job.model.to(device)
     faults = Faults.from_env()
+    wire = Wire(rank)
     try:
+        # Where bodies travel: agreed by every rank (a collective), NCCL on GPUs of their own.
+        wire.pairs = open_bodies(session.options.bodies, device, rank)
         t0 = session.start_clock()  # after every rank has built its job
         mine: dict[str, Any] = {"rows": [], "values": {}}
         evals: dict[int, tuple[float, float]] = {}
@@ -86,15 +90,16 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
         session.peer_lost(exc, exc.peer)
     session.close()
     gathered[0]["wire"] = wire.stats
-    return _assemble(gathered, evals)
+    return _assemble(gathered, evals, wire.bodies)
 
 
 def _assemble(
-    gathered: dict[int, dict[str, Any]], evals: dict[int, tuple[float, float]]
+    gathered: dict[int, dict[str, Any]], evals: dict[int, tuple[float, float]], bodies: str
 ) -> DistResult:
     rows = [row for part in gathered.values() for row in part["rows"]]
     records = to_records(rows, evals, "wall-clock")
     values: dict[int, np.ndarray] = {}
     for part in gathered.values():
         values.update(part["values"])
-    return DistResult(records, values, {r: part["wire"] for r, part in gathered.items()})
+    wire = {r: part["wire"] for r, part in gathered.items()}
+    return DistResult(records, values, wire, bodies)

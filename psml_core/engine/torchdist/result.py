@@ -25,8 +25,11 @@ class DistResult:
         records: Every worker's records, with test metrics, sorted by (iteration, worker).
         values: Final values of each shard.
         wire: Wire statistics of each rank.
+        bodies: Where the body messages of DATA went: ``gloo`` (tagged), ``nccl`` or
+            ``gloo-ordered`` (:mod:`.bodies`).
     """
 
     records: list[IterationRecord]
     values: dict[int, np.ndarray]
     wire: dict[int, WireStats] = field(default_factory=dict)
+    bodies: str = "gloo"

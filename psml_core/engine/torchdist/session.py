@@ -33,7 +33,7 @@ import torch.distributed as dist
 from psml_core.engine.torchdist.env import RankEnv
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.engine.torchdist.wire import PeerLost
-from psml_core.errors import RunError
+from psml_core.errors import ConfigError, RunError
 
 __all__ = ["Session", "current_session"]
 
@@ -176,10 +176,15 @@ class Session:
 
     # ------------------------------------------------------------------ failure
 
-    def abort(self, reason: str) -> NoReturn:
-        """This rank failed: tell everybody (first failure wins), say it, exit 1."""
-        self._post_abort(f"{self.me} failed: {reason}")
-        _say(f"psml dist: {self.me} failed: {reason}")
+    def abort(self, reason: str, quiet_unless_first: bool = False) -> NoReturn:
+        """This rank failed: tell everybody (first failure wins), say it, exit 1.
+
+        ``quiet_unless_first``: say it only if this rank's failure is the one posted (an error
+        every rank finds at once, such as a setting, is then said once).
+        """
+        first = self._post_abort(f"{self.me} failed: {reason}")
+        if first or not quiet_unless_first:
+            _say(f"psml dist: {self.me} failed: {reason}")
         self._exit()
 
     def _exit(self) -> NoReturn:
@@ -189,9 +194,14 @@ class Session:
         os._exit(1)
 
     def fail(self, exc: BaseException) -> NoReturn:
-        """Abort for an exception, with its traceback on stderr (a broken pipe: peer_lost)."""
+        """Abort for an exception, with its traceback on stderr (a broken pipe: peer_lost).
+
+        A ConfigError is bad input, not a bug: its one line, no traceback.
+        """
         if isinstance(exc, PeerLost):
             self.peer_lost(exc, exc.peer)
+        if isinstance(exc, ConfigError):
+            self.abort(str(exc), quiet_unless_first=True)
         traceback.print_exception(exc, file=sys.stderr)
         self.abort(f"{type(exc).__name__}: {_first_line(exc)}")
 
@@ -205,12 +215,13 @@ class Session:
         who = self.layout.describe(peer) if peer is not None else "a peer"
         self.abort(f"lost the connection to {who} ({_first_line(exc)})")
 
-    def _post_abort(self, message: str) -> None:
+    def _post_abort(self, message: str) -> bool:
+        """Post ``message`` as the run's failure unless one is posted; whether it is ours."""
         try:
             store = self._store or self._connect(False)
-            store.compare_set("abort", "", message)
+            return bytes(store.compare_set("abort", "", message)) == message.encode()
         except Exception:  # noqa: BLE001 - best effort: the store may be what failed
-            pass
+            return True
 
     def _check_abort(self, store: dist.Store) -> None:
         if store.check(["abort"]):

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from psml_core.engine.rank_entry import env_flag
 from psml_core.errors import ConfigError
 
-__all__ = ["DistOptions", "Faults", "Layout"]
+__all__ = ["BODY_TRANSPORTS", "DistOptions", "Faults", "Layout"]
+
+BODY_TRANSPORTS = ("auto", "gloo", "nccl", "gloo-ordered")
+"""``PSML_DIST_BODIES``: where body messages travel (:mod:`.bodies`)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,12 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _bodies(raw: str) -> str:
+    if raw not in BODY_TRANSPORTS:
+        raise ConfigError(f"PSML_DIST_BODIES={raw!r}: expected one of {', '.join(BODY_TRANSPORTS)}")
+    return raw
+
+
 @dataclass(frozen=True)
 class DistOptions:
     """Settings of the dist backend; every one has an environment variable.
@@ -90,6 +99,10 @@ class DistOptions:
             gloo cannot tell a slow peer from a dead one, so it must exceed the longest
             legitimate wait (a shard waits for a worker's whole compute step); a timed-out
             gloo operation leaves the group unusable, so it is fatal.
+        bodies: Where the parts beyond the header slot travel (``PSML_DIST_BODIES``): ``auto``
+            (NCCL where every rank has a GPU of its own, else gloo), ``gloo``, ``nccl``, or
+            ``gloo-ordered`` (NCCL's matching rules over gloo, to check them on a CPU); see
+            :mod:`.bodies`.
     """
 
     count_header: bool = False
@@ -97,6 +110,10 @@ class DistOptions:
     dead_after_s: float = 10.0
     start_timeout_s: float = 60.0
     op_timeout_s: float = 1800.0
+    bodies: str = "auto"
+
+    def __post_init__(self) -> None:
+        _bodies(self.bodies)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DistOptions:
@@ -109,6 +126,7 @@ class DistOptions:
             dead_after_s=_seconds(env, "PSML_DIST_DEAD_AFTER_S", d.dead_after_s),
             start_timeout_s=_seconds(env, "PSML_DIST_START_TIMEOUT_S", d.start_timeout_s),
             op_timeout_s=_seconds(env, "PSML_DIST_OP_TIMEOUT_S", d.op_timeout_s),
+            bodies=env.get("PSML_DIST_BODIES") or d.bodies,
         )
 
 

@@ -236,9 +236,13 @@ class ShardLoop:
         return self.make_inbox(self.wire, workers + shards)
 
     def snapshot_capacity(self, shard: int) -> int:
-        """The pre-posted receive of a snapshot of ``shard``: its size, 0 if it is inline."""
+        """The pre-posted receive of a snapshot of ``shard``: its size, 0 if it is inline.
+
+        Always 0 where the wire does not pre-post (a pair-ordered link, :mod:`.bodies`).
+        """
         size = 4 * len(self.job.shards[shard].keys)
-        return 0 if Header(Kind.SNAPSHOT, payload_len=size).inline[0] else size
+        inline = Header(Kind.SNAPSHOT, payload_len=size).inline[0]
+        return 0 if inline or not self.wire.preposts else size
 
     def _serve(self, hdr: Header, src: int) -> None:
         """One incoming message."""
@@ -338,7 +342,8 @@ class ShardLoop:
         payload, state = self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(w, None))
         # Post the receive of w's next push now, sized like its largest so far (the worker
         # tracks the same number): its payload then flows as soon as it is sent.
-        self.push_capacity[w] = grown(self.push_capacity[w], hdr)
+        if self.wire.preposts:
+            self.push_capacity[w] = grown(self.push_capacity[w], hdr)
         if self.push_capacity[w] > 0:
             self.push_pre[w] = self.wire.prepost(src, self.push_capacity[w])
         if payload is None:

@@ -158,7 +158,8 @@ class DistTransport(Transport):
     def install(self, t: int, s: int, hdr: Header, pre: Any, keys: np.ndarray | None) -> Pull:
         """Receive shard ``s``'s answer of step ``t`` and decode it into the replica."""
         payload, state = self.wire.recv_parts(s, hdr, pre=pre)
-        self.capacity[s] = grown(self.capacity[s], hdr)
+        if self.wire.preposts:
+            self.capacity[s] = grown(self.capacity[s], hdr)
         where = f"worker {self.p}: answer {t} from {self.layout.describe(s)}"
         shard, adaptive_ratio = self.shards[s], s == 0 and self.feed
         answer, ratio = read_answer(
@@ -210,7 +211,8 @@ class DistTransport(Transport):
                 lossless_up += up[s] - pl.wire_bytes + snappy_bytes(pl)
             parts = [pl.buffer, part] if part else [pl.buffer]
             pushes.append(self.wire.isend(s, hdr, parts, prepost=self.push_capacity[s]))
-            self.push_capacity[s] = grown(self.push_capacity[s], hdr)
+            if self.wire.preposts:
+                self.push_capacity[s] = grown(self.push_capacity[s], hdr)
         for o in pushes:
             o.wait()
         self.mark = end = time.perf_counter()

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from psml_core.engine.torchdist.bodies import PairLink
 from psml_core.engine.torchdist.buffers import EMPTY, BufferPool, as_tensor
 from psml_core.engine.torchdist.header import (
     DATA_KINDS,
@@ -92,10 +93,13 @@ class WireStats:
     Attributes:
         sent: kind name -> [messages, bytes passed to send, of which protocol bytes].
         received: kind name -> [messages, bytes received, of which protocol bytes].
+        paired: [body messages, their bytes] sent on a pair-ordered link (:mod:`.bodies`),
+            counted in ``sent`` too.
     """
 
     sent: dict[str, list[int]] = field(default_factory=dict)
     received: dict[str, list[int]] = field(default_factory=dict)
+    paired: list[int] = field(default_factory=lambda: [0, 0])
 
     def count(self, table: str, kind: Kind, nbytes: int, protocol: int = 0, msg: int = 0) -> None:
         """Add to ``table`` ("sent" or "received"): bytes, protocol bytes, messages."""
@@ -186,10 +190,27 @@ class Wire:
         pool: Receive-buffer pool (a fresh one if None).
     """
 
-    def __init__(self, rank: int, pool: BufferPool | None = None) -> None:
+    def __init__(
+        self, rank: int, pool: BufferPool | None = None, pairs: PairLink | None = None
+    ) -> None:
         self.rank = rank
         self.pool = pool or BufferPool()
         self.stats = WireStats()
+        self.pairs = pairs
+
+    @property
+    def preposts(self) -> bool:
+        """Whether DATA payload receives are pre-posted with a capacity (tagged gloo only).
+
+        On a pair-ordered link (:mod:`.bodies`) a receive must be exactly its message's size,
+        so both ends keep every capacity at 0 and every body is received once its header is in.
+        """
+        return self.pairs is None
+
+    @property
+    def bodies(self) -> str:
+        """Where DATA bodies go: ``gloo`` (tagged) or the pair link's name."""
+        return "gloo" if self.pairs is None else self.pairs.name
 
     def _isend(
         self, t: torch.Tensor, dst: int, tag: int, kind: Kind, protocol: int = 0, msg: int = 0
@@ -208,6 +229,26 @@ class Wire:
     def _irecv(self, buf: np.ndarray, src: int, tag: int) -> Any:
         try:
             return dist.irecv(torch.from_numpy(buf), src=src, tag=tag)
+        except RuntimeError as exc:
+            raise _transport(exc, src) from None
+
+    def _isend_body(self, t: torch.Tensor, dst: int, channel: Channel, kind: Kind) -> Any:
+        """A body message: on the pair link for DATA when there is one, else gloo's ``c + 1``."""
+        if self.pairs is None or channel != Channel.DATA:
+            return self._isend(t, dst, int(channel) + 1, kind)
+        self.stats.count("sent", kind, t.nbytes)
+        self.stats.paired[0] += 1
+        self.stats.paired[1] += t.nbytes
+        try:
+            return self.pairs.isend(t, dst)
+        except RuntimeError as exc:
+            raise _transport(exc, dst) from None
+
+    def _irecv_body(self, buf: np.ndarray, src: int, channel: Channel) -> Any:
+        if self.pairs is None or channel != Channel.DATA:
+            return self._irecv(buf, src, int(channel) + 1)
+        try:
+            return self.pairs.irecv(buf, src)
         except RuntimeError as exc:
             raise _transport(exc, src) from None
 
@@ -237,6 +278,8 @@ class Wire:
             or sum(lengths) != sum(len(p) for p in parts)
         ):
             raise ProtocolError(f"parts of {[len(p) for p in parts]} bytes for header {header}")
+        if prepost > 0 and not self.preposts and channel == Channel.DATA:
+            raise ProtocolError(f"a pre-posted {header.kind.name} on the {self.bodies} link")
         inline = header.inline
         body = [(i, part) for i, part in enumerate(parts) if len(part) and not inline[i]]
         msg = np.empty(HEADER_BYTES + header.inline_bytes, dtype=np.uint8)
@@ -257,12 +300,14 @@ class Wire:
         for i, part in body:
             if not (i == 0 and fits):
                 t = as_tensor(part)
-                works.append(self._isend(t, dst, int(channel) + 1, header.kind))
+                works.append(self._isend_body(t, dst, channel, header.kind))
                 keep += [t, part]
         return Outgoing(works, keep, dst)
 
     def prepost(self, src: int, capacity: int, channel: Channel = Channel.DATA) -> Prepost:
         """Post the receive of ``src``'s next pre-posted payload, of up to ``capacity`` bytes."""
+        if not self.preposts and channel == Channel.DATA:
+            raise ProtocolError(f"rank {self.rank}: a pre-posted receive on the {self.bodies} link")
         buf = self.pool.take(capacity)
         return Prepost(self._irecv(buf, src, int(channel) + 2), buf, capacity)
 
@@ -342,7 +387,7 @@ class Wire:
                 arr = self.pool.take(n)
                 bufs.append(memoryview(arr))
                 if n:
-                    works.append(self._irecv(arr, src, int(channel) + 1))
+                    works.append(self._irecv_body(arr, src, channel))
         try:
             if pre is not None:
                 pre.work.wait()

@@ -151,6 +151,8 @@ class ScriptedWire:
         messages: (header, sender, (payload, state)) in arrival order.
     """
 
+    preposts = True
+
     def __init__(self, rank: int, messages: list[tuple[Header, int, tuple[Any, bytes]]]):
         self.rank = rank
         self.messages = deque(messages)
