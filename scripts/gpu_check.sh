@@ -17,8 +17,11 @@
 #   6. the smoke tier with device=cuda on the sim backend, up to results/smoke/claims.csv, and
 #      its verdicts against the same commit's CPU run, made beside it on the same machine;
 #   7. Horovod over NCCL: used where Horovod is built with NCCL, else one line saying why not;
-#   8. PLACEHOLDER, not run: a 2-rank dist run over NCCL (enabled once the dist protocol
-#      posts named receives; see the marked block below).
+#   8. python benchmarks/bench_dist_bodies.py --device cuda: one dist job whose dense pushes and
+#      answers are body messages, over tagged gloo, gloo-ordered and NCCL (PSML_DIST_BODIES),
+#      with their bytes checked equal. NCCL needs a GPU per rank (it refuses two ranks on one
+#      GPU), so on a one-GPU machine its row says so and only the gloo transports are timed;
+#      the GPU tests of step 2 run a dist job over NCCL where there are two GPUs or more.
 #
 # SKIP="codecs paper_dfs" leaves the named steps out (a rerun of the ones that failed).
 #
@@ -183,14 +186,17 @@ else:
           "not built with NCCL (HOROVOD_GPU_OPERATIONS=NCCL at build time)")
 '
 
-# --- 8. PLACEHOLDER: a 2-rank dist run over NCCL -----------------------------------------------
-# NOT ENABLED. The dist backend moves host bytes over gloo; NCCL needs named receives between
-# known pairs (issue 30), which the dist protocol rewrite brings. Once it lands, enable with:
-#   step dist_nccl 90 python3 -m pytest -q tests/unit/engine/test_engine_device.py \
-#       -k dist_run_on_the_gpu
-# or a psml train --run <spec with backend: dist, device: cuda, workers: 2, shards: 1>.
-say "PLACEHOLDER dist_nccl: not enabled (the dist protocol's NCCL transport is not built yet)"
-echo "dist_nccl: placeholder, not run" >> "$SUMMARY"
+# --- 8. the dist backend's body messages: gloo, gloo-ordered, NCCL ------------------------------
+if [ "$DRY" -eq 0 ]; then
+    GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())" 2> /dev/null || echo 0)
+    WORKERS=2
+    [ "$GPUS" -ge 3 ] && WORKERS=$(( GPUS - 1 < 4 ? GPUS - 1 : 4 ))
+    [ "$GPUS" -eq 2 ] && WORKERS=1
+    step dist_bodies 90 python3 benchmarks/bench_dist_bodies.py --device cuda --workers "$WORKERS"
+else
+    step dist_bodies 120 python3 benchmarks/bench_dist_bodies.py --device cpu --hidden 1024 \
+        --iterations 6 --repeats 1
+fi
 
 say "DONE in $(($(date +%s) - START)) s; summary:"
 tee -a "$LOG" < "$SUMMARY"

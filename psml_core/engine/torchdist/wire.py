@@ -30,11 +30,15 @@ its sender can send:
   earlier one of its kind, or a state part beyond the slot, takes this path.
 
 Both ends know from the header alone which parts follow and their sizes, and every receive
-names its peer: the body messages between a known pair can move to another transport (NCCL
-between GPUs) without touching the header protocol.
+names its peer, so the body messages of DATA can take another transport between the pair
+(:mod:`.bodies`, ``PSML_DIST_BODIES``): on a pair-ordered link (NCCL between GPUs, or
+``gloo-ordered`` checking NCCL's rules on a CPU) nothing is pre-posted, since NCCL needs a
+receive exactly as large as its message, and every body is received once its header is in, in
+the sender's order. Headers and the RESULT channel stay on gloo.
 
-Byte accounting. Every tensor handed to gloo goes through :meth:`Wire._isend`, which counts
-its ``nbytes`` in :class:`WireStats`: that is the ground truth. Of a message's bytes,
+Byte accounting. Every tensor handed to a transport goes through :meth:`Wire._isend` (gloo) or
+:meth:`Wire._isend_body` (a body on the pair link), which count its ``nbytes`` in
+:class:`WireStats`: that is the ground truth. Of a message's bytes,
 
 * **codec bytes** = ``payload_len`` + ``state_codec`` — exactly what the sim backend counts;
 * **protocol bytes** = the 64-byte header + the state part's framing

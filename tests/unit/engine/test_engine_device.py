@@ -122,6 +122,56 @@ def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepare
     assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
 
 
+def _big_dist(smoke, workers: int, **changes):
+    """Digits MLP with 1,024 hidden units on dist: dense pushes and answers beyond the slot."""
+    spec = spec_for(smoke, backend="dist", workers=workers, shards=1, device="cuda", **changes)
+    wl = dataclasses.replace(spec.workload, iterations=6, hidden=(1024,), eval_every=3)
+    return dataclasses.replace(spec, workload=wl)
+
+
+GPUS = torch.cuda.device_count() if GPU else 0
+
+
+@pytest.mark.skipif(
+    GPUS < 2,
+    reason=f"{GPUS} GPU(s): NCCL needs a GPU per rank (it refuses two ranks on one GPU), so a "
+    "dist run over NCCL needs at least two",
+)
+def test_a_dist_run_over_nccl_moves_the_bytes_of_gloo(smoke, prepared) -> None:
+    """Bodies over NCCL between GPUs of their own: the same records' bytes as tagged gloo."""
+    from psml_core.engine.torchdist import DistOptions
+    from psml_core.engine.torchdist.backend import DistBackend
+
+    ds = load_prepared(prepared["digits"])
+    spec = _big_dist(smoke, workers=min(GPUS, 4) - 1)
+    runs = {}
+    for bodies in ("gloo", "nccl"):
+        backend = DistBackend(DistOptions(bodies=bodies))
+        recs = backend.run(staged_job(spec, ds))
+        assert backend.result is not None and backend.result.bodies == bodies
+        runs[bodies] = (recs, backend.result.wire)
+    (gloo, gloo_wire), (nccl, nccl_wire) = runs["gloo"], runs["nccl"]
+    key = [(r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in gloo]
+    assert [(r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in nccl] == key
+    assert sum(w.paired[0] for w in nccl_wire.values()) >= 2 * spec.workload.iterations
+    assert {r: w.sent for r, w in nccl_wire.items()} == {r: w.sent for r, w in gloo_wire.items()}
+    losses = [np.array([r.loss for r in rs]) for rs in (gloo, nccl)]
+    assert np.allclose(*losses, rtol=1e-3, atol=1e-4)
+
+
+@needs_gpu
+def test_ranks_sharing_a_gpu_keep_gloo_for_their_bodies(smoke, prepared) -> None:
+    """auto on more ranks than GPUs: NCCL would refuse, so gloo moves the bodies."""
+    from psml_core.engine.torchdist import DistOptions
+    from psml_core.engine.torchdist.backend import DistBackend
+
+    spec = _big_dist(smoke, workers=GPUS)  # GPUS + 1 ranks
+    backend = DistBackend(DistOptions(bodies="auto"))
+    recs = backend.run(staged_job(spec, load_prepared(prepared["digits"])))
+    assert len(recs) == spec.workers * spec.workload.iterations
+    assert backend.transport() == {"body_messages": "gloo"}
+
+
 @needs_gpu
 @pytest.mark.parametrize("method", ["dense_bsp", "topk_ef", "dfs", "ratatouille"])
 def test_a_sim_run_kept_on_the_gpu_moves_the_same_bytes(smoke, prepared, method) -> None:
