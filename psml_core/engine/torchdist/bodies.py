@@ -10,8 +10,10 @@ another transport. ``PSML_DIST_BODIES`` (:class:`~.settings.DistOptions`) picks 
 * ``nccl``: a :class:`PairLink` over NCCL groups, between GPUs. NCCL has no tags and no
   receive larger than its message: the two ends of a pair match sends and receives in posting
   order, and a receive's size must equal the send's. So nothing is pre-posted: every body is
-  received, exactly sized, once its header is in (NCCL's sender writes into the receiver's
-  connection buffer, so posting late costs no rendezvous as gloo's would).
+  received, exactly sized, once its header is in. The sender's first chunks go ahead into the
+  pair's connection buffer (a part of ``NCCL_BUFFSIZE``, 4 MiB by default), the rest once the
+  receive is posted, so a body beyond that pays the wait for its receive, as an unposted gloo
+  receive does.
 * ``gloo-ordered``: the same :class:`PairLink` over gloo groups at one fixed tag, where gloo
   matches a pair's messages in posting order as NCCL does: NCCL's ordering rules on any
   machine, which is how the CPU tests check the protocol that NCCL runs.
