@@ -33,12 +33,15 @@
 # scipy, scikit-learn, pytest and hypothesis, but not psml's other dependencies, and no network.
 # They travel as wheels in .whl/ (git-ignored through .git/info/exclude: `/.whl/`), installed
 # here with --target into /tmp/site; psml itself runs from this tree through PYTHONPATH (no
-# pip install: the tree's torch pin does not apply there). To recreate .whl/ (about 17 MB):
+# pip install: the tree's torch pin does not apply there). To recreate .whl/ (43 wheels, about
+# 28 MB; connection-pool is published as source only, so pip builds its pure-Python wheel):
 #
+#   mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_27_x86_64 \
-#     --platform manylinux1_x86_64 -d .whl $(cat scripts/gpu_check_wheels.txt)
+#     --platform manylinux1_x86_64 -d .whl $(grep -v '^connection-pool' scripts/gpu_check_wheels.txt)
+#   python3 -m pip wheel --no-deps -w .whl $(grep '^connection-pool' scripts/gpu_check_wheels.txt)
 #
 # scripts/gpu_check_wheels.txt lists them: snakemake 9 and its dependencies, simpy, pymetis,
 # python-snappy, jsonschema (the closure of psml's runtime dependencies minus what the GPU
