@@ -126,7 +126,7 @@ step machine 60 bash -c '
 '
 
 # --- 2. the GPU tests -------------------------------------------------------------------------
-step gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -rs \
+step gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rs \
     tests/unit/codecs/test_codecs_cuda.py tests/unit/engine/test_engine_device.py
 
 # --- 3. batched gradients ---------------------------------------------------------------------

@@ -15,7 +15,8 @@ on the GPU measures the same bytes and time as on the CPU; only the model's floa
 Not moved (the host path, as before, with the gradient copied to the host) where the protocol
 needs host state the device path does not keep: round policies (PCP's local rounds), moving
 keys (the dynamic placement) and per-key pulls (``touched``). Only the sim backend: the dist and
-horovod ranks move their payloads over gloo and Horovod's CPU path.
+horovod ranks compute their gradients on their GPUs and hand host payloads to their transports
+(dist: gloo, or NCCL for the bodies; Horovod: NCCL where it is built with it).
 """
 
 from __future__ import annotations

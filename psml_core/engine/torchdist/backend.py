@@ -1,12 +1,12 @@
 """The dist backend: the engine's workers and server shards as real processes.
 
-Transport: ``torch.distributed`` point-to-point with the **gloo** backend. Payloads are the
-codecs' byte buffers on the CPU. Every receive names its peer (a shard keeps header slots
-posted per worker, :mod:`.inbox`; parts beyond a slot follow between the same pair), so bodies
-between known pairs could move over NCCL; none does yet: gloo is the transport even on GPU
-nodes. With ``device: cuda`` each rank's model
-computes on its own GPU (:func:`~psml_core.engine.torch_device.rank_device`: local rank modulo
-the GPUs seen) and what crosses the wire is still the encoded bytes, counted exactly as on CPU.
+Transport: ``torch.distributed`` point-to-point. Payloads are the codecs' byte buffers on the
+CPU. Every receive names its peer (a shard keeps header slots posted per worker, :mod:`.inbox`;
+parts beyond a slot follow between the same pair as body messages). Headers go over **gloo**;
+body messages over gloo too, or over **NCCL** between GPUs where every rank has one of its own
+(``PSML_DIST_BODIES``, :mod:`.bodies`). With ``device: cuda`` each rank's model computes on its
+own GPU (:func:`~psml_core.engine.torch_device.rank_device`: local rank modulo the GPUs seen)
+and what crosses the wire is still the encoded bytes, counted exactly as on CPU.
 
 Ranks (:class:`~psml_core.engine.torchdist.settings.Layout`): ``0..S-1`` server shards,
 ``S..S+P-1`` workers; rank 0 (shard 0) evaluates and gathers the results. Every rank builds the

@@ -15,8 +15,10 @@ another transport. ``PSML_DIST_BODIES`` (:class:`~.settings.DistOptions`) picks 
   receive is posted, so a body beyond that pays the wait for its receive, as an unposted gloo
   receive does.
 * ``gloo-ordered``: the same :class:`PairLink` over gloo groups at one fixed tag, where gloo
-  matches a pair's messages in posting order as NCCL does: NCCL's ordering rules on any
-  machine, which is how the CPU tests check the protocol that NCCL runs.
+  matches a pair's messages in posting order as NCCL does, with each body's size sent first and
+  checked: NCCL's matching rules (order, exact sizes) on any machine, which is how the CPU
+  tests check the messages NCCL carries. NCCL's progress rules (a communicator opened at its
+  first message, streams) only a GPU run checks.
 * ``auto`` (default): ``nccl`` where the run is on GPUs and every rank has a GPU of its own,
   else ``gloo``; one line says why a GPU run keeps gloo.
 
@@ -26,6 +28,9 @@ against the worker's receive of the answer queued before its push, would wait on
 :class:`PairLink` therefore opens two groups, one for messages to a higher rank and one for
 messages to a lower rank: on each, a pair carries one direction only, and the receiver's
 posting order (the sender's order, which :mod:`.wire` keeps) is the only order that matters.
+Every communicator a run uses is opened before it starts (:meth:`PairLink.connect`), in one
+order all ranks share: opened mid-run, two first messages could wait on each other through a
+third rank.
 
 Copies. Payloads are host bytes (the codecs' exact wire format), so on NCCL a body is copied
 to the sender's GPU, sent, and copied back to the receiver's host: the bytes counted are the
@@ -35,9 +40,11 @@ synchronised), so the wall clock measures it as it does gloo's.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -45,9 +52,10 @@ import torch
 import torch.distributed as dist
 
 from psml_core.engine.torchdist.header import ProtocolError
+from psml_core.engine.torchdist.settings import Layout
 from psml_core.errors import ConfigError
 
-__all__ = ["BodyChoice", "PairLink", "Seat", "choose_bodies", "open_bodies"]
+__all__ = ["BodyChoice", "PairLink", "Seat", "choose_bodies", "open_bodies", "used_pairs"]
 
 _TAG = 0  # the one tag of a pair-ordered link (NCCL ignores tags)
 
@@ -118,11 +126,23 @@ def _seat(device: torch.device) -> Seat:
     return Seat(socket.gethostname(), str(uuid) if uuid is not None else f"cuda:{device.index}")
 
 
-def open_bodies(setting: str, device: torch.device, rank: int) -> PairLink | None:
+def open_bodies(
+    setting: str, device: torch.device, rank: int, layout: Layout, timeout_s: float
+) -> PairLink | None:
     """Agree on the body transport with every rank (a collective) and open it.
+
+    Args:
+        setting: ``PSML_DIST_BODIES`` (:class:`~.settings.DistOptions`).
+        device: This rank's device (:func:`~psml_core.engine.torch_device.rank_device`).
+        rank: This rank.
+        layout: Which rank is which role: the pairs whose links are opened here.
+        timeout_s: The groups' operation timeout (``PSML_DIST_OP_TIMEOUT_S``).
 
     Returns:
         The pair-ordered link (``nccl``, ``gloo-ordered``), or None for tagged gloo.
+
+    Raises:
+        ConfigError: ``nccl`` where it cannot run (:func:`choose_bodies`).
     """
     if setting == "gloo":
         return None
@@ -136,35 +156,66 @@ def open_bodies(setting: str, device: torch.device, rank: int) -> PairLink | Non
     if choice.name == "gloo":
         return None
     backend = "nccl" if choice.name == "nccl" else "gloo"
+    timeout = timedelta(seconds=timeout_s)
     # Every rank creates both groups, in this order (new_group is a collective).
-    groups = (dist.new_group(backend=backend), dist.new_group(backend=backend))
-    return PairLink(choice.name, rank, groups, device if backend == "nccl" else None)
+    groups = (
+        dist.new_group(backend=backend, timeout=timeout),
+        dist.new_group(backend=backend, timeout=timeout),
+    )
+    link = PairLink(choice.name, rank, groups, device if backend == "nccl" else None)
+    link.connect(used_pairs(layout))
+    return link
+
+
+def used_pairs(layout: Layout) -> list[tuple[int, int]]:
+    """Every (sender, receiver) that carries DATA bodies, in one order that all ranks share.
+
+    Workers and shards both ways (pushes, pull key lists; answers), and each shard to shard 0
+    (snapshots).
+    """
+    pairs = [(s, 0) for s in range(1, layout.shards)]
+    for s in range(layout.shards):
+        for w in range(layout.workers):
+            pairs += [(s, layout.worker_rank(w)), (layout.worker_rank(w), s)]
+    return sorted(pairs, key=lambda p: (min(p), max(p), p[0] > p[1]))
 
 
 class _Transfer:
     """One body send or receive on a pair-ordered link.
 
-    ``wait`` returns once the transfer is complete on the host: on a GPU the stream is
+    ``wait`` returns once the transfer is complete on the host: on a GPU the link's stream is
     synchronised (a NCCL work's ``wait`` only orders the current stream), and a receive's bytes
     are copied into the host buffer.
     """
 
     def __init__(
-        self, works: list[Any], device_buf: torch.Tensor, host: torch.Tensor | None
+        self,
+        works: list[Any],
+        device_buf: torch.Tensor,
+        host: torch.Tensor | None,
+        stream: torch.cuda.Stream | None,
     ) -> None:
-        self.works, self.device_buf, self.host = works, device_buf, host
+        self.works, self.device_buf, self.host, self.stream = works, device_buf, host, stream
 
     def is_completed(self) -> bool:
+        """Whether every part has completed (NCCL: its kernels have run)."""
         return all(w.is_completed() for w in self.works)
 
     def wait(self) -> None:
-        for w in self.works:
-            w.wait()
-        if self.device_buf.device.type == "cuda":
-            torch.cuda.current_stream(self.device_buf.device).synchronize()
-        if self.host is not None:
-            self.host.copy_(self.device_buf)
-            self.host = None
+        """Block the host until the transfer is complete and a receive is in its host buffer."""
+        with _on(self.stream):
+            for w in self.works:
+                w.wait()
+            if self.stream is not None:
+                self.stream.synchronize()
+            if self.host is not None:
+                self.host.copy_(self.device_buf)
+                self.host = None
+
+
+def _on(stream: torch.cuda.Stream | None) -> Any:
+    """The context that makes ``stream`` current (nothing for host bodies)."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 class _CheckedReceive:
@@ -179,6 +230,7 @@ class _CheckedReceive:
         self.link, self.buf, self.src = link, buf, src
 
     def wait(self) -> None:
+        """Receive and check the size, then receive the body (ProtocolError on a mismatch)."""
         link, src, group = self.link, self.src, self.link.group(self.src, self.link.rank)
         size = torch.zeros(1, dtype=torch.int64)
         dist.irecv(size, src, group=group, tag=_TAG).wait()
@@ -200,6 +252,8 @@ class PairLink:
         rank: This rank.
         groups: The group of messages to a higher rank, and that of messages to a lower one.
         device: Where bodies are staged (the rank's GPU for NCCL; None: they stay on the host).
+            On a GPU the link has its own stream, so its copies and waits never queue behind
+            the model's kernels (rank 0 evaluates on the default stream meanwhile).
     """
 
     def __init__(
@@ -207,30 +261,54 @@ class PairLink:
     ) -> None:
         self.name, self.rank, self.groups, self.device = name, rank, groups, device
         self.checks = name == "gloo-ordered"
+        cuda = device is not None and device.type == "cuda"
+        self.stream = torch.cuda.Stream(device) if cuda else None
 
     def group(self, src: int, dst: int) -> Any:
         """The group of messages from ``src`` to ``dst``: one direction per pair and group."""
         return self.groups[0 if src < dst else 1]
 
+    def connect(self, pairs: list[tuple[int, int]]) -> None:
+        """One byte per (sender, receiver) of ``pairs``, each completed before the next.
+
+        NCCL opens a pair's communicator at its first message, and that blocks the host until
+        the peer posts the matching one. Mid-run, two such first messages can wait on each
+        other through a third rank; opened here, in an order every rank shares, the earliest
+        pair not yet open always has both ends at it, so all open.
+        """
+        for src, dst in pairs:
+            if self.rank not in (src, dst):
+                continue
+            one = torch.zeros(1, dtype=torch.uint8, device=self.device or "cpu")
+            with _on(self.stream):
+                if self.rank == src:
+                    work = dist.isend(one, dst, group=self.group(src, dst), tag=_TAG)
+                else:
+                    work = dist.irecv(one, src, group=self.group(src, dst), tag=_TAG)
+                _Transfer([work], one, None, self.stream).wait()
+
     def isend(self, t: torch.Tensor, dst: int) -> _Transfer:
         """Send ``t`` (host bytes) to ``dst``; the returned transfer keeps its buffers alive."""
-        staged = t if self.device is None else t.to(self.device)
         group = self.group(self.rank, dst)
         works = []
-        if self.checks:
-            size = torch.tensor([t.numel()], dtype=torch.int64)
-            works.append(dist.isend(size, dst, group=group, tag=_TAG))
-        works.append(dist.isend(staged, dst, group=group, tag=_TAG))
-        return _Transfer(works, staged, None)
+        with _on(self.stream):
+            staged = t if self.device is None else t.to(self.device)
+            if self.checks:
+                size = torch.tensor([t.numel()], dtype=torch.int64)
+                works.append(dist.isend(size, dst, group=group, tag=_TAG))
+            works.append(dist.isend(staged, dst, group=group, tag=_TAG))
+        return _Transfer(works, staged, None, self.stream)
 
     def irecv(self, buf: np.ndarray, src: int) -> _Transfer | _CheckedReceive:
         """Receive exactly ``len(buf)`` bytes from ``src`` into ``buf``."""
         if self.checks:
             return _CheckedReceive(self, buf, src)
         host = torch.from_numpy(buf)
-        if self.device is None:
-            staged, copy_to = host, None
-        else:
-            staged, copy_to = torch.empty(len(buf), dtype=torch.uint8, device=self.device), host
-        work = dist.irecv(staged, src, group=self.group(src, self.rank), tag=_TAG)
-        return _Transfer([work], staged, copy_to)
+        with _on(self.stream):
+            if self.device is None:
+                staged, copy_to = host, None
+            else:
+                staged = torch.empty(len(buf), dtype=torch.uint8, device=self.device)
+                copy_to = host
+            work = dist.irecv(staged, src, group=self.group(src, self.rank), tag=_TAG)
+        return _Transfer([work], staged, copy_to, self.stream)

@@ -60,7 +60,8 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
     wire = Wire(rank)
     try:
         # Where bodies travel: agreed by every rank (a collective), NCCL on GPUs of their own.
-        wire.pairs = open_bodies(session.options.bodies, device, rank)
+        opts = session.options
+        wire.pairs = open_bodies(opts.bodies, device, rank, layout, opts.op_timeout_s)
         t0 = session.start_clock()  # after every rank has built its job
         mine: dict[str, Any] = {"rows": [], "values": {}}
         evals: dict[int, tuple[float, float]] = {}

@@ -72,6 +72,7 @@ class Session:
         self._store: dist.Store | None = None
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._exiting = False
 
     # ------------------------------------------------------------------ store
 
@@ -182,6 +183,7 @@ class Session:
         ``quiet_unless_first``: say it only if this rank's failure is the one posted (an error
         every rank finds at once, such as a setting, is then said once).
         """
+        self._exiting = True  # this rank says its own failure; its watchdog stays quiet
         first = self._post_abort(f"{self.me} failed: {reason}")
         if first or not quiet_unless_first:
             _say(f"psml dist: {self.me} failed: {reason}")
@@ -224,6 +226,8 @@ class Session:
             return True
 
     def _check_abort(self, store: dist.Store) -> None:
+        if self._exiting:
+            return
         if store.check(["abort"]):
             cause = store.get("abort").decode()
             _say(f"psml dist: {self.me} stops: {cause}")

@@ -1,4 +1,4 @@
-"""A dist worker's transport: its step's messages over gloo, timed on the wall clock.
+"""A dist worker's transport: its step's messages (:mod:`.wire`), timed on the wall clock.
 
 :class:`DistTransport` is the dist backend's part of :class:`~psml_core.engine.loop.WorkerLoop`.
 Per step it posts the answers' receives, sends a PULL to every shard (touched: with the key
@@ -82,7 +82,7 @@ def counted(hdr: Header, protocol: bool) -> int:
 
 
 class DistTransport(Transport):
-    """Worker ``p``'s messages over gloo, and the state it carries from step to step.
+    """Worker ``p``'s messages on its wire, and the state it carries from step to step.
 
     It takes :func:`run_worker`'s arguments.
     """

@@ -18,8 +18,8 @@ its sender can send:
   - the pull answer: the worker posts it before sending the request and names its capacity in
     the request (``prepost``);
   - the push: the shard posts the receive of a worker's next push as soon as it has its current
-    one (the first at the start, sized for a dense push of its keys); the worker's first DONE
-    completes the last one;
+    one (none before the first push beyond the slot); the worker's first DONE completes the last
+    one;
   - a snapshot (shard -> shard 0): its size is fixed, so shard 0 keeps one posted per shard,
     completed at the end by that shard's first DONE.
 
@@ -92,7 +92,7 @@ __all__ = [
 
 @dataclass
 class WireStats:
-    """What one rank handed to gloo and received, per message kind.
+    """What one rank handed to its transports and received, per message kind.
 
     Attributes:
         sent: kind name -> [messages, bytes passed to send, of which protocol bytes].
@@ -121,17 +121,29 @@ class WireStats:
         return sum(self.sent.get(k.name, [0, 0, 0])[2] for k in kinds)
 
 
-def _transport(exc: RuntimeError, peer: int | None) -> PeerLost:
-    return PeerLost(f"gloo: {exc}", peer)
+def _transport(exc: RuntimeError, peer: int | None, via: str = "gloo") -> RuntimeError:
+    """A transport's error as PeerLost naming the transport; a ProtocolError stays what it is.
+
+    (The checking link raises ProtocolError from inside a wait, where it must not pass for a
+    broken connection.)
+    """
+    if isinstance(exc, ProtocolError):
+        return exc
+    return PeerLost(f"{via}: {exc}", peer)
 
 
 @dataclass
 class Outgoing:
-    """Sends in flight; the tensors stay referenced until they complete."""
+    """Sends in flight; the tensors stay referenced until they complete.
+
+    ``via`` names the transports, for errors (``gloo``, or ``gloo and nccl`` with bodies on a
+    pair link).
+    """
 
     works: list[Any]
     keep: list[Any]
     peer: int
+    via: str = "gloo"
 
     def reap(self) -> bool:
         """If every send has completed, release them and return True (PeerLost if one failed)."""
@@ -139,7 +151,7 @@ class Outgoing:
             if not all(w.is_completed() for w in self.works):
                 return False
         except RuntimeError as exc:
-            raise _transport(exc, self.peer) from None
+            raise _transport(exc, self.peer, self.via) from None
         self.wait()  # surfaces a failed send
         return True
 
@@ -149,7 +161,7 @@ class Outgoing:
             for w in self.works:
                 w.wait()
         except RuntimeError as exc:
-            raise _transport(exc, self.peer) from None
+            raise _transport(exc, self.peer, self.via) from None
         self.works.clear()
         self.keep.clear()
 
@@ -192,6 +204,7 @@ class Wire:
     Args:
         rank: This process's rank.
         pool: Receive-buffer pool (a fresh one if None).
+        pairs: The pair-ordered link of DATA bodies (:mod:`.bodies`); None: tagged gloo.
     """
 
     def __init__(
@@ -215,6 +228,12 @@ class Wire:
     def bodies(self) -> str:
         """Where DATA bodies go: ``gloo`` (tagged) or the pair link's name."""
         return "gloo" if self.pairs is None else self.pairs.name
+
+    def via(self, channel: Channel) -> str:
+        """The transports a message on ``channel`` uses, as errors name them."""
+        if self.pairs is None or channel != Channel.DATA or self.bodies.startswith("gloo"):
+            return "gloo"
+        return f"gloo and {self.bodies}"
 
     def _isend(
         self, t: torch.Tensor, dst: int, tag: int, kind: Kind, protocol: int = 0, msg: int = 0
@@ -246,7 +265,7 @@ class Wire:
         try:
             return self.pairs.isend(t, dst)
         except RuntimeError as exc:
-            raise _transport(exc, dst) from None
+            raise _transport(exc, dst, self.bodies) from None
 
     def _irecv_body(self, buf: np.ndarray, src: int, channel: Channel) -> Any:
         if self.pairs is None or channel != Channel.DATA:
@@ -254,7 +273,7 @@ class Wire:
         try:
             return self.pairs.irecv(buf, src)
         except RuntimeError as exc:
-            raise _transport(exc, src) from None
+            raise _transport(exc, src, self.bodies) from None
 
     def isend(
         self,
@@ -306,7 +325,7 @@ class Wire:
                 t = as_tensor(part)
                 works.append(self._isend_body(t, dst, channel, header.kind))
                 keep += [t, part]
-        return Outgoing(works, keep, dst)
+        return Outgoing(works, keep, dst, self.via(channel))
 
     def prepost(self, src: int, capacity: int, channel: Channel = Channel.DATA) -> Prepost:
         """Post the receive of ``src``'s next pre-posted payload, of up to ``capacity`` bytes."""
@@ -398,7 +417,7 @@ class Wire:
             for w in works:
                 w.wait()
         except RuntimeError as exc:
-            raise _transport(exc, src) from None
+            raise _transport(exc, src, self.via(channel)) from None
         self.stats.count("received", header.kind, sum(lengths) - header.inline_bytes)
         payload = bufs[0] if header.payload_len >= 0 else None
         return payload, bufs[1]

@@ -194,6 +194,37 @@ def test_bodies_on_the_pair_link_arrive_once_in_order_exactly_sized(messages, se
     assert not any(rules.queues.values()) and not any(gloo.queues.values())
 
 
+def test_a_size_mismatch_on_the_link_is_a_protocol_error_not_a_lost_peer(monkeypatch) -> None:
+    """The checking link's ProtocolError comes out of recv_parts as itself (not PeerLost)."""
+
+    class Mismatch:
+        name = "gloo-ordered"
+
+        def irecv(self, buf: np.ndarray, src: int) -> Any:
+            class Work(Done):
+                def wait(self) -> None:
+                    raise ProtocolError("rank 1 posted a 9-byte receive for a 10-byte body")
+
+            return Work()
+
+    wire = Wire(1, pairs=Mismatch())  # type: ignore[arg-type]
+    hdr = Header(Kind.PUSH, payload_len=INLINE_BYTES + 1)
+    with pytest.raises(ProtocolError, match="9-byte receive for a 10-byte body"):
+        wire.recv_parts(0, dataclasses.replace(hdr, received=memoryview(b"")))
+
+
+def test_the_links_open_in_one_order_every_rank_shares() -> None:
+    """Workers and shards both ways, shards to shard 0; by pair, then direction."""
+    from psml_core.engine.torchdist import Layout
+    from psml_core.engine.torchdist.bodies import used_pairs
+
+    assert used_pairs(Layout(shards=2, workers=2)) == [
+        (1, 0),
+        (0, 2), (2, 0), (0, 3), (3, 0),
+        (1, 2), (2, 1), (1, 3), (3, 1),
+    ]  # fmt: skip
+
+
 def test_nothing_is_pre_posted_on_a_pair_link() -> None:
     wire = Wire(0, pairs=NcclRules().link(0))
     with pytest.raises(ProtocolError, match="pre-posted receive on the nccl-rules link"):
@@ -339,8 +370,9 @@ os._exit(0)
 def test_the_checking_link_refuses_receives_out_of_the_senders_order(tmp_path, order) -> None:
     """gloo-ordered fails where NCCL would: a pair's receives posted out of the send order.
 
-    ``staged``: NCCL's code path (a receive into its own buffer, copied to the host buffer at
-    ``wait``) over gloo, with the CPU standing in for the GPU.
+    ``staged``: the link's staging path (a receive into its own buffer, copied to the host
+    buffer at ``wait``) over gloo, with the CPU standing in for the GPU; the CUDA parts (the
+    link's stream, the synchronisation) run only on a GPU (``test_engine_device.py``).
     """
     script = tmp_path / "pair.py"
     script.write_text(_PAIR)
