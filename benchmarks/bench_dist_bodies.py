@@ -31,20 +31,17 @@ from psml_core.engine import staged_job
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.engine.torchdist import DistOptions
 from psml_core.engine.torchdist.backend import DistBackend
+from psml_core.engine.torchdist.bodies import Seat, why_not_nccl
 from psml_core.recipes import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _why_no_nccl(device: torch.device, ranks: int) -> str:
-    if device.type != "cuda":
-        return "the run is on the CPU (NCCL moves data between GPUs only)"
-    if not torch.distributed.is_nccl_available():
-        return "this torch is built without NCCL"
-    gpus = torch.cuda.device_count()
-    if gpus < ranks:
-        return f"{ranks} ranks on {gpus} GPU(s): NCCL refuses two ranks on one GPU"
-    return ""
+    """The dist backend's own rule, on the seats the local spawner gives the ranks."""
+    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    seats = [Seat("local", f"cuda:{r % gpus}" if gpus else None) for r in range(ranks)]
+    return why_not_nccl(seats, torch.distributed.is_nccl_available())
 
 
 def _times(recs: list) -> tuple[float, float]:

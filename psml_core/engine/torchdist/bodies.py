@@ -55,7 +55,15 @@ from psml_core.engine.torchdist.header import ProtocolError
 from psml_core.engine.torchdist.settings import Layout
 from psml_core.errors import ConfigError
 
-__all__ = ["BodyChoice", "PairLink", "Seat", "choose_bodies", "open_bodies", "used_pairs"]
+__all__ = [
+    "BodyChoice",
+    "PairLink",
+    "Seat",
+    "choose_bodies",
+    "open_bodies",
+    "used_pairs",
+    "why_not_nccl",
+]
 
 _TAG = 0  # the one tag of a pair-ordered link (NCCL ignores tags)
 
@@ -90,7 +98,7 @@ def choose_bodies(setting: str, seats: list[Seat], nccl_built: bool) -> BodyChoi
     """
     if setting in ("gloo", "gloo-ordered"):
         return BodyChoice(setting)
-    why = _why_not_nccl(seats, nccl_built)
+    why = why_not_nccl(seats, nccl_built)
     if setting == "nccl" and why:
         raise ConfigError(
             f"PSML_DIST_BODIES=nccl: {why}; use PSML_DIST_BODIES=auto (NCCL where it can run, "
@@ -101,7 +109,8 @@ def choose_bodies(setting: str, seats: list[Seat], nccl_built: bool) -> BodyChoi
     return BodyChoice("gloo", why) if why else BodyChoice("nccl")
 
 
-def _why_not_nccl(seats: list[Seat], nccl_built: bool) -> str:
+def why_not_nccl(seats: list[Seat], nccl_built: bool) -> str:
+    """Why NCCL cannot carry these ranks' bodies ("" if it can)."""
     cpu = [r for r, s in enumerate(seats) if s.gpu is None]
     if cpu:
         return f"rank {cpu[0]} runs on the CPU (NCCL moves data between GPUs only)"

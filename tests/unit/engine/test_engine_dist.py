@@ -59,15 +59,6 @@ def dist_spec(smoke, iterations=12, workers=2, shards=2, **method):
     )
 
 
-@pytest.fixture
-def one_thread():
-    """The ranks compute with ``compute.threads`` = 1; so must the in-process sim reference."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def run_both(spec, prepared, options=None):
     ds = load_prepared(prepared[spec.dataset.name])
     sim_job = staged_job(spec, ds)

@@ -236,14 +236,6 @@ def test_nothing_is_pre_posted_on_a_pair_link() -> None:
 # --------------------------------------------------------------------------- real processes
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def big_spec(smoke, **method):
     """Digits MLP with 1,024 hidden units: every dense push, answer and snapshot is ~150 KB."""
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
