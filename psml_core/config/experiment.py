@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from psml_core.config.claim_uses import ClaimUse
 from psml_core.config.points import OperatingPoint, TuningSpec
 from psml_core.config.specs import (
     BlockSpec,
@@ -72,6 +73,8 @@ class Experiment:
     operating_points: dict[str, OperatingPoint] = field(default_factory=dict)  # by tuning_key
     calibrations: dict[str, Any] = field(default_factory=dict)
     """Calibrated sweeps' factors to fit, by key (``config.calibration.CalibrationSpec``)."""
+    claims: tuple[ClaimUse, ...] = ()
+    """The paper files' claims on this tier's experiments, in file and claim order."""
 
     @property
     def all_methods(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.config.calibration import CalibrationSpec, calibration_spec
+from psml_core.config.claim_uses import ClaimUse, read_claim_uses
 from psml_core.config.experiment import Experiment, ExperimentSpec
 from psml_core.config.points import TuningSpec
 from psml_core.config.schema import (
@@ -144,7 +145,9 @@ def build_experiment(
     recipes = parse_method_files([root / "methods.yaml", *methods_files])
     _check_references(cfg, recipes)
     papers = root / "papers"
-    _schedule_claims(cfg, recipes, [*sorted(papers.glob("*.yaml")), *map(Path, paper_files)])
+    paths = [*sorted(papers.glob("*.yaml")), *map(Path, paper_files)]
+    uses = read_claim_uses(paths, cfg.get("experiments", {}))
+    _schedule_claims(cfg, recipes, uses)
     _check_tuning_seed(cfg)
     made, bases, base_recipes, calibrations = _expand_sweeps(cfg, recipes, papers)
     exp = Experiment(
@@ -183,6 +186,7 @@ def build_experiment(
         bases=bases,
         base_recipes=base_recipes,
         calibrations=calibrations,
+        claims=tuple(uses),
     )
     if not exp.grid():
         raise ConfigError(
@@ -271,44 +275,30 @@ def _expand_sweeps(
     return made, bases, base_recipes, calibrations
 
 
-def _schedule_claims(cfg: dict[str, Any], recipes: dict[str, Any], papers: list[Path]) -> None:
+def _schedule_claims(
+    cfg: dict[str, Any], recipes: dict[str, Any], uses: Sequence[ClaimUse]
+) -> None:
     """Add to each experiment every run its paper claims need (method, baselines, scenarios).
 
     A tier that includes a claim's experiment runs the claim: its method, its named comparator
     and its robustness baselines join the experiment's methods, and its fixed scenarios join
     the experiment's scenarios where the tier defines them (a scenario the tier lacks leaves the
     claim NOT RUN, with the missing runs named). Regime maps are left as they are: they run what
-    they list.
+    they list (:func:`~psml_core.config.claim_uses.read_claim_uses` leaves their claims out).
     """
     experiments = cfg.get("experiments", {})
-    if not experiments:
-        return
-    for path in papers:
-        paper = load_yaml(path, "paper file") or {}
-        for claim in paper.get("claims") or []:
-            meas = claim.get("measure") or {}
-            ex = experiments.get(meas.get("experiment"))
-            if ex is None or ex.get("regime_map"):
-                continue
-            base = meas.get("baseline")
-            wanted = [
-                meas.get("method"),
-                *([base] if isinstance(base, str) else base or []),
-                *(meas.get("robustness") or []),
+    for use in uses:
+        ex = experiments[use.experiment]
+        wanted = [name for name, _role in use.roles()]
+        ex["methods"] = [
+            *ex["methods"],
+            *(m for m in dict.fromkeys(wanted) if m in recipes and m not in ex["methods"]),
+        ]
+        if ex.get("scenarios"):
+            ex["scenarios"] = [
+                *ex["scenarios"],
+                *(s for s in use.scenarios if s in cfg["scenarios"] and s not in ex["scenarios"]),
             ]
-            ex["methods"] = [
-                *ex["methods"],
-                *(m for m in wanted if m in recipes and m not in ex["methods"]),
-            ]
-            if ex.get("scenarios"):
-                ex["scenarios"] = [
-                    *ex["scenarios"],
-                    *(
-                        s
-                        for s in meas.get("scenarios") or []
-                        if s in cfg["scenarios"] and s not in ex["scenarios"]
-                    ),
-                ]
 
 
 def _check_tuning_seed(cfg: dict[str, Any]) -> None:

@@ -1,6 +1,8 @@
 """Operating points: the tuning settings of a tier and the point a run trains at.
 
-A recipe's *operating point* is its learning rate, its momentum handling and its warm-up. The
+A recipe's *operating point* is its learning rate, its momentum handling, its warm-up and the
+values of its free parameters (a recipe's ``tune`` block: OmniReduce's block size, a uniform
+compression ratio, DC2's target ratio of delay to compute). The
 tier's ``tuning`` block says how points are chosen (a small sweep on a seed no verdict uses,
 :mod:`psml_core.tuning`); a run's :class:`OperatingPoint` says which point it trains at and
 where that point came from (the tier's record file, or the workflow's tune job).
@@ -8,7 +10,8 @@ where that point came from (the tier's record file, or the workflow's tune job).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["MOMENTUM_HANDLINGS", "OperatingPoint", "TuningSpec"]
 
@@ -28,6 +31,9 @@ class TuningSpec:
         lr_factors: The learning rates tried, as multiples of the workload's.
         warmup_fraction: The warm-up tried at the best point, as a fraction of the iterations.
         final_evaluations: Evaluations averaged into a candidate's final accuracy.
+        accuracy_margin: How far below the best candidate's final accuracy a candidate may end
+            and still be chosen for a shorter time (or fewer bytes) to target; never less than
+            one test sample.
         use_record: Use the tier's record where its fingerprint matches; false tunes every
             (workload, recipe) in the workflow (tune jobs), as a forced re-tuning.
     """
@@ -37,6 +43,7 @@ class TuningSpec:
     lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
     warmup_fraction: float = 0.1
     final_evaluations: int = 3
+    accuracy_margin: float = 0.01
     use_record: bool = True
 
     def warmup_iterations(self, iterations: int) -> int:
@@ -61,6 +68,8 @@ class OperatingPoint:
             or recipe (an experiment's sweep) inherits its base's.
         fingerprint: SHA-256 of the settings the point was tuned for.
         source: Where it was read: ``record <file>`` or ``tune job <file>``.
+        params: The chosen values of the recipe's free parameters, by dotted path in the
+            recipe (``codec.params.block_size``); empty for a recipe without a ``tune`` block.
     """
 
     lr: float
@@ -70,3 +79,4 @@ class OperatingPoint:
     tuned_as: str
     fingerprint: str
     source: str
+    params: dict[str, Any] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.config.build import build, plain
+from psml_core.config.paths import get_path, set_paths
 from psml_core.config.points import OperatingPoint
 from psml_core.config.schema import StrictValidator, first_error, format_error, read_schema
 from psml_core.errors import ConfigError
@@ -277,6 +278,31 @@ class HashingSpec:
 
 
 @dataclass(frozen=True)
+class FreeParameter:
+    """A recipe's free parameter: chosen on the tuning seed like its learning rate (``tune``).
+
+    A baseline whose paper leaves a setting free (OmniReduce's block size, a uniform
+    compression ratio) or a method constant of ours (DC2's target ratio of delay to compute)
+    gets it from the tuning sweep, by the same rule as the learning rate, so that no verdict
+    hinges on a value we picked. The recipe's own value at the paths must be one of ``values``:
+    it is the declared point.
+
+    Attributes:
+        params: Dotted paths in the recipe (``codec.params.block_size``), all set to the value.
+        values: The values tried.
+        why: Where the values come from, in one sentence (printed in the report).
+    """
+
+    params: tuple[str, ...]
+    values: tuple[Any, ...]
+    why: str = ""
+
+    def declared(self, recipe: dict[str, Any]) -> Any:
+        """The recipe's own value (at the first path) of its plain dict form."""
+        return get_path(recipe, self.params[0])
+
+
+@dataclass(frozen=True)
 class MethodRecipe:
     """A method or baseline: codec, sync policy, controller and placement (config/methods.yaml)."""
 
@@ -294,6 +320,28 @@ class MethodRecipe:
     deviations: tuple[str, ...] = ()
     hashing: HashingSpec | None = None
     calibrated: dict[str, Any] | None = None
+    tune: FreeParameter | None = None
+
+    def __post_init__(self) -> None:
+        if self.tune is None:
+            return
+        data = dataclasses.asdict(self)
+        values = [get_path(data, p) for p in self.tune.params]
+        if values[0] is None or values[0] not in self.tune.values or len(set(values)) != 1:
+            raise ConfigError(
+                f"recipe {self.name!r}: key 'tune': its value at {', '.join(self.tune.params)} "
+                f"({', '.join(map(repr, values))}) must be set, the same at every path, and one of "
+                f"tune.values {list(self.tune.values)} (it is the declared point)"
+            )
+
+    def with_values(self, values: dict[str, Any]) -> MethodRecipe:
+        """This recipe with the value at each dotted path of ``values`` replaced."""
+        if not values:
+            return self
+        data = dataclasses.asdict(self)
+        for path, value in values.items():
+            set_paths(data, [path], value, "operating_point", f"recipe {self.name!r}")
+        return build(MethodRecipe, data, self.name)
 
 
 @dataclass(frozen=True)
@@ -334,19 +382,27 @@ class RunSpec:
             if out[part].get(key) is None:  # unset: older specs keep their hash
                 out[part].pop(key, None)
         out["dataset"] = self.dataset.to_dict()
-        if out["method"].get("calibrated") is None:  # older specs keep their hash
-            out["method"].pop("calibrated", None)
+        for key in ("calibrated", "tune"):
+            if out["method"].get(key) is None:  # older specs keep their hash
+                out["method"].pop(key, None)
+        if out.get("operating_point") and not out["operating_point"].get("params"):
+            out["operating_point"].pop("params", None)
         return out
 
     def at_point(self, point: OperatingPoint) -> RunSpec:
-        """This run at ``point``: its workload's lr, momentum and warm-up, and the point itself."""
+        """This run at ``point``, and the point itself.
+
+        Its workload's lr, momentum and warm-up are the point's, and its recipe's free
+        parameters (``tune``) take the point's values.
+        """
         wl = dataclasses.replace(
             self.workload,
             lr=point.lr,
             momentum=point.momentum,
             warmup_iterations=point.warmup_iterations,
         )
-        return dataclasses.replace(self, workload=wl, operating_point=point)
+        method = self.method.with_values(point.params)
+        return dataclasses.replace(self, workload=wl, method=method, operating_point=point)
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from psml_core.config.calibration import CalibrationSpec, marker
+from psml_core.config.paths import set_paths
 from psml_core.config.specs import MethodRecipe, build
 from psml_core.errors import ConfigError, did_you_mean
 
@@ -23,25 +24,6 @@ def sweep_label(param: str, value: float) -> str:
     """
     text = f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
     return f"{param.rsplit('.', 1)[-1]}_{text.lower()}"
-
-
-def _set_paths(data: dict[str, Any], paths: list[str], value: Any, where: str, owner: str) -> None:
-    """Set every dotted path of a sweep to ``value`` in ``data`` (a recipe, scenario, workload).
-
-    Raises:
-        ConfigError: ``owner`` has no block on the way to a path.
-    """
-    for path in paths:
-        node: Any = data
-        parts = path.split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(
-                    f"invalid config: key '{where}.params': {owner} has no {path!r} "
-                    f"(no {part!r} block)"
-                )
-            node = node[part]
-        node[parts[-1]] = value
 
 
 def sweep_entries(
@@ -76,7 +58,7 @@ def sweep_entries(
     out: dict[str, dict[str, Any]] = {}
     for value, label in zip(values, labels, strict=True):
         data = copy.deepcopy(table[base_name])
-        _set_paths(data, sweep["params"], value, where, f"{kind[:-1]} {base_name!r}")
+        set_paths(data, sweep["params"], value, where, f"{kind[:-1]} {base_name!r}")
         shown = f"{sweep['params'][0].rsplit('.', 1)[-1]} = {value}"
         if "description" in data or kind == "scenarios":
             data["description"] = f"{data.get('description', '')} [sweep: {shown}]".strip()
@@ -108,6 +90,14 @@ def sweep_recipes(
             f"{did_you_mean(method, recipes)}known methods (config/methods.yaml): "
             + ", ".join(sorted(recipes))
         )
+    free = recipes[method].tune
+    if free is not None and set(free.params) & set(sweep["params"]):
+        raise ConfigError(
+            f"invalid config: key '{where}.params': recipe {method!r} chooses "
+            f"{', '.join(sorted(set(free.params) & set(sweep['params'])))} on the tuning seed (its "
+            "tune block), and every recipe a sweep derives inherits its base's point; sweep a "
+            "copy of the recipe without a tune block"
+        )
     values = list(sweep["values"])
     labels = list(sweep.get("labels") or [])
     if labels and len(labels) != len(values):
@@ -120,7 +110,7 @@ def sweep_recipes(
     out: dict[str, MethodRecipe] = {}
     for value, label in zip(values, labels, strict=True):
         data = copy.deepcopy(base)
-        _set_paths(data, sweep["params"], value, where, f"recipe {method!r}")
+        set_paths(data, sweep["params"], value, where, f"recipe {method!r}")
         name = f"{method}__{label}"
         shown = ", ".join(f"{p.rsplit('.', 1)[-1]} = {value:g}" for p in sweep["params"][:1])
         data.update(

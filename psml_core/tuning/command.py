@@ -91,6 +91,7 @@ def _tune_job(args: argparse.Namespace) -> int:
     from psml_core.atomic import write_json
     from psml_core.config import TuningSpec, build
     from psml_core.recipes import read_run_spec
+    from psml_core.tuning.objective import Objective
     from psml_core.tuning.record import check_entry
     from psml_core.tuning.sweep import tune
     from psml_core.tuning.targets import TuneTarget, fingerprint
@@ -99,12 +100,14 @@ def _tune_job(args: argparse.Namespace) -> int:
         data = json.loads(Path(args.spec).read_text(encoding="utf-8"))
         spec = read_run_spec(json.dumps(data["run"]))
         tuning = build(TuningSpec, data["tuning"], "tuning")
+        objective = build(Objective, data.get("objective") or {}, "objective")
         target = TuneTarget(
-            data["key"], data["scenario"], spec, bool(data["scenario_free"]), data["fingerprint"]
-        )
+            data["key"], data["scenario"], spec, bool(data["scenario_free"]), data["fingerprint"],
+            objective,
+        )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--spec {args.spec}: not a tune job's settings ({exc})") from None
-    if fingerprint(spec, tuning, target.scenario_free) != target.fingerprint:
+    if fingerprint(spec, tuning, target.scenario_free, objective) != target.fingerprint:
         raise ConfigError(
             f"--spec {args.spec}: its fingerprint is not this psml's; the workflow and the "
             "rules' environment run different psml versions: reinstall one of them"

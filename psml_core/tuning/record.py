@@ -90,6 +90,7 @@ def entry_point(entry: dict[str, Any], source: str) -> OperatingPoint:
         tuned_as=f"{entry['workload']}/{entry['method']}",
         fingerprint=entry["fingerprint"],
         source=source,
+        params=dict(chosen.get("params") or {}),
     )
 
 
@@ -103,6 +104,8 @@ class Resolution:
         pending: The keys to tune, each with why (missing, stale, re-tuning forced).
         record: The record file that was read.
         entries: The entries behind ``points``, each with its ``source``.
+        notes: What could not be checked yet (a delay-variation claim whose dense baseline
+            is not tuned yet; :func:`~psml_core.tuning.periods.check_periods`).
     """
 
     targets: dict[str, TuneTarget]
@@ -110,6 +113,7 @@ class Resolution:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)
     record: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def resolve(exp: Experiment, record: str | Path, tune_jobs: bool = False) -> Resolution:
@@ -152,8 +156,19 @@ def resolve(exp: Experiment, record: str | Path, tune_jobs: bool = False) -> Res
 def with_operating_points(
     exp: Experiment, config_dir: str | Path, tune_jobs: bool = False
 ) -> tuple[Experiment, Resolution]:
-    """The tier with every known point applied (:meth:`Experiment.run` uses them)."""
-    res = resolve(exp, record_path(config_dir, exp.tier), tune_jobs)
+    """The tier with every known point applied (:meth:`Experiment.run` uses them).
+
+    A delay-variation claim whose scenario holds too few periods before its dense baseline
+    reaches the target is refused here (:func:`~psml_core.tuning.periods.check_periods`).
+
+    Raises:
+        ConfigError: a bad record, or a claim's scenario that does not vary enough.
+    """
+    from psml_core.tuning.periods import check_periods
+
+    path = record_path(config_dir, exp.tier)
+    res = resolve(exp, path, tune_jobs)
+    res.notes.extend(check_periods(exp, res.entries, f"record {path.parent.name}/{path.name}"))
     return dataclasses.replace(exp, operating_points=dict(res.points)), res
 
 

@@ -1,33 +1,49 @@
 """The selection rule, fixed before any tuning run: which candidate becomes the operating point.
 
-Stage 1 (learning rate x momentum handling), among the candidates that did not diverge
-(:func:`psml_core.metrics.divergence.divergence`, the runs' DIVERGED test):
+Every candidate is a full run at the tuning seed. Among those that did not diverge
+(:func:`psml_core.metrics.divergence.divergence`, the runs' DIVERGED test), by the key's
+objective (:mod:`.objective`):
 
-1. the highest final test accuracy (the mean of the last ``final_evaluations`` evaluations);
-2. candidates within one test sample (1 / test samples) of the highest are tied; among them
-   the recipe's declared point wins, then the smaller learning rate, then the declared
-   momentum handling.
+* **Final accuracy** (no claim judges the key on a time, bytes or samples to target): the
+  highest final test accuracy (the mean of the last ``final_evaluations`` evaluations);
+  candidates within one test sample of it are tied.
+* **To target** (its claims judge a time, bytes or samples to target): the candidates whose
+  final accuracy is within the accuracy margin (``tuning.accuracy_margin``, never less than
+  one test sample) of the best candidate's are eligible; the one with the least time (bytes,
+  samples) to target wins, a candidate that never held the target ranking after every one
+  that did. Where no eligible candidate held the target, the final-accuracy rule decides and
+  the choice says so.
 
-Stage 2 (warm-up) tries a linear warm-up at stage 1's point. It replaces that point only when
-it did not diverge and either beats it by more than one test sample, or stage 1 has no
-candidate that did not diverge. A diverged candidate is never chosen; when every candidate
-diverged, the declared point stays, marked so.
+Ties go to the recipe's declared point, then to its declared free-parameter value, then to
+the smaller learning rate, then to the declared momentum handling, then to the declared
+warm-up. A diverged candidate is never chosen; when every candidate diverged, the declared
+point stays, marked so.
+
+The stages only decide which candidates run (a coordinate search): stage 0 tries the recipe's
+free parameter (its ``tune`` block) at the declared learning rate, stage 1 the learning rate
+and momentum handling at stage 0's choice, stage 2 a warm-up at stage 1's. The final choice is
+the rule over every candidate run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["RULE", "Candidate", "Choice", "choose_stage1", "choose_warmup"]
+__all__ = ["RULE", "Candidate", "Choice", "choose"]
 
 RULE = (
-    "v1: highest mean test accuracy over the last evaluations among non-diverged candidates; "
-    "ties within one test sample to the declared point, then the smaller lr, then the declared "
-    "momentum; warm-up only if it beats that by more than one test sample"
+    "v2: by the objective of the claims that judge the key; final accuracy: the highest, ties "
+    "within one test sample; to target: the least time (bytes, samples) to target among the "
+    "candidates within the accuracy margin (at least one test sample) of the best final "
+    "accuracy, censored last, none reached: final accuracy; non-diverged only; ties to the "
+    "declared point, declared free parameter, smaller lr, declared momentum, declared warm-up"
 )
 """The rule's text, part of every record's fingerprint: a new rule makes every record stale."""
 
-_EPS = 1e-9  # float noise in a mean of accuracies
+_EPS = 1e-9  # float noise in a mean of accuracies, or in two equal times
 
 
 @dataclass(frozen=True)
@@ -35,7 +51,7 @@ class Candidate:
     """One tuning run: its settings and outcome.
 
     Attributes:
-        stage: 1 (lr x momentum) or 2 (warm-up at stage 1's point).
+        stage: 0 (free parameter), 1 (lr x momentum) or 2 (warm-up at stage 1's point).
         lr_factor: Its lr as a multiple of the workload's.
         lr: Learning rate.
         momentum: Momentum (server's, or the workers' under momentum correction; 0: none).
@@ -48,8 +64,14 @@ class Candidate:
             censored).
         diverged: Why it diverged, or None.
         declared: Whether these are the recipe's own settings (lr factor 1, its momentum, no
-            warm-up).
+            warm-up, its free parameter's own value).
         wall_clock_s: Wall-clock seconds the run took.
+        params: The free parameters' values by dotted path (empty without a ``tune`` block).
+        time_to_target_s: Time to target (simulated on the sim backend; None: censored).
+        bytes_to_target: Bytes to target (None: censored).
+        declared_params: Whether ``params`` are the recipe's own values.
+        declared_momentum: Whether the momentum handling is the recipe's own.
+        declared_warmup: Whether the warm-up is the workload's own.
     """
 
     stage: int
@@ -64,6 +86,25 @@ class Candidate:
     diverged: str | None
     declared: bool
     wall_clock_s: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+    time_to_target_s: float | None = None
+    bytes_to_target: float | None = None
+    declared_params: bool = True
+    declared_momentum: bool = True
+    declared_warmup: bool = True
+
+    def reached(self, metric: str) -> float | None:
+        """Its time, bytes or samples to target (None: it never held the target)."""
+        value = getattr(self, metric)
+        return None if value is None or not math.isfinite(float(value)) else float(value)
+
+    def settings(self) -> str:
+        """Its settings in a few words, for a choice's reason."""
+        free = "".join(f", {p.rsplit('.', 1)[-1]} {v:g}" for p, v in self.params.items())
+        return (
+            f"lr {self.lr:g}, momentum {self.momentum_handling} {self.momentum:g}, "
+            f"warm-up {self.warmup_iterations}{free}"
+        )
 
 
 @dataclass(frozen=True)
@@ -81,40 +122,69 @@ def _score(c: Candidate) -> float:
     return c.final_accuracy
 
 
-def choose_stage1(candidates: list[Candidate], declared_handling: str, resolution: float) -> Choice:
-    """Stage 1's point (module docstring).
+def _tie_break(c: Candidate) -> tuple[Any, ...]:
+    return (
+        not c.declared,
+        not c.declared_params,
+        c.lr,
+        not c.declared_momentum,
+        not c.declared_warmup,
+    )
 
-    Args:
-        candidates: Stage 1's candidates; exactly one is ``declared``.
-        declared_handling: The recipe's own momentum handling (the tie-break after the lr).
-        resolution: One test sample, as accuracy (1 / test samples).
-    """
-    declared = next(c for c in candidates if c.declared)
-    alive = [c for c in candidates if c.diverged is None]
-    if not alive:
-        return Choice(declared, "every candidate diverged: the declared point stays", True)
+
+def _by_accuracy(alive: list[Candidate], resolution: float) -> Choice:
     best = max(_score(c) for c in alive)
     tied = [c for c in alive if _score(c) >= best - resolution - _EPS]
-    pick = min(
-        tied,
-        key=lambda c: (not c.declared, c.lr, c.momentum_handling != declared_handling),
-    )
+    pick = min(tied, key=_tie_break)
     if len(tied) == 1:
         why = f"highest final accuracy ({best:.4f})"
     elif pick.declared:
-        why = f"within one test sample of the best ({best:.4f}): the declared point"
+        why = f"within one test sample of the best final accuracy ({best:.4f}): the declared point"
     else:
-        why = f"within one test sample of the best ({best:.4f}): the smallest lr of {len(tied)}"
+        why = (
+            f"within one test sample of the best final accuracy ({best:.4f}): by the tie-break "
+            f"among {len(tied)} ({pick.settings()})"
+        )
     return Choice(pick, why)
 
 
-def choose_warmup(stage1: Choice, warm: Candidate, resolution: float) -> Choice:
-    """Stage 2: the warm-up candidate replaces stage 1's point, or not (module docstring)."""
-    if warm.diverged is not None:
-        return stage1
-    if stage1.all_diverged:
-        return Choice(warm, "the only candidate that did not diverge: warm-up")
-    gain = _score(warm) - _score(stage1.candidate)
-    if gain > resolution + _EPS:
-        return Choice(warm, f"warm-up beats stage 1's point by {gain:.4f} (> one test sample)")
-    return stage1
+def choose(
+    candidates: Sequence[Candidate],
+    metric: str,
+    margin: float,
+    resolution: float,
+) -> Choice:
+    """The rule (module docstring) over ``candidates``.
+
+    Args:
+        candidates: The candidates to choose among; one of them may be ``declared``.
+        metric: The key's objective: ``final_test_accuracy`` or a to-target metric
+            (``time_to_target_s``, ``bytes_to_target``, ``samples_to_target``).
+        margin: The accuracy margin (``tuning.accuracy_margin``).
+        resolution: One test sample, as accuracy (1 / test samples).
+    """
+    alive = [c for c in candidates if c.diverged is None and c.final_accuracy is not None]
+    if not alive:
+        declared = next((c for c in candidates if c.declared), candidates[0])
+        return Choice(declared, "every candidate diverged: the declared point stays", True)
+    if metric == "final_test_accuracy":
+        return _by_accuracy(alive, resolution)
+    best = max(_score(c) for c in alive)
+    width = max(margin, resolution)
+    eligible = [c for c in alive if _score(c) >= best - width - _EPS]
+    reached = [c for c in eligible if c.reached(metric) is not None]
+    if not reached:
+        fallback = _by_accuracy(alive, resolution)
+        why = (
+            f"no candidate within {width:.3g} of the best final accuracy ({best:.4f}) held the "
+            f"target, so the highest accuracy decides: {fallback.why}"
+        )
+        return Choice(fallback.candidate, why)
+    least = min(c.reached(metric) or 0.0 for c in reached)
+    tied = [c for c in reached if (c.reached(metric) or 0.0) <= least * (1 + _EPS)]
+    pick = min(tied, key=_tie_break)
+    why = (
+        f"least {metric} ({least:.4g}) among the {len(eligible)} candidates within {width:.3g} "
+        f"of the best final accuracy ({best:.4f}); its final accuracy {_score(pick):.4f}"
+    )
+    return Choice(pick, why)

@@ -1,13 +1,18 @@
 """Run a target's tuning sweep and choose its operating point (:mod:`.rule`).
 
-Stage 1 runs every learning rate of ``tuning.lr_factors`` (1 always included: the declared
-point) with the momentum on and off *within the recipe's own mechanism*: the workload's
+Stage 0 runs the recipe's free parameter (its ``tune`` block: OmniReduce's block size, a
+uniform ratio, DC2's target ratio of delay to compute) at each of its values with the declared
+learning rate, momentum and warm-up; a recipe without one has a single stage-0 run, the
+declared point. Stage 1 runs every learning rate of ``tuning.lr_factors`` (1 always included:
+the declared point) with the momentum on and off *within the recipe's own mechanism*: the workload's
 momentum on the server's optimizer for plain and error-feedback recipes, or as DGC's momentum
 correction on the workers for recipes with ``momentum_correction: true``; off is momentum 0
 in either. Switching a recipe from error feedback to momentum correction would make it another
 recipe (``topk_ef`` into ``topk_mc``), so the sweep never does. An optimizer without momentum
 (AdaGrad) tunes the learning rate only. Stage 2 runs stage 1's point with the other warm-up
 (``tuning.warmup_fraction`` of the iterations when the workload declares none, else none).
+Each stage continues from the previous one's choice under the key's objective (the metric its
+claims judge, :mod:`.objective`); the final point is the rule over every candidate run.
 
 Every candidate is a full run at the tuning seed, written like any run (``metrics.parquet``,
 ``summary.json``) under the target's tuning directory.
@@ -32,10 +37,17 @@ from psml_core.engine.optim import optimizer_class
 from psml_core.engine.progress import NullProgress
 from psml_core.engine.training import train
 from psml_core.metrics.divergence import divergence
-from psml_core.tuning.rule import RULE, Candidate, choose_stage1, choose_warmup
+from psml_core.tuning.rule import RULE, Candidate, choose
 from psml_core.tuning.targets import TuneTarget
 
-__all__ = ["DEFAULT_MOMENTUM", "candidate_spec", "handling", "stage1_grid", "tune"]
+__all__ = [
+    "DEFAULT_MOMENTUM",
+    "candidate_spec",
+    "free_values",
+    "handling",
+    "stage1_grid",
+    "tune",
+]
 
 DEFAULT_MOMENTUM = 0.9
 """The momentum tried as "on" for a workload that declares none."""
@@ -61,14 +73,23 @@ def stage1_grid(spec: RunSpec, tuning: TuningSpec) -> list[tuple[float, float]]:
     return [(f, m) for f in factors for m in moms]
 
 
-def candidate_spec(spec: RunSpec, key: str, factor: float, momentum: float, warmup: int) -> RunSpec:
+def candidate_spec(
+    spec: RunSpec,
+    key: str,
+    factor: float,
+    momentum: float,
+    warmup: int,
+    params: dict[str, Any] | None = None,
+) -> RunSpec:
     """The target's run with a candidate's settings, and a run id naming the candidate."""
     wl = spec.workload
     changed = dataclasses.replace(
         wl, lr=wl.lr * factor, momentum=momentum, warmup_iterations=warmup
     )
-    label = f"lr{factor:g}x_m{momentum:g}_w{warmup}"
-    return dataclasses.replace(spec, workload=changed, run_id=f"tune/{key}/{label}")
+    free = "".join(f"_{p.rsplit('.', 1)[-1]}{v:g}" for p, v in (params or {}).items())
+    label = f"lr{factor:g}x_m{momentum:g}_w{warmup}{free}"
+    method = spec.method.with_values(params or {})
+    return dataclasses.replace(spec, workload=changed, method=method, run_id=f"tune/{key}/{label}")
 
 
 def _run(
@@ -76,6 +97,7 @@ def _run(
     declared: RunSpec,
     stage: int,
     factor: float,
+    params: dict[str, Any],
     data_dir: Path,
     out_dir: Path,
     tuning: TuningSpec,
@@ -88,6 +110,7 @@ def _run(
     """
     out = out_dir / spec.run_id.rsplit("/", 1)[-1]
     wl, base = spec.workload, declared.workload
+    own = _declared_params(declared)
     settings = {
         "stage": stage,
         "lr_factor": factor,
@@ -95,8 +118,12 @@ def _run(
         "momentum": wl.momentum,
         "momentum_handling": handling(spec, wl.momentum),
         "warmup_iterations": wl.warmup_iterations,
-        "declared": (factor, wl.momentum, wl.warmup_iterations)
-        == (1.0, base.momentum, base.warmup_iterations),
+        "declared": (factor, wl.momentum, wl.warmup_iterations, params)
+        == (1.0, base.momentum, base.warmup_iterations, own),
+        "params": dict(params),
+        "declared_params": params == own,
+        "declared_momentum": wl.momentum == base.momentum,
+        "declared_warmup": wl.warmup_iterations == base.warmup_iterations,
     }
     t0 = time.perf_counter()
     try:
@@ -120,9 +147,30 @@ def _run(
         final_accuracy=sum(last) / len(last) if last else None,
         evaluations=tuple(last),
         samples_to_target=summary["samples_to_target"],
+        time_to_target_s=summary.get("time_to_target_s"),
+        bytes_to_target=summary.get("bytes_to_target"),
         diverged=divergence(evals, losses, classes),
         wall_clock_s=round(wall, 2),
     )
+
+
+def _declared_params(spec: RunSpec) -> dict[str, Any]:
+    """The recipe's own values of its free parameters (empty without a ``tune`` block)."""
+    free = spec.method.tune
+    if free is None:
+        return {}
+    value = free.declared(dataclasses.asdict(spec.method))
+    return dict.fromkeys(free.params, value)
+
+
+def free_values(spec: RunSpec) -> list[dict[str, Any]]:
+    """Stage 0's free-parameter settings, the recipe's own first (one empty dict without any)."""
+    free = spec.method.tune
+    if free is None:
+        return [{}]
+    own = _declared_params(spec)
+    rest = [dict.fromkeys(free.params, v) for v in free.values]
+    return [own, *(r for r in rest if r != own)]
 
 
 Evals = list[tuple[int, float, float, float]]
@@ -159,10 +207,10 @@ def _settings(spec: RunSpec) -> dict[str, Any]:
 def _say(key: str, c: Candidate, log: Callable[[str], None]) -> None:
     why = f", DIVERGED: {c.diverged}" if c.diverged else ""
     acc = "none" if c.final_accuracy is None else f"{c.final_accuracy:.4f}"
+    reached = "never held" if c.time_to_target_s is None else f"{c.time_to_target_s:.4g} s"
     log(
-        f"tune {key}: stage {c.stage}, lr {c.lr:g} ({c.lr_factor:g}x), momentum "
-        f"{c.momentum_handling} {c.momentum:g}, warm-up {c.warmup_iterations}: final accuracy "
-        f"{acc}{why} ({c.wall_clock_s:.1f} s wall-clock)"
+        f"tune {key}: stage {c.stage}, {c.settings()}: final accuracy {acc}, time to target "
+        f"{reached}{why} ({c.wall_clock_s:.1f} s wall-clock)"
     )
 
 
@@ -174,6 +222,12 @@ def tune(
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run a target's sweep and return its record entry (schema ``operating_points``).
+
+    Stage 0 tries the recipe's free parameter at the declared lr, momentum and warm-up; stage 1
+    the lr and momentum at stage 0's choice; stage 2 the other warm-up at stage 1's. Each stage's
+    choice is :func:`~psml_core.tuning.rule.choose` over its candidates, the final one the rule
+    over every candidate run. A candidate with the same settings as one already run is not run
+    again (a run is deterministic).
 
     Args:
         target: What to tune (its run at the tuning seed and the declared point).
@@ -187,27 +241,43 @@ def tune(
     data = load_prepared(data_dir)
     resolution = 1.0 / len(data.y_test)
     classes = max(2, int(data.n_classes))
+    metric = target.objective.metric
+    done: dict[str, Candidate] = {}
 
-    def run(stage: int, factor: float, momentum: float, warmup: int) -> Candidate:
-        cand = _run(
-            candidate_spec(spec, key, factor, momentum, warmup),
-            spec, stage, factor, Path(data_dir), out, tuning, classes,
-        )  # fmt: skip
-        _say(key, cand, say)
-        return cand
+    def run(stage: int, factor: float, momentum: float, warmup: int, params: dict) -> Candidate:
+        cspec = candidate_spec(spec, key, factor, momentum, warmup, params)
+        if cspec.run_id not in done:
+            cand = _run(cspec, spec, stage, factor, params, Path(data_dir), out, tuning, classes)
+            _say(key, cand, say)
+            done[cspec.run_id] = cand
+        return done[cspec.run_id]
 
-    warm0 = spec.workload.warmup_iterations
-    stage1 = [run(1, f, m, warm0) for f, m in stage1_grid(spec, tuning)]
-    choice = choose_stage1(stage1, handling(spec, spec.workload.momentum), resolution)
-    best = choice.candidate
-    other = 0 if warm0 else tuning.warmup_iterations(spec.workload.iterations)
-    warm = run(2, best.lr_factor, best.momentum, other)
-    final = choose_warmup(choice, warm, resolution)
+    def pick(cands: list[Candidate]) -> Candidate:
+        return choose(cands, metric, tuning.accuracy_margin, resolution).candidate
+
+    wl = spec.workload
+    stage0 = [run(0, 1.0, wl.momentum, wl.warmup_iterations, p) for p in free_values(spec)]
+    params = pick(stage0).params
+    stage1 = [run(1, f, m, wl.warmup_iterations, params) for f, m in stage1_grid(spec, tuning)]
+    best = pick(stage1)
+    other = 0 if wl.warmup_iterations else tuning.warmup_iterations(wl.iterations)
+    run(2, best.lr_factor, best.momentum, other, params)
+    final = choose(list(done.values()), metric, tuning.accuracy_margin, resolution)
     chosen = final.candidate
-    say(
-        f"tune {key}: chose lr {chosen.lr:g}, momentum {chosen.momentum_handling} "
-        f"{chosen.momentum:g}, warm-up {chosen.warmup_iterations} ({final.why})"
-    )
+    say(f"tune {key}: chose {chosen.settings()} ({final.why})")
+    return _entry(target, tuning, data, chosen, final, list(done.values()))
+
+
+def _entry(
+    target: TuneTarget,
+    tuning: TuningSpec,
+    data: Any,
+    chosen: Candidate,
+    final: Any,
+    candidates: list[Candidate],
+) -> dict[str, Any]:
+    """The record entry of a finished sweep (schema ``operating_points``)."""
+    spec, obj = target.spec, target.objective
     return {
         "workload": spec.workload.name,
         "method": spec.method.name,
@@ -224,10 +294,18 @@ def tune(
             "momentum": chosen.momentum,
             "momentum_handling": chosen.momentum_handling,
             "warmup_iterations": chosen.warmup_iterations,
+            "params": dict(chosen.params),
             "why": final.why,
         },
         "all_diverged": final.all_diverged and chosen.diverged is not None,
+        "objective": {
+            "metric": obj.metric,
+            "claim": obj.claim,
+            "role": obj.role,
+            "margin": tuning.accuracy_margin,
+            "serves": list(obj.serves),
+        },
         "candidates": [
-            {**dataclasses.asdict(c), "evaluations": list(c.evaluations)} for c in [*stage1, warm]
+            {**dataclasses.asdict(c), "evaluations": list(c.evaluations)} for c in candidates
         ],
     }

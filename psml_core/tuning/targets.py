@@ -4,13 +4,18 @@
   ``<workload>/<method>``; a workload or recipe that an experiment's sweep derives
   (``digits_mlp__p8``, ``jpdc__m_d4``) maps to its base's key and inherits its point, so the
   cost of tuning does not multiply with the sweeps.
-* **Scenario.** A target is tuned under the first scenario (in grid order) that a run of its
-  key uses. A recipe whose training does not depend on the scenario (a barrier policy with
+* **Objective** (:mod:`.objective`): the metric the key's claims judge, which the selection
+  rule ranks its candidates by.
+* **Scenario.** A target tuned for a time to target runs under its claim's first scenario
+  where its key runs there; any other under the first scenario (in grid order) that a run of
+  its key uses. A recipe whose training does not depend on the scenario (a barrier policy with
   the static controller: the same updates in the same order whatever the network and the
-  workers' speeds) leaves the scenario out of its fingerprint; DC2, ASP/SSP/DSSP and PCP keep it.
+  workers' speeds) leaves the scenario out of its fingerprint unless it is tuned for a time,
+  which the link sets; DC2, ASP/SSP/DSSP and PCP keep it.
 * **Fingerprint.** SHA-256 of the base run's settings at the tuning seed (recipe, workload,
-  data set, workers, shards, backend, compute, scenario where it matters), the tuning settings,
-  the selection rule, the divergence test's threshold and the psml version; names of runs and
+  data set, workers, shards, backend, compute, scenario where it matters, the recipe's free
+  parameter and its values), the tuning settings, the objective, the selection rule, the
+  divergence test's threshold and the psml version; names of runs and
   tiers, checkpoints and the recipes' and scenarios' descriptive text are left out. A record
   entry whose fingerprint differs is stale.
 """
@@ -25,6 +30,7 @@ from psml_core import __version__
 from psml_core.config import Experiment, MethodRecipe, RunSpec, TuningSpec
 from psml_core.metrics import divergence
 from psml_core.sync import SYNC_POLICIES
+from psml_core.tuning.objective import Objective, objective_for
 from psml_core.tuning.rule import RULE
 
 __all__ = ["TuneTarget", "fingerprint", "scenario_free", "tuning_targets"]
@@ -42,6 +48,7 @@ class TuneTarget:
         spec: The run at the tuning seed and the declared point (candidates vary it).
         scenario_free: Whether the recipe's training is the same under every scenario.
         fingerprint: :func:`fingerprint` of ``spec``.
+        objective: What its candidates are ranked by (:mod:`.objective`).
     """
 
     key: str
@@ -49,6 +56,7 @@ class TuneTarget:
     spec: RunSpec
     scenario_free: bool
     fingerprint: str
+    objective: Objective = Objective()
 
     @property
     def workload(self) -> str:
@@ -72,8 +80,18 @@ def scenario_free(recipe: MethodRecipe) -> bool:
     return bool(policy.barrier) and not policy.rounds and recipe.controller.name == "static"
 
 
-def fingerprint(spec: RunSpec, tuning: TuningSpec, free: bool) -> str:
-    """SHA-256 of what a tuning depends on (module docstring); names and paths excluded."""
+def fingerprint(
+    spec: RunSpec, tuning: TuningSpec, free: bool, objective: Objective | None = None
+) -> str:
+    """SHA-256 of what a tuning depends on (module docstring); names and paths excluded.
+
+    Args:
+        spec: The target's run at the tuning seed and the declared point.
+        tuning: The tier's tuning settings.
+        free: Whether the recipe trains alike under every scenario.
+        objective: Its objective (None: the final accuracy, no claim).
+    """
+    objective = objective or Objective()
     run = spec.to_dict()
     for key in ("run_id", "tier", "checkpoint_every", "operating_point"):
         run.pop(key, None)
@@ -84,7 +102,7 @@ def fingerprint(spec: RunSpec, tuning: TuningSpec, free: bool) -> str:
     for key in _TEXT:  # what the report prints about a recipe, never what it trains
         run["method"].pop(key, None)
     run["scenario"].pop("description", None)
-    if free:
+    if free and objective.metric != "time_to_target_s":  # a time depends on the link
         run.pop("scenario")
         run["compute"].pop("heterogeneity", None)
     payload = {
@@ -94,7 +112,9 @@ def fingerprint(spec: RunSpec, tuning: TuningSpec, free: bool) -> str:
             "lr_factors": list(tuning.lr_factors),
             "warmup_fraction": tuning.warmup_fraction,
             "final_evaluations": tuning.final_evaluations,
+            "accuracy_margin": tuning.accuracy_margin,
         },
+        "objective": {"metric": objective.metric, "scenario": objective.scenario},
         "rule": RULE,
         "divergence": {"chance_band": divergence.CHANCE_BAND},
         "psml": __version__,
@@ -107,13 +127,21 @@ def tuning_targets(exp: Experiment) -> dict[str, TuneTarget]:
     """The tier's targets by key, in grid order; empty when the tier does not tune."""
     if not exp.tuning.enabled:
         return {}
-    first: dict[str, tuple[str, str, str]] = {}
+    first: dict[str, tuple[str, str]] = {}
+    scenarios: dict[str, list[str]] = {}
     for w, m, s, _seed in exp.grid():
         key = exp.tuning_key(w, m)
-        first.setdefault(key, (exp.bases.get(w, w), exp.bases.get(m, m), s))
+        first.setdefault(key, (exp.bases.get(w, w), exp.bases.get(m, m)))
+        seen = scenarios.setdefault(key, [])
+        if s not in seen:
+            seen.append(s)
     out = {}
-    for key, (w, m, s) in first.items():
+    for key, (w, m) in first.items():
+        objective = objective_for(exp, key, scenarios[key])
+        s = objective.scenario or scenarios[key][0]
         spec = exp.declared_run(w, m, s, exp.tuning.seed)
         free = scenario_free(spec.method)
-        out[key] = TuneTarget(key, s, spec, free, fingerprint(spec, exp.tuning, free))
+        out[key] = TuneTarget(
+            key, s, spec, free, fingerprint(spec, exp.tuning, free, objective), objective
+        )
     return out

@@ -476,6 +476,7 @@ def tune_json(wildcards):
             "scenario": target.scenario,
             "scenario_free": target.scenario_free,
             "fingerprint": target.fingerprint,
+            "objective": asdict(target.objective),
             "tuning": asdict(EXP.tuning),
             "run": target.spec.to_dict(),
         },

@@ -67,12 +67,39 @@ def test_every_run_maps_to_one_target_and_sweeps_inherit_their_base(smoke):
     assert small.tuning_key("rcv1_logreg", "jpdc__m_d4") == "rcv1_logreg/jpdc"
 
 
-def test_the_first_scenario_of_a_key_is_its_tuning_scenario(smoke):
+def test_a_key_tuned_for_a_time_runs_under_its_claims_scenario_others_under_their_first(smoke):
+    """A time to target depends on the link: the scenario of the claim that judges it."""
     targets = tuning_targets(smoke)
-    first = {}
+    first: dict[str, str] = {}
     for w, m, s, _seed in smoke.grid():
         first.setdefault(smoke.tuning_key(w, m), s)
-    assert {k: t.scenario for k, t in targets.items()} == first
+    for key, t in targets.items():
+        if t.objective.metric == "time_to_target_s":
+            assert t.scenario == t.objective.scenario, key
+        else:
+            assert t.scenario == first[key], key
+    # An experiment that runs dense_bsp first under slow_100m: dc2_vs_none still judges its time
+    # under dc_cross_high, where it is tuned.
+    early = {"methods": ["dense_bsp"], "workloads": ["digits_mlp"], "scenarios": ["slow_100m"]}
+    user = {"tier": "smoke", "experiments": {"aaa_first": early}}
+    dense = tuning_targets(load_experiment(user, REPO / "config"))["digits_mlp/dense_bsp"]
+    assert dense.scenario == "dc_cross_high"
+    assert dense.objective.claim == "dc2/dc2_vs_none" and dense.objective.role == "comparator"
+
+
+def test_each_key_is_tuned_for_the_metric_of_the_claims_that_judge_it(smoke):
+    targets = tuning_targets(smoke)
+    metric = {k: t.objective.metric for k, t in targets.items()}
+    assert metric["digits_mlp/dfs"] == "time_to_target_s"  # dfs_training_time's method
+    assert metric["digits_mlp/omnireduce"] == "bytes_to_target"  # dfs_vs_omnireduce's comparator
+    assert metric["digits_mlp/ssp_2"] == "time_to_target_s"  # pcp_vs_ssp's comparator family
+    # A traffic claim on a fixed budget, or no claim at all: the final accuracy.
+    assert metric["rcv1_logreg/partition_only"] == "final_test_accuracy"
+    assert metric["digits_mlp_pf/ratatouille_async"] == "final_test_accuracy"
+    assert targets["rcv1_logreg/dense_bsp"].objective.claim == ""
+    # The method or named-comparator role decides before a robustness role.
+    omni = targets["digits_mlp/omnireduce"].objective
+    assert omni.role == "comparator" and "dfs_training_time (robustness" in " ".join(omni.serves)
 
 
 def test_only_barrier_recipes_with_a_static_controller_are_scenario_free(smoke):
@@ -82,7 +109,8 @@ def test_only_barrier_recipes_with_a_static_controller_are_scenario_free(smoke):
 
 
 def test_the_fingerprint_follows_what_training_depends_on(smoke):
-    t = tuning_targets(smoke)["digits_mlp/dense_bsp"]
+    t = tuning_targets(smoke)["digits_mlp_pf/dense_bsp"]  # scenario-free, tuned on accuracy
+    assert t.objective.metric == "final_test_accuracy"
     fp = lambda spec, tuning=smoke.tuning: fingerprint(spec, tuning, True)  # noqa: E731
     spec = t.spec
     assert fp(spec) == t.fingerprint
@@ -97,6 +125,8 @@ def test_the_fingerprint_follows_what_training_depends_on(smoke):
     ]
     assert len({fp(s) for s in changed} | {t.fingerprint}) == len(changed) + 1
     assert fp(spec, dataclasses.replace(smoke.tuning, lr_factors=(0.5, 1.0))) != t.fingerprint
+    margin = dataclasses.replace(smoke.tuning, accuracy_margin=0.02)
+    assert fp(spec, margin) != t.fingerprint
     # Names, descriptions, checkpoints and (for a scenario-free recipe) the scenario do not count.
     same = [
         dataclasses.replace(spec, run_id="x", checkpoint_every=5),
@@ -104,12 +134,21 @@ def test_the_fingerprint_follows_what_training_depends_on(smoke):
         dataclasses.replace(spec, method=dataclasses.replace(spec.method, description="new")),
         dataclasses.replace(spec, scenario=smoke.scenarios["slow_100m"]),
         dataclasses.replace(spec, compute=smoke.compute_for("hetero_dc")),
-        dataclasses.replace(smoke.run("digits_mlp", "dense_bsp", "dc_10g", 1000)),
+        dataclasses.replace(smoke.run("digits_mlp_pf", "dense_bsp", "dc_10g", 1000)),
     ]
     assert {fp(s) for s in same} == {t.fingerprint}
-    dc2 = tuning_targets(smoke)["digits_mlp/dc2_topk"]
+    targets = tuning_targets(smoke)
+    dc2 = targets["digits_mlp/dc2_topk"]
     other = dataclasses.replace(dc2.spec, scenario=smoke.scenarios["slow_100m"])
-    assert fingerprint(other, smoke.tuning, False) != dc2.fingerprint
+    assert fingerprint(other, smoke.tuning, False, dc2.objective) != dc2.fingerprint
+    # A scenario-free recipe tuned for a time keeps its scenario: the link sets the time.
+    timed = targets["digits_mlp/dense_bsp"]
+    assert timed.scenario_free and timed.objective.metric == "time_to_target_s"
+    moved = dataclasses.replace(timed.spec, scenario=smoke.scenarios["slow_100m"])
+    assert fingerprint(moved, smoke.tuning, True, timed.objective) != timed.fingerprint
+    # ... and a new objective makes the entry stale.
+    acc = dataclasses.replace(timed.objective, metric="final_test_accuracy", scenario=None)
+    assert fingerprint(timed.spec, smoke.tuning, True, acc) != timed.fingerprint
 
 
 def test_the_record_covers_what_matches_and_the_rest_is_pending(tier):

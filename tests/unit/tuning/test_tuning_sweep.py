@@ -19,9 +19,8 @@ def _small(target: TuneTarget, tuning, iterations: int, eval_every: int) -> Tune
     """The target cut to a few iterations (its fingerprint follows)."""
     wl = dataclasses.replace(target.spec.workload, iterations=iterations, eval_every=eval_every)
     spec = dataclasses.replace(target.spec, workload=wl)
-    return dataclasses.replace(
-        target, spec=spec, fingerprint=fingerprint(spec, tuning, target.scenario_free)
-    )
+    fp = fingerprint(spec, tuning, target.scenario_free, target.objective)
+    return dataclasses.replace(target, spec=spec, fingerprint=fp)
 
 
 def test_a_momentum_correction_recipe_tunes_within_its_own_mechanism(smoke, prepared, tmp_path):
@@ -31,7 +30,8 @@ def test_a_momentum_correction_recipe_tunes_within_its_own_mechanism(smoke, prep
         tune(target, smoke.tuning, prepared["digits"], tmp_path, lines.append), "test"
     )
     cands = entry["candidates"]
-    assert [c["stage"] for c in cands] == [1] * 6 + [2]
+    # No free parameter: stage 0 is the declared point alone, which stage 1 reuses.
+    assert [c["stage"] for c in cands] == [0] + [1] * 5 + [2]
     assert {c["momentum_handling"] for c in cands[:6]} == {"correction", "none"}
     assert sorted({c["lr_factor"] for c in cands}) == [0.5, 1.0, 2.0]
     assert [c["declared"] for c in cands].count(True) == 1 and cands[0]["declared"]
@@ -79,7 +79,8 @@ def _tune_spec(target, tuning) -> str:
     """What the workflow's tune_spec rule writes (workflow/rules/tune.smk)."""
     return json.dumps({
         "key": target.key, "scenario": target.scenario, "scenario_free": target.scenario_free,
-        "fingerprint": target.fingerprint, "tuning": dataclasses.asdict(tuning),
+        "fingerprint": target.fingerprint, "objective": dataclasses.asdict(target.objective),
+        "tuning": dataclasses.asdict(tuning),
         "run": target.spec.to_dict(),
     })  # fmt: skip
 

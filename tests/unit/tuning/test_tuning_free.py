@@ -1,0 +1,104 @@
+"""A recipe's free parameter (its ``tune`` block): validated, swept first, carried by the point."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from psml_core.config import OperatingPoint
+from psml_core.config.specs import FreeParameter, MethodRecipe
+from psml_core.errors import ConfigError
+from psml_core.recipes import load_experiment
+from psml_core.tuning.record import check_entry, entry_point
+from psml_core.tuning.sweep import candidate_spec, free_values, tune
+from psml_core.tuning.targets import fingerprint, tuning_targets
+
+REPO = Path(__file__).resolve().parents[3]
+RATIO = "codec.params.ratio"
+
+
+def _with_free(recipe: MethodRecipe, values=(0.01, 0.1)) -> MethodRecipe:
+    return dataclasses.replace(recipe, tune=FreeParameter((RATIO,), tuple(values), "a test"))
+
+
+def test_the_declared_value_must_be_one_of_the_values(smoke):
+    topk = smoke.recipes["topk_ef"]  # codec.params.ratio: 0.01
+    assert _with_free(topk).tune is not None
+    with pytest.raises(ConfigError, match=r"recipe 'topk_ef': key 'tune'.*one of tune.values"):
+        _with_free(topk, (0.1, 0.3))
+    with pytest.raises(ConfigError, match=r"must be set"):
+        dataclasses.replace(topk, tune=FreeParameter(("codec.params.nope",), (1, 2)))
+
+
+def test_a_point_sets_the_recipes_free_parameter_in_the_run(smoke):
+    spec = smoke.run("digits_mlp", "topk_ef", "dc_10g", 0)
+    point = OperatingPoint(0.2, 0.9, 0, "server", "digits_mlp/topk_ef", "0" * 64, "test",
+                           params={RATIO: 0.1})  # fmt: skip
+    run = spec.at_point(point)
+    assert run.method.codec.params["ratio"] == 0.1 and run.workload.lr == 0.2
+    assert spec.method.codec.params["ratio"] == 0.01  # the declared recipe is untouched
+    assert run.config_hash() != spec.at_point(dataclasses.replace(point, params={})).config_hash()
+    # A record entry's chosen params become the point's.
+    entry = {"workload": "w", "method": "m", "fingerprint": "0" * 64,
+             "chosen": {"lr": 0.2, "momentum": 0.9, "momentum_handling": "server",
+                        "warmup_iterations": 0, "params": {RATIO: 0.1}, "why": "x"}}  # fmt: skip
+    assert entry_point(entry, "record x").params == {RATIO: 0.1}
+
+
+def test_the_free_parameter_is_part_of_the_fingerprint(smoke):
+    t = tuning_targets(smoke)["digits_mlp/topk_ef"]
+    other = dataclasses.replace(t.spec, method=_with_free(t.spec.method))
+    assert fingerprint(other, smoke.tuning, t.scenario_free, t.objective) != t.fingerprint
+
+
+def test_stage_0_tries_each_value_and_stage_1_continues_from_its_choice(smoke, prepared, tmp_path):
+    t = tuning_targets(smoke)["digits_mlp/topk_ef"]
+    wl = dataclasses.replace(t.spec.workload, iterations=8, eval_every=4)
+    spec = dataclasses.replace(t.spec, workload=wl, method=_with_free(t.spec.method))
+    assert free_values(spec) == [{RATIO: 0.01}, {RATIO: 0.1}]
+    target = dataclasses.replace(
+        t, spec=spec, fingerprint=fingerprint(spec, smoke.tuning, t.scenario_free, t.objective)
+    )
+    entry = check_entry(tune(target, smoke.tuning, prepared["digits"], tmp_path, print), "test")
+    cands = entry["candidates"]
+    stage0 = [c for c in cands if c["stage"] == 0]
+    assert [c["params"][RATIO] for c in stage0] == [0.01, 0.1]
+    assert [c["declared"] for c in stage0] == [True, False]
+    stage1 = [c for c in cands if c["stage"] == 1]
+    # Stage 1 runs at stage 0's choice, and reuses stage 0's run at lr factor 1 with the
+    # declared momentum (a run is deterministic: not run twice): 3 x 2 - 1 candidates.
+    assert len({c["params"][RATIO] for c in stage1}) == 1 and len(stage1) == 5
+    assert not any(c["lr_factor"] == 1.0 and c["momentum"] == 0.9 for c in stage1)
+    assert len(cands) == 2 + 5 + 1 and len(list(tmp_path.glob("*/summary.json"))) == 8
+    assert entry["chosen"]["params"] in [c["params"] for c in cands]
+    assert entry["objective"]["metric"] == t.objective.metric
+
+
+def test_candidate_run_ids_name_the_free_parameter(smoke):
+    spec = tuning_targets(smoke)["digits_mlp/topk_ef"].spec
+    run = candidate_spec(spec, "k", 2.0, 0.0, 4, {RATIO: 0.1})
+    assert run.run_id == "tune/k/lr2x_m0_w4_ratio0.1" and run.method.codec.params["ratio"] == 0.1
+
+
+def test_a_sweep_may_not_set_a_path_the_tuning_chooses(tmp_path):
+    methods = (REPO / "config" / "methods.yaml").read_text()
+    methods += (
+        "\ntuned_topk:\n  description: t\n  codec: {name: topk, params: {ratio: 0.01, "
+        "error_feedback: true}}\n  pull: aggregate\n  sync: {name: bsp}\n  controller: {name: "
+        "static}\n  placement: {name: range}\n  tune: {params: [codec.params.ratio], values: "
+        "[0.01, 0.1]}\n"
+    )
+    config = tmp_path / "config"
+    (config / "tiers").mkdir(parents=True)
+    for part in ("tiers/smoke.yaml", "config.yaml"):
+        (config / part).write_text((REPO / "config" / part).read_text())
+    (config / "papers").symlink_to(REPO / "config" / "papers")
+    (config / "devices").symlink_to(REPO / "config" / "devices")
+    (config / "methods.yaml").write_text(methods)
+    sweep = {"method": "tuned_topk", "params": ["codec.params.ratio"], "values": [0.3]}
+    user = {"tier": "smoke", "experiments": {"s": {"methods": ["dense_bsp"], "sweep": sweep,
+            "workloads": ["digits_mlp"], "scenarios": ["dc_10g"]}}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"chooses codec.params.ratio on the tuning seed"):
+        load_experiment(user, config)
