@@ -29,24 +29,22 @@ def drive(ctl: DC2Controller, comms: Sequence[float], compute: float = 1.0) -> l
 # --------------------------------------------------------------------------- monitor
 
 
-def test_monitor_ema_baseline_and_freeze():
-    m = DelayMonitor(alpha=0.5, warmup=3)
-    assert math.isnan(m.delay) and m.baseline == 0.0 and not m.warmed_up
-    assert m.update(4.0, 1.0) == 4.0  # first sample initialises the EMA
-    assert m.update(2.0, 3.0) == 3.0
-    assert m.compute == 2.0
-    assert m.baseline == 3.0 and not m.warmed_up  # running minimum during warm-up
-    m.update(8.0, 2.0)  # D_hat 5.5: warm-up ends, baseline stays the minimum, 3.0
-    assert m.warmed_up and m.baseline == 3.0 and m.count == 3
-    m.update(0.0, 2.0)  # after warm-up a lower D_hat (2.75) does not move the baseline
-    assert m.delay == 2.75 and m.baseline == 3.0
+def test_monitor_smooths_delay_and_compute():
+    m = DelayMonitor(alpha=0.5)
+    assert math.isnan(m.delay) and math.isnan(m.compute) and m.count == 0
+    assert m.update(4.0, 1.0) == 1.0  # the first sample initialises both EMAs; returns T_hat
+    assert m.update(2.0, 3.0) == 2.0
+    assert m.delay == 3.0 and m.count == 2
+    m.update(0.0, 2.0)
+    assert m.delay == 1.5 and m.compute == 2.0
+    assert not hasattr(m, "baseline")  # no delay of some ratio is kept as a reference
 
 
 def test_monitor_constant_input_is_exact():
-    m = DelayMonitor(alpha=0.2, warmup=5)
+    m = DelayMonitor(alpha=0.2)
     for _ in range(100):
         m.update(0.1, 0.3)
-    assert m.delay == 0.1 and m.compute == 0.3 and m.baseline == 0.1
+    assert m.delay == 0.1 and m.compute == 0.3
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
@@ -114,11 +112,15 @@ def drive_pairs(ctl: DC2Controller, stream: Sequence[tuple[float, float]]) -> li
 
 
 def test_first_change_comes_right_after_warmup():
+    # Five observations only feed the monitor; the sixth moves r (fast network: rise by
+    # 1 / 0.1, to r_max).
     ctl = DC2Controller(warmup=5, r0=0.3)
-    ratios = drive(ctl, [0.1] * 6, compute=1.0)  # fast network: rise by 1 / 0.1, to r_max
-    assert ratios[:5] == [0.3] * 5 and ratios[5] == 1.0
+    ratios = drive(ctl, [0.1] * 7, compute=1.0)
+    assert ratios[:6] == [0.3] * 6 and ratios[6] == 1.0
     slow = DC2Controller(warmup=5, r0=0.3, gamma_up=0.5)
-    assert drive(slow, [0.1] * 6, compute=1.0)[5] == pytest.approx(0.3 * 10**0.5)
+    assert drive(slow, [0.1] * 7, compute=1.0)[6] == pytest.approx(0.3 * 10**0.5)
+    # Without a warm-up the first observation moves r.
+    assert drive(DC2Controller(r0=0.3), [0.1], compute=1.0) == [0.3, 1.0]
 
 
 def test_determinism_and_stable_per_step_ratio():
@@ -176,13 +178,14 @@ def test_history_records_ratio_delay_and_target():
     steps = [h[0] for h in ctl.history]
     assert steps == [0, 1, 2, 3]
     assert math.isnan(ctl.history[0][2]) and math.isnan(ctl.history[0][3])
-    assert math.isnan(ctl.history[1][3])  # still in warm-up
-    assert ctl.history[2][1:] == (1.0, 1.0, 2.0)  # D* = max(1.0 * 2.0, D_0 = 1.0)
+    # The target is kappa * T_hat from the first observation, warm-up or not.
+    assert ctl.history[1][1:] == (1.0, 1.0, 2.0)
+    assert ctl.history[2][1:] == (1.0, 1.0, 2.0)  # still in warm-up: r0 held
     assert ctl.history[3][1:] == (0.5, 4.0, 2.0)  # 1.0 * 2.0 / 4.0
 
 
 def test_hysteresis_suppresses_small_changes():
-    # warmup 0 (no baseline), alpha 1 (no smoothing) and gain 1 isolate the law.
+    # alpha 1 (no smoothing) and gain 1 isolate the law.
     ctl = DC2Controller(r0=0.5, warmup=0, alpha=1.0, gamma=1.0)
     ctl.observe(Observation(0, 1.05, 1.0))  # asks for -4.8%: ignored
     assert ctl.ratio(1) == 0.5

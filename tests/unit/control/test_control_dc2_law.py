@@ -1,9 +1,6 @@
-"""DC2's laws in closed loop on synthetic plants, fed through ControllerFeed with a lag.
+"""DC2's laws in closed loop on synthetic plants (dc2_plants), fed with a lag.
 
-The sim backend observes step t once its pushes and the next pull are in, so step t's figures
-reach the controller one or two steps after its ratio was fixed; ``LAGS`` covers that and
-more. Plants are delays as functions of the ratio: ``D = a + b r`` (latency plus bytes), or
-the top-k COO plant of a 1M-parameter model.
+Plants: ``D = a + b r`` (latency plus bytes), or the top-k COO plant of a 1M-parameter model.
 """
 
 from __future__ import annotations
@@ -13,49 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from dc2_plants import COMPUTE_S, LAGS, Plant, closed_loop, linear, settling, spread
 
-from psml_core.control import ControllerFeed, DC2Controller
-
-COMPUTE_S = 0.01
-LAGS = [1, 2, 3]
-
-
-def settling(lag: int) -> int:
-    """Steps within which the proportional law settles after a change.
-
-    Bounded: it moves once per round trip of ``lag`` steps, and about five moves close a 10x
-    change.
-    """
-    return 6 * lag + 6
-
-
-Plant = Callable[[int, float], float]  # (step, ratio) -> the step's network delay
-
-
-def closed_loop(
-    ctl: DC2Controller, plant: Plant, steps: int, lag: int = 2
-) -> tuple[np.ndarray, np.ndarray]:
-    """Run ``steps`` steps; step t's delay is reported ``lag`` steps after its ratio was fixed."""
-    feed = ControllerFeed(ctl, workers=1)
-    ratios: list[float] = []
-    delays: list[float] = []
-    for t in range(steps):
-        if t >= lag:
-            feed.report(0, t - lag, delays[t - lag], COMPUTE_S)
-        ratios.append(feed.ratio(t))
-        delays.append(plant(t, ratios[-1]))
-    return np.asarray(ratios), np.asarray(delays)
-
-
-def linear(a: Callable[[int], float], b: Callable[[int], float]) -> Plant:
-    """``D = a(t) + b(t) r``: latency that no ratio shortens plus bytes at the link's rate."""
-    return lambda t, r: a(t) + b(t) * r
-
-
-def spread(x: np.ndarray) -> float:
-    """max / min of a positive series."""
-    return float(x.max() / x.min())
-
+from psml_core.control import DC2Controller
 
 # --------------------------------------------------------------------------- constant link
 
@@ -63,8 +20,7 @@ def spread(x: np.ndarray) -> float:
 @pytest.mark.parametrize("lag", LAGS)
 @pytest.mark.parametrize(("a", "b"), [(0.0005, 0.05), (0.004, 0.02), (0.0, 1.0)])
 def test_constant_link_converges_to_the_fixed_point(lag, a, b):
-    # warmup 0: no warm-up baseline, the target is the compute time.
-    ctl = DC2Controller(warmup=0)
+    ctl = DC2Controller()  # the target is the compute time from the first observation
     ratios, delays = closed_loop(ctl, linear(lambda t: a, lambda t: b), 120, lag)
     ideal = (COMPUTE_S - a) / b  # a + b r = compute
     settled = ratios[40:]
@@ -126,7 +82,7 @@ def test_two_state_link_settles_in_each_state(lag):
     # 40-step periods, the high state with 10x the bytes' transfer time (63 competitors).
     high = [(t // 40) % 2 == 1 for t in range(400)]
     plant = linear(lambda t: 0.002, lambda t: 0.1 if high[t] else 0.01)
-    ctl = DC2Controller(warmup=20, kappa=1.0)
+    ctl = DC2Controller(kappa=1.0)
     ratios, _ = closed_loop(ctl, plant, 400, lag)
     levels = {}
     for start in range(40, 400, 40):
@@ -142,7 +98,7 @@ def test_two_state_link_settles_in_each_state(lag):
 def test_one_spike_cuts_once_however_late_it_is_observed(lag):
     # D = 2 ms + 10 ms r with the target 10 ms: r* = 0.8. One step sees 20x the bytes' time.
     plant = linear(lambda t: 0.002, lambda t: 0.2 if t == 60 else 0.01)
-    ratios, delays = closed_loop(DC2Controller(warmup=0), plant, 120, lag)
+    ratios, delays = closed_loop(DC2Controller(), plant, 120, lag)
     before = ratios[59]
     worst = before * (COMPUTE_S / plant(60, before)) ** 0.5  # one cut by (D*/D)^gamma
     assert ratios[60:].min() == pytest.approx(worst, rel=1e-9)
@@ -160,13 +116,13 @@ def test_latency_floor_stops_the_cuts(lag):
     # latency). The cuts stop once the delay no longer falls with them; when the floor
     # goes (step 150), the ratio climbs to the new fixed point, 0.9.
     plant = linear(lambda t: 0.02 if t < 150 else 0.001, lambda t: 0.01)
-    ctl = DC2Controller(warmup=0)
+    ctl = DC2Controller()
     ratios, delays = closed_loop(ctl, plant, 300, lag)
     held = ratios[60:150]
     assert held.min() >= 0.05 and spread(held) == 1.0
     assert ctl.held is None  # the floor's end ended the hold
     assert ratios[-1] == pytest.approx(0.9, rel=0.12)
-    windup = DC2Controller(warmup=0, patience=10**9)  # no anti-windup: down to r_min
+    windup = DC2Controller(patience=10**9)  # no anti-windup: down to r_min
     assert closed_loop(windup, plant, 150, lag)[0][-1] == windup.r_min
 
 
@@ -175,7 +131,7 @@ def test_congestion_arriving_during_cuts_is_no_floor(lag):
     # 2 ms + 10 ms r (r* = 0.8) until step 3, while the first cuts are in flight; then 10x the
     # bytes' time (r* = 0.08). The delay rises while r falls, which is no latency floor.
     plant = linear(lambda t: 0.002, lambda t: 0.01 if t < 3 else 0.1)
-    ctl = DC2Controller(warmup=0)
+    ctl = DC2Controller()
     ratios, delays = closed_loop(ctl, plant, 80, lag)
     assert ctl.held is None
     assert ratios[-1] == pytest.approx(0.08, rel=0.12)
