@@ -17,7 +17,9 @@ from psml_core.heap import configure_heap
 
 __all__ = [
     "DEFAULT_RATIOS",
+    "BLOCK_SIZES",
     "DFS_BLOCK_SIZES",
+    "OMNIREDUCE_BLOCK_SIZES",
     "DEFAULT_SIZES",
     "PUSHES",
     "SEED",
@@ -36,6 +38,16 @@ DFS_BLOCK_SIZES: tuple[int, ...] = (2, 4, 8, 32, 256)
 default 256. Ranking n / B blocks costs more the smaller B is, so one block size cannot price
 the others."""
 """Pushes per timed aggregate (the per-push time is the aggregate's over this)."""
+OMNIREDUCE_BLOCK_SIZES: tuple[int, ...] = (2, 4, 8, 32, 256)
+"""OmniReduce's calibrated block sizes: its block size is a free parameter that the tuning
+chooses (the recipes' ``tune`` blocks: 2 to 256), and checking n / B blocks for a non-zero
+costs more the smaller B is (at 285,000 elements an encode at B = 2 takes about 14 times one at
+B = 256 on the project's VM), so one block size cannot price the others."""
+BLOCK_SIZES: dict[str, tuple[int, ...]] = {
+    "dfs": DFS_BLOCK_SIZES,
+    "omnireduce": OMNIREDUCE_BLOCK_SIZES,
+}
+"""The codecs calibrated per block size, and their block sizes."""
 SEED = 0
 
 
@@ -256,6 +268,11 @@ def dfs_params(block: int) -> dict[str, Any]:
     return {"block_size": block, "candidates": sorted({max(1, block // 2), block, 2 * block})}
 
 
+def _block_params(name: str, block: int) -> dict[str, Any]:
+    """A codec's parameters at calibrated block size ``block`` (DFS: with its candidates)."""
+    return dfs_params(block) if name == "dfs" else {"block_size": block}
+
+
 def _entry(
     name: str,
     setup: str | Setup,
@@ -269,10 +286,11 @@ def _entry(
     """One cost entry: every operation of ``name`` at ``ratio`` (and ``block``), every size."""
     points: dict[str, list[tuple[float, float]]] = {}
     for x in xs.values():
-        params: dict[str, Any] = {} if block is None else dfs_params(block)
+        params: dict[str, Any] = {} if block is None else _block_params(name, block)
         data = x
         if callable(setup) and ratio is not None:
-            params, data = setup(x, ratio)
+            extra, data = setup(x, ratio)
+            params = {**params, **extra}
         r = ratio if ratio is not None else 1.0
         ctx = CodecContext(step=100, ratio=r, seed=1, lr=0.1)
         for op, t in _time_ops(name, params, data, ctx, repeats, min_time).items():
@@ -336,7 +354,7 @@ def calibrate_codecs(
     for name in _codec_names(codecs):
         setup = _setup_for(name)
         variants: list[float | None] = [None] if setup == "fixed" else list(ratios)
-        blocks: tuple[int | None, ...] = DFS_BLOCK_SIZES if name == "dfs" else (None,)
+        blocks: tuple[int | None, ...] = BLOCK_SIZES.get(name, (None,))
         table[name] = [
             _entry(name, setup, ratio, block, xs, repeats, min_time, log)
             for block in blocks

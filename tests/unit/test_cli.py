@@ -211,7 +211,7 @@ def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, cap
 
 
 def test_bench_calibrate_update_remeasures_only_the_named_codecs(tmp_path: Path, capsys):
-    from psml_core.bench.calibrate_codecs import DFS_BLOCK_SIZES
+    from psml_core.bench.calibrate_codecs import DFS_BLOCK_SIZES, OMNIREDUCE_BLOCK_SIZES
     from psml_core.config import load_yaml
     from psml_core.devices.device import load_device
 
@@ -220,6 +220,8 @@ def test_bench_calibrate_update_remeasures_only_the_named_codecs(tmp_path: Path,
     before = load_yaml(out)
     dfs = load_device("cpu-core", root=tmp_path).codec_costs.codecs["dfs"]
     assert sorted({e.block_size for e in dfs}) == list(DFS_BLOCK_SIZES)  # priced per B
+    omni = load_device("cpu-core", root=tmp_path).codec_costs.codecs["omnireduce"]
+    assert sorted({e.block_size for e in omni}) == list(OMNIREDUCE_BLOCK_SIZES)  # so is it
     capsys.readouterr()
     assert main(["bench", "calibrate", "--update", "--codecs", "dfs", "--out", str(out)]) == 0
     after = load_yaml(out)

@@ -388,6 +388,22 @@ def test_dfs_is_priced_at_the_block_size_it_uses():
     assert m.decode_s(dfs, n, _ctx(dfs_block_size=2)) == pytest.approx(at2)
 
 
+def test_omnireduce_is_priced_at_its_own_block_size():
+    """A tuned block size (a recipe's tune block) is charged what that block size costs."""
+    t = _blocked_table()
+    t["codec_costs"]["codecs"]["omnireduce"] = [
+        _entry(0.01, 8.0, block_size=2),
+        _entry(0.01, 1.0, block_size=32),
+    ]
+    m = CodecCostModel.from_device(device_from_dict(t, "t", source="t"))
+    n = 10**5
+    at2, at32 = _t(8e-5, 8e-9, n), _t(1e-5, 1e-9, n)
+    small = make_codec(BlockSpec("omnireduce", {"block_size": 2, "topk": True, "ratio": 0.01}))
+    large = make_codec(BlockSpec("omnireduce", {"block_size": 32, "topk": True, "ratio": 0.01}))
+    assert m.encode_s(small, n, _ctx()) == pytest.approx(at2)
+    assert m.encode_s(large, n, _ctx()) == pytest.approx(at32)
+
+
 @pytest.mark.parametrize(
     ("blocks", "match"),
     [
