@@ -88,12 +88,17 @@ def cmd_config(args: argparse.Namespace) -> int:
         return 0
     user = user_config(args.configfile, args.set, args.tier)
     config_dir = args.config_dir or deployment_config_dir()
-    load_tier(user, config_dir)  # cross-references, the backend
+    exp = load_tier(user, config_dir)  # cross-references, the backend
     from psml_core.plugins import describe_plugins
+    from psml_core.tuning.record import with_operating_points
 
+    # The record and what the claims ask of the tier's scenarios, as the workflow checks them.
+    _exp, res = with_operating_points(exp, config_dir)
     # As YAML comments: the output stays the effective configuration, parseable as it is.
     plugins = describe_plugins()
     print(f"# plugins: {len(plugins) or 'none'}" + "".join(f"\n#   {p}" for p in plugins))
+    for note in res.notes:
+        print(f"# {note}")
     print(yaml.safe_dump(effective_config(user, config_dir), sort_keys=True), end="")
     return 0
 
@@ -300,6 +305,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         if not args.papers or not args.experiment:
             raise ConfigError("psml compare --claims needs --papers and --experiment")
+        from psml_core.analysis.causes import defect_warnings
+        from psml_core.analysis.partition_files import oracle_bounds, partition_files
         from psml_core.analysis.regime_map import map_rows, map_statements
         from psml_core.plugins import paper_files
 
@@ -311,7 +318,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             exp.get("experiments", {}),
             sorted(exp.get("scenarios", {})),
             config=exp,
+            oracles=oracle_bounds(partition_files(_paths_arg(args.partition))),
         )
+        for line in defect_warnings(results):
+            print(f"psml compare: {line}", file=sys.stderr)
         rmap = map_rows(papers, runs, exp)
         said = map_statements(rmap)
         for res in results:

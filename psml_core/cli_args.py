@@ -147,6 +147,13 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--regime-map", help="regime_map.parquet: each mapped claim's effect along its axis"
     )
+    p.add_argument(
+        "--partition",
+        nargs="*",
+        default=[],
+        help="placement files (<workload>/<method>=<file>, or @FILE listing them): their oracle "
+        "bounds set the minimum effect of a claim stated as a share of the oracle's cut",
+    )
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:

@@ -38,7 +38,11 @@ gain over seeds):
 
 * REPRODUCED — at least 3 seeds, no censored run, and the whole interval inside the band
   ``|g - g_reported| <= log(1 + tolerance.reproduced)``. An accuracy ratio is judged
-  two-sided around the paper's drop, the band one test sample wide on each side.
+  two-sided around the paper's ratio in a band as wide as the largest of the tolerance, the
+  test set's binomial error and the seed spread, and REPRODUCED when its *mean* lies inside
+  (:mod:`.judge`). A qualitative claim needs its primary effect beyond the seed spread and at
+  least its pre-registered minimum effect, and the method at its workload's target accuracy
+  (:mod:`.qualitative`, :mod:`.min_effect`, :mod:`.accuracy_checks`).
 * EXCEEDED — an "up to" claim (or an accuracy drop) whose whole interval (3 or more seeds)
   lies above the band: a setup more favourable than the paper's is no reproduction.
 * PARTIAL — the effect clears the *partial floor* ``tolerance.partial * g_reported`` (default
@@ -47,6 +51,8 @@ gain over seeds):
 * NOT REPRODUCED — otherwise.
 * INCONSISTENT (paper) — the paper's own regime numbers bound the effect below the claimed
   value (:mod:`.consistency`: Amdahl from comm/compute and density); the arithmetic is printed.
+  Where the paper gives several values for the claim's setting, the range of bounds is printed
+  and only a claim above all of them is inconsistent.
 * NOT COMPARABLE (regime) — our measured regime lies outside the matching bounds of a field
   the paper reports or derives (:mod:`psml_core.analysis.regime`).
 * NOT RUN — the tier has no runs for the claim, or its named comparator diverged.
@@ -59,26 +65,27 @@ censored at its end, where its total is a bound. Its pair's gain is then a bound
 REPRODUCED; one whose method is censored is NOT REPRODUCED; with only the baseline censored it
 is PARTIAL when every bound clears the floor.
 
-**Cause and resolution.** Every verdict but REPRODUCED names what decided it (``cause``): a
-regime field, the paper's bound, a run's fate (diverged, censored), the seeds, or a property
-of the method (the paper file's explanation). Every claim states its resolution: the time to
-target's grid step against the dense baseline's time, and the test set's size.
+**Cause and resolution.** Every verdict but REPRODUCED names what decided it (``cause``,
+prefixed by its class, ``cause_class``; :mod:`.causes`): a property of the method
+(``method``), a regime field (``regime``), the paper's bound (``bound``), a setting or rule of
+ours (``ours``: a defect to fix), or mechanically a run's fate (``run``), the seeds
+(``seeds``) or a missing run (``not run``). Every claim states its resolution: the time to
+target's grid step against the dense baseline's time, and the test set's size. A claim judged
+on a time or bytes to target carries both sides' mean final accuracy beside its effect.
 """
 
 from __future__ import annotations
 
-import glob
 import math
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from psml_core.analysis.accuracy_checks import below_target, final_accuracies, is_to_target
+from psml_core.analysis.causes import cause_class, cause_of, explanation_for
 from psml_core.analysis.claim_result import (
-    EXPLANATION_KEYS,
     INCONSISTENT,
-    MIN_SEEDS,
     NOT_COMPARABLE,
     VERDICT_RANK,
     ClaimResult,
@@ -91,59 +98,25 @@ from psml_core.analysis.gains import (
     gains_of,
     metric_values,
 )
+from psml_core.analysis.judge import band_source
+from psml_core.analysis.min_effect import min_effect_of
 from psml_core.analysis.pairing import strongest_pairing, worst
+from psml_core.analysis.paper_files import load_papers
 from psml_core.analysis.qualitative import judge_qualitative
 from psml_core.analysis.regime import check_regime, measure_regime, paper_regime, regime_rows
 from psml_core.analysis.resolution import resolution_text
 from psml_core.analysis.run_status import as_list, diverged_note, diverged_runs, usable_baselines
 from psml_core.analysis.second_rows import codec_free_row, robustness_row
-from psml_core.config import load_yaml, validate
-from psml_core.errors import ConfigError
 
 __all__ = [
-    "CAUSE_KINDS",
+    "Oracles",
     "evaluate_claims",
     "explanation_for",
     "load_papers",
 ]
 
-
-def load_papers(
-    directory: str | Path, extra: Sequence[str | Path] = ()
-) -> dict[str, dict[str, Any]]:
-    """Every paper file, validated, by id.
-
-    The files are ``<id>.yaml`` under ``directory``, then ``extra`` (plugins' paper files); a
-    file's name must match its id, and an id defined twice is an error.
-    """
-    papers: dict[str, dict[str, Any]] = {}
-    paths = [*sorted(glob.glob(str(Path(directory) / "*.yaml"))), *map(str, extra)]
-    for path in paths:
-        raw = load_yaml(path, "paper file")
-        data = validate(raw, "paper", source=f"paper file {path!r}")
-        if Path(path).stem != data["id"]:
-            raise ConfigError(
-                f"invalid paper file {path!r}: id {data['id']!r} must match the file name"
-            )
-        for claim in data["claims"]:
-            kind = claim["reported"]["kind"]
-            if kind not in ("qualitative",) and "value" not in claim["reported"]:
-                raise ConfigError(
-                    f"invalid paper file {path!r}: claim {claim['id']!r} of kind {kind!r} needs "
-                    "reported.value"
-                )
-            if kind not in ("value", "qualitative") and not claim["measure"].get("baseline"):
-                raise ConfigError(
-                    f"invalid paper file {path!r}: claim {claim['id']!r} of kind {kind!r} needs "
-                    "measure.baseline"
-                )
-        if data["id"] in papers:
-            raise ConfigError(
-                f"invalid paper file {path!r}: paper {data['id']!r} is defined twice (a "
-                "plugin's paper file has the id of another paper); rename one"
-            )
-        papers[data["id"]] = data
-    return papers
+Oracles = Mapping[tuple[str, str], Mapping[str, Any]]
+"""``(workload, method) -> oracle bound`` (:func:`.partition_files.oracle_bounds`)."""
 
 
 # --------------------------------------------------------------------------- quantitative
@@ -168,6 +141,9 @@ def _set_numbers(res: ClaimResult, g: Gains, metric: str, nums: dict[str, float]
     res.censored = sum(1 for b in g.bound if b)
     bounds = sorted({b for b in g.bound if b})
     res.bound = "/".join(bounds)
+    res.band_set_by = band_source(nums)
+    if res.band_set_by:  # an accuracy ratio: its noise figures, as log gains
+        res.noise_test_se, res.noise_seed_sd = nums["noise_test"], nums["noise_seeds"]
 
 
 def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
@@ -245,8 +221,10 @@ def _setup_fact(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     )
 
 
-def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
-                 runs: pd.DataFrame) -> None:  # fmt: skip
+def _qualitative(
+    claim: dict[str, Any], res: ClaimResult, scenarios: list[str], runs: pd.DataFrame,
+    config: dict[str, Any] | None, oracles: Oracles,
+) -> None:  # fmt: skip
     meas = claim["measure"]
     named = as_list(meas.get("baseline"))
     res.baselines = ", ".join(named)
@@ -265,7 +243,10 @@ def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.cause = "run: the named comparator diverged"
         return
     ok = runs[runs.get("status", pd.Series("ok", index=runs.index)) != "diverged"]
-    out = judge_qualitative(claim, scenarios, ok, usable)
+    floor = min_effect_of(claim, ok, scenarios, oracles)
+    if floor is not None:
+        res.min_effect, res.min_effect_text = floor.value, floor.text
+    out = judge_qualitative(claim, scenarios, ok, usable, floor)
     res.verdict, res.detail, res.baseline = out.verdict, out.detail, out.baseline
     if out.verdict == "NOT RUN":
         return
@@ -274,13 +255,20 @@ def _qualitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
     res.ours, res.low, res.high = float(out.better), float(out.beyond), float(out.total)
     if notes:
         res.detail += "; left out of the named family: " + "; ".join(notes)
+    short = below_target(claim, ok, scenarios, config)
+    if short:  # the method falls short of its own workload's target, whatever the baseline
+        res.verdict, res.seed_limited = "NOT REPRODUCED", False
+        res.detail += f"; {short}"
+        res.cause = f"run: {short}"
     extra = as_list(meas.get("robustness"))
     if extra:
         pool, _ = usable_baselines(runs, list(dict.fromkeys([*usable, *extra])), scenarios)
-        rob = judge_qualitative(claim, scenarios, ok, pool)
+        rob = judge_qualitative(claim, scenarios, ok, pool, floor)
         res.robust_verdict, res.robust_baseline = rob.verdict, rob.baseline
         res.robust_ours = float(rob.better)
         res.robust_detail = rob.detail
+        if short and rob.verdict != "NOT RUN":
+            res.robust_verdict, res.robust_detail = "NOT REPRODUCED", f"{rob.detail}; {short}"
 
 
 # --------------------------------------------------------------------------- regime, bounds
@@ -312,45 +300,18 @@ def _regime(
 
 
 def _bound(paper: dict[str, Any], claim: dict[str, Any], res: ClaimResult) -> None:
-    """The bound the paper's own numbers put on the claim; INCONSISTENT when it exceeds it."""
+    """The bound the paper's own numbers put on the claim; INCONSISTENT above all of it."""
     found = consistency_bound(claim, paper_regime(paper, claim))
     if found is None:
         return
-    res.bound_value, res.bound_text = found
+    res.bound_low, res.bound_value, res.bound_text = found.low, found.high, found.text
     metric = claim["measure"]["metrics"][0]
     g_rep = effect_to_gain(res.kind, metric, float(claim["reported"]["value"]))
-    g_max = effect_to_gain(res.kind, metric, res.bound_value)
+    g_max = effect_to_gain(res.kind, metric, found.high)
     if g_rep > g_max + 1e-9 and res.verdict not in ("NOT RUN", "SETUP FACT"):
         res.detail = f"measured {res.verdict} ({res.detail}); the paper's value exceeds its bound"
         res.verdict = INCONSISTENT
         res.cause = f"bound: {res.bound_text}; the claimed {res.reported:g} exceeds it"
-
-
-CAUSE_KINDS = ("regime", "bound", "run", "seeds", "method")
-"""What a cause may name (docs/measurement.md): a paper file's explanation that starts with one
-of these and a colon names its own kind (a data set's ceiling is a regime, not the method)."""
-
-
-def _cause(res: ClaimResult) -> str:
-    """What decided a verdict that is not REPRODUCED (see the module docstring)."""
-    if res.cause or res.verdict in ("REPRODUCED", "SETUP FACT"):
-        return res.cause
-    if res.verdict == "NOT RUN":
-        return "not run: " + res.detail
-    if "did not hold the target" in res.detail or "neither run held" in res.detail:
-        return "run: the method never held its target in some seed (censored)"
-    if res.seed_limited:
-        return f"seeds: the effect holds in every seed, but REPRODUCED needs {MIN_SEEDS}"
-    if res.verdict == "EXCEEDED" or res.above_band:
-        return "regime: a setup more favourable than the paper's (see the regime rows)"
-    key = EXPLANATION_KEYS.get(res.verdict, "")
-    why = " ".join(res.explanation.split()) if res.explanation else ""
-    first = why.split(". ")[0].rstrip(".")
-    if first.split(":")[0] in CAUSE_KINDS:  # the paper file names the kind: "regime: ..."
-        return first
-    if why:
-        return f"method: {first}"
-    return f"method: no explanation recorded (explanation.{key} in the paper file)"
 
 
 def evaluate_claims(
@@ -359,6 +320,7 @@ def evaluate_claims(
     experiments: dict[str, dict[str, Any]],
     scenarios: list[str] | None = None,
     config: dict[str, Any] | None = None,
+    oracles: Oracles | None = None,
 ) -> list[ClaimResult]:
     """Measure every claim on the runs and give it a verdict.
 
@@ -368,7 +330,10 @@ def evaluate_claims(
         experiments: The tier's experiments (name -> its config block).
         scenarios: Unused (kept for callers); every claim names its own scenarios.
         config: The effective config (scenarios and workloads, sweeps resolved), for each
-            claim's regime; without it the regime is not measured.
+            claim's regime and its workloads' target accuracies; without it neither is used.
+        oracles: The oracle bounds of the placement files (:func:`.partition_files.oracle_bounds`),
+            for a qualitative claim's minimum effect stated as a share of the oracle's cut;
+            without them its stated fallback applies.
 
     Returns:
         One :class:`ClaimResult` per claim, in paper and claim order. A claim whose experiment
@@ -377,82 +342,62 @@ def evaluate_claims(
     out = []
     for pid, paper in papers.items():
         for claim in paper["claims"]:
-            rep = claim["reported"]
-            meas = claim["measure"]
-            res = ClaimResult(
-                paper=pid,
-                claim=claim["id"],
-                statement=claim["statement"],
-                source=claim["source"],
-                kind=rep["kind"],
-                reported=rep.get("value"),
-                unit=rep.get("unit", ""),
-                up_to=rep.get("up_to", False),
-                comparator=str(meas.get("comparator") or ""),
-            )
-            ex = experiments.get(meas["experiment"])
+            res = _result(pid, claim)
+            ex = experiments.get(claim["measure"]["experiment"])
             if ex is None:
                 res.detail = (
-                    f"not run in this tier: it has no experiment {meas['experiment']!r} "
-                    "(run the small or paper tier)"
+                    f"not run in this tier: it has no experiment "
+                    f"{claim['measure']['experiment']!r} (run the small or paper tier)"
                 )
-                res.cause = "not run: " + res.detail
+                res.cause, res.cause_class = "not run: " + res.detail, "not run"
                 out.append(res)
                 continue
-            wanted = list(meas["scenarios"])
-            res.workload = meas.get("workload") or ", ".join(ex.get("workloads") or [])
-            mine = runs
-            if ex.get("workloads"):  # only the experiment's workloads (others may share names)
-                mine = runs[runs["workload"].isin(ex["workloads"])]
-            if claim.get("setup_fact"):
-                _setup_fact(claim, res, wanted, mine)
-            elif rep["kind"] == "qualitative":
-                _qualitative(claim, res, wanted, mine)
-            else:
-                _quantitative(claim, res, wanted, mine)
-            if config is not None and res.verdict != "NOT RUN":
-                _regime(paper, claim, res, wanted, mine, config)
-            _bound(paper, claim, res)
-            res.resolution = resolution_text(claim, mine, wanted)
-            res.explanation = explanation_for(
-                claim, res.verdict, res.seeds, res.seed_limited, res.above_band
-            )
-            res.cause = _cause(res)
+            _evaluate(paper, claim, res, ex, runs, config, oracles or {})
             out.append(res)
     return out
 
 
-def explanation_for(
-    claim: dict[str, Any],
-    verdict: str,
-    seeds: int = MIN_SEEDS,
-    seed_limited: bool = False,
-    above_band: bool = False,
-) -> str:
-    """The paper file's explanation of this verdict, or "" if it gives none for it.
+def _result(pid: str, claim: dict[str, Any]) -> ClaimResult:
+    """A claim's result before any measurement (NOT RUN)."""
+    rep, meas = claim["reported"], claim["measure"]
+    return ClaimResult(
+        paper=pid,
+        claim=claim["id"],
+        statement=claim["statement"],
+        source=claim["source"],
+        kind=rep["kind"],
+        reported=rep.get("value"),
+        unit=rep.get("unit", ""),
+        up_to=rep.get("up_to", False),
+        comparator=str(meas.get("comparator") or ""),
+    )
 
-    ``explanation`` maps verdict keys (``not_reproduced``, ``partial``, ``exceeded``,
-    ``not_comparable``, ``inconsistent``, ``reproduced``) to text, so that an explanation
-    written for one outcome is never printed beside another. A PARTIAL held back only by its
-    number of seeds (``seed_limited``: every seed inside the band, or beyond the spread) is
-    explained as such, not by the text written for a smaller effect; nor is a PARTIAL whose
-    whole interval lies above the band (``above_band``), which takes the text written for
-    EXCEEDED, or says that the setup favours the method more than the paper's did.
-    """
-    if verdict == "PARTIAL" and seed_limited:
-        ran = "the one seed run" if seeds == 1 else f"each of the {seeds} seeds run"
-        return (
-            f"the claim holds in {ran}, but REPRODUCED needs "
-            f"{MIN_SEEDS} seeds and a 95% interval; run this tier with more seeds (for example "
-            "--config 'seeds=[0,1,2]')"
-        )
-    by_verdict = claim.get("explanation") or {}
-    if verdict == "PARTIAL" and above_band:
-        return str(
-            by_verdict.get("exceeded")
-            or "the whole 95% interval lies above the paper's tolerance band: our setup favours "
-            "the method more than the paper's did (see the regime rows); a larger effect than "
-            "reported is no reproduction of the reported one"
-        )
-    key = EXPLANATION_KEYS.get(verdict)
-    return str(by_verdict.get(key) or "") if key else ""
+
+def _evaluate(
+    paper: dict[str, Any], claim: dict[str, Any], res: ClaimResult, ex: dict[str, Any],
+    runs: pd.DataFrame, config: dict[str, Any] | None, oracles: Oracles,
+) -> None:  # fmt: skip
+    """Measure one claim of a tier experiment ``ex`` into ``res`` (see :func:`evaluate_claims`)."""
+    meas = claim["measure"]
+    wanted = list(meas["scenarios"])
+    res.workload = meas.get("workload") or ", ".join(ex.get("workloads") or [])
+    mine = runs
+    if ex.get("workloads"):  # only the experiment's workloads (others may share names)
+        mine = runs[runs["workload"].isin(ex["workloads"])]
+    if claim.get("setup_fact"):
+        _setup_fact(claim, res, wanted, mine)
+    elif claim["reported"]["kind"] == "qualitative":
+        _qualitative(claim, res, wanted, mine, config, oracles)
+    else:
+        _quantitative(claim, res, wanted, mine)
+    if config is not None and res.verdict != "NOT RUN":
+        _regime(paper, claim, res, wanted, mine, config)
+    _bound(paper, claim, res)
+    res.resolution = resolution_text(claim, mine, wanted)
+    if is_to_target(claim) and res.verdict != "NOT RUN":
+        res.method_accuracy, res.baseline_accuracy = final_accuracies(claim, res, mine)
+    res.explanation = explanation_for(
+        claim, res.verdict, res.seeds, res.seed_limited, res.above_band
+    )
+    res.cause = cause_of(res)
+    res.cause_class = cause_class(res.cause)

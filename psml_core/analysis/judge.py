@@ -4,18 +4,27 @@
 (scenario, baseline) pairing; the caller chooses the pairing (the named comparator, or the
 strongest of a family) and combines scenarios.
 
-An **accuracy ratio** (a higher-is-better metric, e.g. "accuracy moves from 0.975 to 0.969")
-is judged two-sided around the paper's drop: the band is the paper's ratio plus or minus one
-*resolution step*, the accuracy of one test sample over the baseline's accuracy. A drop up to
-the paper's plus one test sample is inside; a drop larger than that is a miss; a drop smaller
-than the paper's by more than one test sample is EXCEEDED (the accuracy is kept better than
-the paper's). A one-sided band (any accuracy above ``reported / (1 + tolerance)``) would pass
-a drop several times the paper's.
+An **accuracy ratio** (a ratio of a higher-is-better metric, e.g. "accuracy moves from 0.975 to
+0.969") is judged two-sided around the paper's ratio, in a band whose half-width ``w`` (a log
+gain) is the largest of the claim's tolerance ``log(1 + tolerance.reproduced)`` and the noise
+measured on our side (:class:`AccuracyNoise`): the test set's binomial standard error of the log
+ratio, ``sqrt(se_m^2 + se_b^2)`` with ``se = sqrt(p (1 - p) / n) / p`` for each side's mean
+accuracy ``p`` on ``n`` test samples, and the sample standard deviation of the per-seed log
+gains. With 3 to 5 seeds the 95% interval of the mean is wider than one seed's standard
+deviation, so an interval inside a band one noise unit wide could never pass; the rule reads
+the mean and the interval:
+
+* REPRODUCED: at least 3 seeds and the mean gain inside ``g_rep +- w``;
+* EXCEEDED: at least 3 seeds and the whole 95% interval above the band (less accuracy lost);
+* NOT REPRODUCED: the whole interval below the band (with fewer than 3 seeds: every seed);
+* PARTIAL: otherwise (the mean outside the band with the interval reaching into it, or fewer
+  than 3 seeds).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,14 +32,48 @@ import numpy as np
 from psml_core.analysis.claim_result import CENSORED_BOUND, HIGHER_IS_BETTER, MIN_SEEDS
 from psml_core.analysis.gains import Gains, effect_to_gain, gain_interval
 
-__all__ = ["accuracy_step_gain", "judge"]
+__all__ = ["BAND_SOURCES", "AccuracyNoise", "band_source", "binomial_log_se", "judge"]
+
+BAND_SOURCES = ("tolerance", "test set", "seeds")
+"""What may set an accuracy band's half-width: the claim's tolerance or one of our noises."""
+_BAND_WORDS = {
+    "tolerance": "the claim's tolerance",
+    "test set": "the test set's binomial error",
+    "seeds": "the seed spread",
+}
 
 
-def accuracy_step_gain(test_samples: float, baseline_accuracy: float) -> float:
-    """One test sample as a log gain of an accuracy ratio (NaN if either is unknown)."""
-    if not (test_samples > 0 and baseline_accuracy > 0):
+@dataclass(frozen=True)
+class AccuracyNoise:
+    """The noise of an accuracy ratio on our side, as log gains (NaN where unknown).
+
+    Attributes:
+        test_se: The test set's binomial standard error of ``log(ours / baseline)`` for one
+            run of each (:func:`binomial_log_se`).
+    """
+
+    test_se: float = math.nan
+
+
+def binomial_log_se(accuracies: tuple[float, float], test_samples: float) -> float:
+    """The binomial standard error of the log of a ratio of two accuracies on ``n`` samples.
+
+    Each accuracy ``p`` has a standard error ``sqrt(p (1 - p) / n)``, ``sqrt(p (1 - p) / n) / p``
+    on a log scale; the two sides' add in quadrature. NaN where ``n`` or an accuracy is unknown.
+    """
+    n = float(test_samples)
+    if not (n > 0 and all(0 < p <= 1 for p in accuracies)):
         return math.nan
-    return math.log1p(1.0 / float(test_samples) / float(baseline_accuracy))
+    return math.sqrt(sum((1.0 - p) / (n * p) for p in accuracies))
+
+
+def band_source(nums: dict[str, float]) -> str:
+    """Which of :data:`BAND_SOURCES` set an accuracy band's half-width ("" for other claims)."""
+    if "noise_test" not in nums:
+        return ""
+    options = (nums["tolerance_width"], nums["noise_test"], nums["noise_seeds"])
+    finite = [(w, name) for w, name in zip(options, BAND_SOURCES, strict=True) if math.isfinite(w)]
+    return max(finite)[1]
 
 
 def _censoring_note(g: Gains, metric: str) -> str:
@@ -45,27 +88,44 @@ def _censoring_note(g: Gains, metric: str) -> str:
 
 
 def _accuracy(
-    g: Gains, g_rep: float, step: float, nums: dict[str, float]
+    g: Gains, g_rep: float, tol_width: float, noise: AccuracyNoise, nums: dict[str, float]
 ) -> tuple[str, str, dict[str, float]]:
-    """The two-sided accuracy rule (module docstring); ``step``: one test sample as a gain."""
+    """The two-sided accuracy rule (module docstring)."""
     n = len(g.seeds)
-    lo_band, hi_band = g_rep - step, g_rep + step
-    nums.update(width=step, floor=lo_band)
-    ci_lo, ci_hi = nums["ci_low"], nums["ci_high"]
-    where = f"the paper's ratio ± one test sample ({step * 100:.2g}% of the baseline's accuracy)"
-    if n >= MIN_SEEDS and lo_band <= ci_lo and ci_hi <= hi_band:
-        return "REPRODUCED", f"the 95% interval lies within {where}", nums
-    if n >= MIN_SEEDS and ci_lo > hi_band:
-        return "EXCEEDED", f"the whole interval lies above {where}: less accuracy lost", nums
-    if g.mean >= lo_band:
-        why = f"n = {n} < {MIN_SEEDS}" if n < MIN_SEEDS else "the interval reaches outside it"
-        nums["seed_limited"] = float(n < MIN_SEEDS and g.mean <= hi_band)
-        return "PARTIAL", f"the mean is within or above {where}, but {why}", nums
-    return "NOT REPRODUCED", f"accuracy falls by more than {where}", nums
+    finite = g.gains[np.isfinite(g.gains)]
+    seed_sd = float(finite.std(ddof=1)) if finite.size >= 2 else math.nan
+    width = max(w for w in (tol_width, noise.test_se, seed_sd) if math.isfinite(w))
+    lo_band, hi_band = g_rep - width, g_rep + width
+    nums.update(width=width, floor=lo_band, tolerance_width=tol_width,
+                noise_test=noise.test_se, noise_seeds=seed_sd)  # fmt: skip
+    where = (
+        f"the paper's ratio ± {100 * width:.2g}% (the largest of the claim's tolerance, the test "
+        f"set's binomial error and the seed spread; here {_BAND_WORDS[band_source(nums)]})"
+    )
+    mean = g.mean
+    inside = lo_band <= mean <= hi_band
+    if n >= MIN_SEEDS:
+        ci_lo, ci_hi = nums["ci_low"], nums["ci_high"]
+        if inside:
+            return "REPRODUCED", f"the mean lies within {where}", nums
+        if ci_lo > hi_band:
+            return "EXCEEDED", f"the whole interval lies above {where}: less accuracy lost", nums
+        if ci_hi < lo_band:
+            return "NOT REPRODUCED", f"the whole interval lies below {where}", nums
+        side = "above" if mean > hi_band else "below"
+        return "PARTIAL", f"the mean lies {side} {where}, the interval reaches into it", nums
+    if bool(np.all(finite < lo_band)):
+        return "NOT REPRODUCED", f"every seed lies below {where}", nums
+    nums["seed_limited"] = float(inside)
+    return (
+        "PARTIAL",
+        f"the mean is {'within' if inside else 'outside'} {where}, but n = {n} < {MIN_SEEDS}",
+        nums,
+    )
 
 
 def judge(
-    claim: dict[str, Any], g: Gains, metric: str, accuracy_step: float = math.nan
+    claim: dict[str, Any], g: Gains, metric: str, noise: AccuracyNoise | None = None
 ) -> tuple[str, str, dict[str, float]]:
     """(verdict, detail, numbers in gain space) of one pairing.
 
@@ -73,15 +133,15 @@ def judge(
         claim: The claim (reported value, kind, tolerance, ``up_to``).
         g: The method's per-seed gains over the baseline (censoring included).
         metric: The claim's metric.
-        accuracy_step: One test sample as a gain (:func:`accuracy_step_gain`), for the
-            two-sided accuracy rule; NaN falls back to the claim's tolerance, one-sided.
+        noise: The test set's noise of an accuracy ratio (:class:`AccuracyNoise`); None: not
+            known (the band is then the larger of the tolerance and the seed spread).
     """
     rep = claim["reported"]
     tol = claim.get("tolerance", {})
     g_rep = effect_to_gain(rep["kind"], metric, float(rep["value"]))
     width = math.log(1.0 + float(tol.get("reproduced", 0.25)))
-    one_sided = rep["kind"] == "ratio" and metric in HIGHER_IS_BETTER
-    floor = g_rep - width if one_sided else float(tol.get("partial", 0.5)) * g_rep
+    two_sided = rep["kind"] == "ratio" and metric in HIGHER_IS_BETTER
+    floor = g_rep - width if two_sided else float(tol.get("partial", 0.5)) * g_rep
     n = len(g.seeds)
     exact = np.array([b == "" for b in g.bound])
     ci = gain_interval(g.gains) if exact.all() else (math.nan, math.nan)
@@ -101,16 +161,8 @@ def judge(
         verdict = "PARTIAL" if ok else "NOT REPRODUCED"
         side = "clears" if ok else "does not clear"
         return verdict, f"the baseline {cens_note}; the bound {side} the partial floor", nums
-    if one_sided and math.isfinite(accuracy_step):
-        return _accuracy(g, g_rep, accuracy_step, nums)
-    if one_sided:
-        if n >= MIN_SEEDS and ci[0] >= floor:
-            return "REPRODUCED", "the interval's lower end is within tolerance (one-sided)", nums
-        if mean >= floor:
-            why = f"n = {n} < {MIN_SEEDS}" if n < MIN_SEEDS else "the interval reaches below it"
-            nums["seed_limited"] = float(n < MIN_SEEDS)
-            return "PARTIAL", f"the mean is within tolerance (one-sided), but {why}", nums
-        return "NOT REPRODUCED", "below the reported value by more than the tolerance", nums
+    if two_sided:
+        return _accuracy(g, g_rep, width, noise or AccuracyNoise(), nums)
     inside = n >= MIN_SEEDS and band[0] <= ci[0] and ci[1] <= band[1]
     if inside:
         return "REPRODUCED", "the 95% interval lies inside the tolerance band", nums

@@ -11,24 +11,35 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.claim_result import HIGHER_IS_BETTER, VERDICT_RANK
+from psml_core.analysis.claim_result import VERDICT_RANK
 from psml_core.analysis.gains import Gains, gains_of
-from psml_core.analysis.judge import accuracy_step_gain, judge
+from psml_core.analysis.judge import AccuracyNoise, binomial_log_se, judge
 
-__all__ = ["Outcome", "accuracy_step", "strongest_pairing", "worst"]
+__all__ = ["Outcome", "accuracy_noise", "strongest_pairing", "worst"]
 
 # (verdict, scenario, gains against the strongest baseline, detail, the judge's numbers)
 Outcome = tuple[str, str, Gains, str, dict[str, float]]
 
 
-def accuracy_step(runs: pd.DataFrame, baseline: str, scenario: str) -> float:
-    """One test sample as a gain of an accuracy ratio against ``baseline`` (NaN if unknown)."""
-    rows = runs[(runs["method"] == baseline) & (runs["scenario"] == scenario)]
-    if rows.empty or "test_samples" not in rows:
-        return math.nan
-    n = pd.to_numeric(rows["test_samples"], errors="coerce").min()
-    acc = pd.to_numeric(rows["final_test_accuracy"], errors="coerce").mean()
-    return accuracy_step_gain(float(n), float(acc))
+def accuracy_noise(
+    runs: pd.DataFrame, meas: dict[str, Any], baseline: str, scenario: str
+) -> AccuracyNoise:
+    """The test set's noise of the method's accuracy over ``baseline``'s under ``scenario``.
+
+    The binomial standard error of the log ratio (:func:`.judge.binomial_log_se`) at the two
+    sides' mean final test accuracies on the smaller of their test sets; NaN where the runs do
+    not record their test set.
+    """
+    sel = runs[runs["scenario"] == scenario]
+    if meas.get("workload"):
+        sel = sel[sel["workload"] == meas["workload"]]
+    mine, theirs = sel[sel["method"] == meas["method"]], sel[sel["method"] == baseline]
+    if mine.empty or theirs.empty or "test_samples" not in sel:
+        return AccuracyNoise()
+    n = pd.to_numeric(pd.concat([mine, theirs])["test_samples"], errors="coerce").min()
+    acc = [float(pd.to_numeric(r["final_test_accuracy"], errors="coerce").mean())
+           for r in (mine, theirs)]  # fmt: skip
+    return AccuracyNoise(test_se=binomial_log_se((acc[0], acc[1]), float(n)))
 
 
 def strongest_pairing(
@@ -55,10 +66,10 @@ def strongest_pairing(
             continue
         # The strongest: the least favourable to the method (bounds count as values).
         g = min(options, key=lambda o: o.mean if math.isfinite(o.mean) else -math.inf)
-        step = math.nan
-        if claim["reported"]["kind"] == "ratio" and metric in HIGHER_IS_BETTER:
-            step = accuracy_step(runs, g.baseline, sc)
-        verdict, detail, nums = judge(claim, g, metric, step)
+        noise = None
+        if claim["reported"]["kind"] == "ratio" and metric == "final_test_accuracy":
+            noise = accuracy_noise(runs, meas, g.baseline, sc)
+        verdict, detail, nums = judge(claim, g, metric, noise)
         outcomes.append((verdict, sc, g, detail, nums))
     return outcomes, missing
 

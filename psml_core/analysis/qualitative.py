@@ -7,10 +7,12 @@ resource usage") has no number to reach, so the rule decides what "better" means
   (for SSP, one staleness bound): the best single one on the claim's *primary* metric (the
   first listed), by its mean over seeds. A composite of the best configuration per metric is
   no configuration anyone could run, so it is never the baseline.
-* **The primary metric** must be better: on average for PARTIAL, beyond the seed spread (the
-  method's worst seed beats the baseline's best) with 3 or more seeds for REPRODUCED. On an
-  accuracy, "better" means by more than one test sample: a win of a single test sample is
-  within the test set's resolution.
+* **The primary metric** must be better: on average for PARTIAL; for REPRODUCED, with 3 or
+  more seeds, beyond the seed spread (the method's worst seed beats the baseline's best) *and*
+  by at least the claim's pre-registered minimum effect (:mod:`.min_effect`: a relative floor,
+  or a share of the cut the oracle placement allows on the data), the mean difference over the
+  baseline's mean. On an accuracy, "better" means by more than one test sample: a win of a
+  single test sample is within the test set's resolution.
 * **Secondary metrics** must be *non-inferior*: the method's mean no worse than the
   baseline's by more than a stated margin (``measure.margins`` in the paper file; by default
   one test sample on accuracy, 0.01 on other fractions, 1% of the baseline's value on times
@@ -18,6 +20,9 @@ resource usage") has no number to reach, so the rule decides what "better" means
 
 Censored runs: a method run that never held its target counts as never reaching it; a
 censored baseline run keeps its bound (it looks faster than it was).
+
+The method's accuracy is also held to its workload's own target (:mod:`.accuracy_checks`, in
+:mod:`.claims`): a method whose mean final accuracy is below it is NOT REPRODUCED.
 """
 
 from __future__ import annotations
@@ -29,13 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psml_core.analysis.claim_result import HIGHER_IS_BETTER, MIN_SEEDS
+from psml_core.analysis.claim_result import ABSOLUTE_METRICS, HIGHER_IS_BETTER, MIN_SEEDS
 from psml_core.analysis.gains import censored_values
+from psml_core.analysis.min_effect import MinEffect, effect_size, fmt_effect
 
 __all__ = ["ABSOLUTE_METRICS", "DEFAULT_MARGIN", "QualitativeOutcome", "judge_qualitative"]
 
-ABSOLUTE_METRICS = frozenset({"final_test_accuracy", "utilisation", "wait_fraction"})
-"""Fractions in [0, 1]: their margins are absolute; other metrics' margins are relative."""
 DEFAULT_MARGIN = 0.01
 """The non-inferiority margin of a secondary metric the claim states none for (see doc)."""
 
@@ -49,12 +53,14 @@ class QualitativeOutcome:
     baseline: str = ""
     better: int = 0  # scenarios where the primary metric is better on average
     beyond: int = 0  # ... beyond the seed spread
+    cleared: int = 0  # ... by at least the minimum effect
     total: int = 0
     seeds: int = 0
     censored: int = 0
     seed_limited: bool = False
     missing: list[str] = field(default_factory=list)
     per_metric: list[dict[str, Any]] = field(default_factory=list)
+    min_effect: MinEffect | None = None
 
 
 def _test_step(rows: pd.DataFrame) -> float:
@@ -74,7 +80,11 @@ def _margin(metric: str, margins: dict[str, float], base_mean: float, step: floa
 
 
 def judge_qualitative(
-    claim: dict[str, Any], scenarios: list[str], runs: pd.DataFrame, baselines: list[str]
+    claim: dict[str, Any],
+    scenarios: list[str],
+    runs: pd.DataFrame,
+    baselines: list[str],
+    floor: MinEffect | None = None,
 ) -> QualitativeOutcome:
     """Judge a qualitative claim against the best single one of ``baselines`` per scenario.
 
@@ -84,11 +94,13 @@ def judge_qualitative(
         runs: The runs (restricted to the experiment's workloads), diverged ones removed by
             the caller.
         baselines: The candidate configurations (the named comparator's).
+        floor: The primary metric's minimum effect (:func:`.min_effect.min_effect_of`); None:
+            the claim states none, and the seed spread alone decides.
     """
     meas = claim["measure"]
     metrics = list(meas["metrics"])
     margins = dict(meas.get("margins") or {})
-    out = QualitativeOutcome()
+    out = QualitativeOutcome(min_effect=floor)
     ok_secondary = True
     chosen = []
     for sc in scenarios:
@@ -166,13 +178,19 @@ def _judge_metric(
         best = base.max() if sgn > 0 else base.min()
         better = bool(diff > need)
         spread = bool(sgn * (worst - best) > need)
+        size = effect_size(metric, diff, float(np.mean(base)))
+        floor = out.min_effect
+        cleared = floor is None or bool(size >= floor.value)  # NaN clears nothing
         out.better += better
         out.beyond += spread
+        out.cleared += cleared
         entry["beyond_spread"] = spread
         entry["outcome"] = (
             "better beyond the seed spread" if spread
             else "better on average" if better else "not better"
         ) + _effect(metric, diff, float(np.mean(base)))  # fmt: skip
+        if floor is not None and better and not cleared:
+            entry["outcome"] += f", below the minimum effect {fmt_effect(metric, floor.value)}"
     else:
         margin = _margin(metric, margins, float(np.mean(base)), step)
         fine = bool(diff >= -margin) if math.isfinite(diff) else False
@@ -209,18 +227,21 @@ def _conclude(out: QualitativeOutcome, method: str, primary: str, ok_secondary: 
         out.detail = "not run in this tier: no runs of " + ", ".join(out.missing or [method])
         return
     all_better = out.better == out.total
-    if out.beyond == out.total and ok_secondary and out.seeds >= MIN_SEEDS:
+    clear = out.beyond == out.total and out.cleared == out.total
+    if clear and ok_secondary and out.seeds >= MIN_SEEDS:
         out.verdict = "REPRODUCED"
     elif all_better and ok_secondary:
         out.verdict = "PARTIAL"
-        out.seed_limited = out.beyond == out.total and out.seeds < MIN_SEEDS
+        out.seed_limited = clear and out.seeds < MIN_SEEDS
     else:
         out.verdict = "NOT REPRODUCED"
     secondary = [m for m in out.per_metric if m["role"] == "secondary"]
+    floor = out.min_effect
+    by = f", {out.cleared} by at least the minimum effect {floor.text}" if floor is not None else ""
     out.detail = (
         f"against the best single configuration on {primary} ({out.baseline}): better in "
         f"{out.better} of {out.total} scenario(s) on average, {out.beyond} beyond the seed "
-        f"spread; n = {out.seeds}"
+        f"spread{by}; n = {out.seeds}"
     )
     if secondary:
         out.detail += "; secondary metrics: " + ", ".join(

@@ -139,6 +139,8 @@ def regimes_frame(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def _val(v: Any, unit: str = "") -> str:
+    if isinstance(v, list):  # several values: the paper does not pin which one applies
+        return " or ".join(f"{x:g}" if isinstance(x, int | float) else str(x) for x in v)
     if isinstance(v, bool) or not isinstance(v, int | float):
         return str(v)
     if unit == "s":

@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from psml_core.analysis.claim_result import EXPLANATION_KEYS, VERDICTS
-from psml_core.analysis.claims import CAUSE_KINDS
+from psml_core.analysis.claim_result import VERDICTS
 from psml_core.errors import DataError
+from psml_core.report.claim_cells import accuracies_text, basis_cell, is_defect
 from psml_core.report.claim_regimes import regime_cell
 from psml_core.report.format import DASH, fmt_value, missing, sig
 from psml_core.report.tables import Table
@@ -26,14 +26,14 @@ from psml_core.report.tables import Table
 __all__ = [
     "CLAIM_COLUMNS",
     "check_claims",
-    "claim_notes",
     "fmt_ours",
     "fmt_ours_short",
     "fmt_reported",
+    "has_codec_free",
+    "has_robustness",
     "is_measured",
     "judged_short",
     "measured_as",
-    "miss_notes",
     "paper_claims_table",
     "read_claims",
     "short_statement",
@@ -53,9 +53,12 @@ _REGIME_COLUMNS = ("regime_status", "regime_notes", "regime_map", "regime", "wor
 # Columns of claims files written since named comparators, bounds and causes: older files
 # read them as empty (text) or missing (numbers).
 _NEWER_TEXT = ("comparator", "robust_verdict", "robust_baseline", "robust_detail", "bound_text",
-               "cause", "resolution", "nocodec_verdict", "nocodec_detail")  # fmt: skip
+               "cause", "resolution", "nocodec_verdict", "nocodec_detail", "cause_class",
+               "band_set_by", "min_effect_text")  # fmt: skip
 _NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value",
-                  "nocodec_ours", "nocodec_ci_low", "nocodec_ci_high")  # fmt: skip
+                  "nocodec_ours", "nocodec_ci_low", "nocodec_ci_high", "bound_low",
+                  "noise_test_se", "noise_seed_sd", "min_effect", "method_accuracy",
+                  "baseline_accuracy")  # fmt: skip
 _NBSP = "\u00a0"
 _STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
@@ -171,10 +174,11 @@ def fmt_ours(row: Any) -> str:
     if row.kind == "qualitative":
         # ours / low / high hold: scenarios better on the primary metric on average, beyond
         # the seed spread, in all; the secondary metrics' non-inferiority is in the detail.
-        return (
+        text = (
             f"primary metric better in {int(row.ours)} of {int(row.high)} scenario(s) "
             f"({int(row.low)} beyond the seed spread); {n}"
         )
+        return f"{text}; {acc}" if (acc := accuracies_text(row)) else text
     mean = _unit(sig(float(row.ours)), row.unit)
     if row.verdict == "SETUP FACT":
         return f"{mean} (set by our setup) [{sig(float(row.low))}, {sig(float(row.high))}], {n}"
@@ -190,6 +194,8 @@ def fmt_ours(row: Any) -> str:
         text += " (fewer than 3 seeds: indicative only)"
     if int(row.censored or 0):
         text += f"; {int(row.censored)} censored ({row.bound})"
+    if accuracies := accuracies_text(row):
+        text += f"; {accuracies}"
     return text
 
 
@@ -202,7 +208,8 @@ def measured_as(row: Any) -> str:
         which = "best on the primary metric" if row.kind == "qualitative" else "strongest"
         chosen = f" ({which}: {row.baseline})" if family and row.baseline else ""
         parts.append(f"vs {fixed}{chosen}")
-    if math.isfinite(float(row.floor)):
+    # An accuracy ratio has a band, not a partial floor (its Basis cell gives the band).
+    if math.isfinite(float(row.floor)) and not getattr(row, "band_set_by", ""):
         parts.append(f"partial floor {_unit(sig(float(row.floor)), row.unit)}")
     return " · ".join(parts) or DASH
 
@@ -282,24 +289,36 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
             f" {counts['NOT RUN']} could not be judged because this tier does not run them (the "
             "paper's section names the missing runs)."
         )
+    defects = [f"{r.paper}/{r.claim}" for r in claims.itertuples(index=False) if is_defect(r)]
+    if defects:
+        text += (
+            f" Decided by a defect of ours, to fix (a cause of class ours): {', '.join(defects)}."
+        )
     return text + (
         " Every claim's scenario, comparator and metric are fixed in its paper file before any "
         "run. The verdict is against the comparator the paper names (the strongest of our "
         "configurations where it names a family, such as uniform ratios; for a direction-only "
         "claim the best single configuration on its primary metric, with its other metrics "
         "required to be no worse by more than a stated margin, never less than one test "
-        "sample); the same rule against the strongest of our other baselines is a second row, "
+        "sample, and REPRODUCED only when its primary metric is better beyond the seed spread "
+        "and by at least a minimum effect fixed in advance, with the method's mean final "
+        "accuracy at its workload's target); the same rule against the strongest of our other "
+        "baselines is a second row, "
         "robustness, never the verdict. A run that diverged (a non-finite loss, or a final test "
         "loss at chance) is never a baseline: a claim whose named comparator diverged is NOT "
         "RUN, one whose method diverged is NOT REPRODUCED. REPRODUCED needs at least 3 seeds "
         "and the 95% interval of the mean effect inside the tolerance band around the paper's "
-        "value (for an accuracy kept within a fraction, the paper's value plus or minus one "
-        "test sample); EXCEEDED, an “up to” value (or an accuracy drop) whose whole interval "
-        "lies above the band (a more favourable setup is no reproduction); PARTIAL, the effect "
+        "value (for an accuracy ratio, the mean inside the paper's ratio plus or minus the "
+        "largest of the tolerance, the test set's binomial standard error and the seed "
+        "standard deviation); EXCEEDED, an “up to” value (or an accuracy drop) whose whole "
+        "interval lies above the band (a more favourable setup is no reproduction); PARTIAL, "
+        "the effect "
         "clearing the partial floor (by default half the claimed effect on a log scale); a run "
         "that never held its target accuracy is censored, never re-measured by another metric. "
         "INCONSISTENT (paper) marks a claim that exceeds a bound the paper's own numbers put on "
-        "it (Amdahl's, from its comm/compute and density; the arithmetic is printed). SETUP "
+        "it (Amdahl's, from its comm/compute and density; the arithmetic is printed; where the "
+        "paper gives several values for the claim's setting, only a claim above every bound). "
+        "SETUP "
         "FACT marks a quantity our own setup fixes. Each claim's regime is measured on its own "
         "runs and set beside the paper's: the dense reference's gradient bytes per step, its "
         "communication over computation time (comm/compute), the bandwidth share (the part of a "
@@ -311,8 +330,10 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
         "for a claim on traffic, whose result is its density) the claim is NOT COMPARABLE "
         "(regime); where the paper gives none, a regime map states where the claim holds "
         "(Regime column; a point holds only with 2 or more seeds, each clearing the floor). "
-        "Every verdict but REPRODUCED names its cause: a regime field, a bound, a run's fate, "
-        "the seeds, or a property of the method."
+        "Every verdict but REPRODUCED names its cause by class: method (a property of the "
+        "method as the paper describes it), regime (ours against the paper's), bound (the "
+        "paper's own numbers), ours (a setting or rule of ours: a defect to fix), or a run's "
+        "fate, the seeds, a missing run."
     )
 
 
@@ -321,8 +342,10 @@ def fmt_ours_short(row: Any) -> str:
     if (unmeasured := _unmeasured(row)) is not None:
         return unmeasured
     n = f"n{_NBSP}={_NBSP}{int(row.seeds)}"
+    acc = accuracies_text(row, short=True)
     if row.kind == "qualitative":
-        return f"better in {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
+        text = f"better in {int(row.ours)} of {int(row.high)} ({int(row.low)} beyond spread), {n}"
+        return f"{text}; {acc}" if acc else text
     text = _unit(sig(float(row.ours)), row.unit)
     if row.verdict != "SETUP FACT" and math.isfinite(float(row.ci_low)):
         text += f" [{sig(float(row.ci_low))}, {sig(float(row.ci_high))}]"
@@ -331,7 +354,7 @@ def fmt_ours_short(row: Any) -> str:
         text += " (indicative)"
     if int(row.censored or 0):
         text += f", {int(row.censored)} censored"
-    return text
+    return f"{text}; {acc}" if acc else text
 
 
 def judged_short(row: Any) -> str:
@@ -368,7 +391,9 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         "verdicts",
         "Reported versus reproduced, every claim of every paper. Reported: the paper's number; "
         "Ours: our mean effect over seeds (geometric mean of the per-seed ratios), its 95% "
-        "interval in brackets, n seeds, runs censored; Judged as: the fixed metric, workload, "
+        "interval in brackets, n seeds, runs censored, and for a claim judged on a time or "
+        "bytes to target both sides' mean final test accuracy (acc., ours vs the "
+        "comparator's); Judged as: the fixed metric, workload, "
         "scenario and the comparator the paper names; ↳ robustness: the same rule against the "
         "strongest of the named comparator and our other baselines (never the verdict); "
         "↳ codec-free: the verdict's rule on the same runs with codec work priced at 0 s "
@@ -386,101 +411,35 @@ def verdict_table(claims: pd.DataFrame) -> Table:
 
 
 def paper_claims_table(claims: pd.DataFrame, paper: str) -> Table:
-    """A paper's claims: reported vs reproduced, how judged and the verdict.
+    """A paper's claims: reported vs reproduced, how judged, the verdict and how strict it was.
 
-    Why each verdict fell as it did is in the list of misses below the table (the detail and
-    our explanation), so the table does not repeat it.
+    Beside the verdict: an accuracy ratio's band and the noise that set it, a qualitative
+    claim's minimum effect and where it came from, the paper's own bound and the cause's class
+    (:func:`.claim_cells.basis_cell`). Why each verdict fell as it did is in the list of misses
+    below the table (the detail and our explanation), so the table does not repeat it.
     """
     rows = []
     for r in claims.itertuples(index=False):
-        rows.append([r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict])
+        rows.append([r.claim, fmt_reported(r), fmt_ours(r), measured_as(r), r.verdict,
+                     basis_cell(r)])  # fmt: skip
         if has_robustness(r):
-            rows.append(["↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict])
+            rows.append(["↳ robustness", "", fmt_robust(r), robust_judged(r), r.robust_verdict,
+                         ""])  # fmt: skip
         if has_codec_free(r):
             rows.append(["↳ codec-free", "", fmt_codec_free(r), _CODEC_FREE_JUDGED,
-                         r.nocodec_verdict])  # fmt: skip
+                         r.nocodec_verdict, ""])  # fmt: skip
     return Table(
         f"claims_{paper}",
         "Reported versus reproduced, as in Table 1, with the range over seeds, the comparator "
-        "the paper names (the strongest member where it names a family) and the partial floor; "
-        "the robustness row is the same rule against the strongest of our baselines. Why each "
-        "verdict that is not REPRODUCED fell, and how finely each claim is measured, is below "
-        "the tables.",
-        ["Claim", "Reported", "Ours", "Judged as", "Verdict"],
-        rows or [[DASH] * 5],
-        widths=["auto", 0.8, 1.6, 1.9, "auto"],
+        "the paper names (the strongest member of a family), the partial floor and, for a claim "
+        "judged on a time or bytes to target, both sides' mean final test accuracy. Basis: how "
+        "strict the verdict was (an accuracy band and the noise that set it, a direction-only "
+        "claim's minimum effect, the paper's own bound) and the class of its cause (ours marks "
+        "a defect of ours to fix). Why each verdict fell, and how finely each claim is "
+        "measured, is below the tables.",
+        ["Claim", "Reported", "Ours", "Judged as", "Verdict", "Basis"],
+        rows or [[DASH] * 6],
+        widths=["auto", 0.65, 1.45, 1.45, "auto", 1.25],
         verdict=4,
         breakable=True,
     )
-
-
-"""The regime fields with a matching bound (docs/measurement.md), one column pair each."""
-
-
-def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each claim as the paper states it, with its source and the paper's setup for it."""
-    return [
-        {
-            "claim": str(c["id"]),
-            "text": f"{c['statement']} (source: {c['source']}). Paper's setup: {c['setup']}",
-        }
-        for c in paper.get("claims") or []
-    ]
-
-
-KIND_WORDS = {
-    "method": "a property of the method",
-    "regime": "a regime of ours (the data or setup), not the method",
-    "bound": "a bound from the paper's own numbers",
-}
-"""How a miss note names a cause whose text follows in the explanation."""
-
-
-def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
-    """For every claim not reproduced: the verdict, why, and what we think explains it."""
-    out = []
-    for r in claims.itertuples(index=False):
-        if r.verdict == "REPRODUCED":
-            continue
-        if r.verdict == "NOT RUN":
-            text = f"NOT RUN in this tier: {r.detail}."
-        elif r.verdict == "SETUP FACT":
-            text = f"SETUP FACT: {r.detail}."
-        else:
-            key = EXPLANATION_KEYS.get(r.verdict, "")
-            why = " ".join(r.explanation.split()).rstrip(". ") or (
-                f"no explanation of this outcome is recorded (key explanation.{key} of the claim "
-                f"in {paper_file}); the deviations above are the first suspects"
-            )
-            means = f" Means, method vs comparator: {r.per_metric}." if r.per_metric else ""
-            cause = f" Cause: {r.cause}." if r.cause else ""
-            kind, _, told = r.cause.partition(": ")
-            # The paper file may name the kind itself ("regime: ..."): the cause says it, in words.
-            named, _, rest = why.partition(": ")
-            body = rest if named in CAUSE_KINDS and rest else why
-            if told and body.startswith(told):
-                cause = f" Cause: {KIND_WORDS.get(kind, kind)}, as follows."  # not the text twice
-            why = body
-            text = f"{r.verdict}: {r.detail}.{means}{cause} What we think explains it: {why}."
-        out.append({"claim": r.claim, "text": text})
-    return out
-
-
-def measurement_notes(claims: pd.DataFrame) -> list[dict[str, str]]:
-    """For every claim: how it was compared, how finely it is measured, and its bound."""
-    out = []
-    for r in claims.itertuples(index=False):
-        parts = []
-        if r.comparator:
-            parts.append(f"Comparator: {r.comparator}.")
-        if r.resolution:
-            parts.append(f"Resolution: {r.resolution}.")
-        if r.bound_text:
-            parts.append(f"Bound from the paper's own numbers: {r.bound_text}.")
-        if has_robustness(r) and r.robust_detail:
-            parts.append(f"Robustness ({r.robust_verdict}): {r.robust_detail}.")
-        if has_codec_free(r) and r.nocodec_detail:
-            parts.append(f"Codec-free sensitivity ({r.nocodec_verdict}): {r.nocodec_detail}.")
-        if parts:
-            out.append({"claim": r.claim, "text": " ".join(parts)})
-    return out

@@ -30,6 +30,7 @@ from psml_core.errors import DataError
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
+from psml_core.report.claim_notes import claim_notes, measurement_notes, miss_notes
 from psml_core.report.claim_regimes import paper_regime_table
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
 from psml_core.report.figures_learning import accuracy_by_scenario_figure, ratio_figure
@@ -267,7 +268,7 @@ def paper_sections(
                 "setup": " ".join(str(paper.get("setup") or DASH).split()),
                 "deviations": [str(d) for d in paper.get("deviations") or []],
                 "experiments": texts,
-                "claims": vd.claim_notes(paper),
+                "claims": claim_notes(paper),
                 "figures": figures,
                 "tables": tables,
                 "reported": [t.write(workdir) for t in reported],
@@ -275,8 +276,8 @@ def paper_sections(
                 "regimes": [
                     t.write(workdir) for t in [paper_regime_table(mine, pid)] if t is not None
                 ],
-                "misses": vd.miss_notes(mine, paper_file),
-                "measured": vd.measurement_notes(mine),
+                "misses": miss_notes(mine, paper_file),
+                "measured": measurement_notes(mine, paper),
             }
         )
     return out

@@ -12,6 +12,8 @@ rule compare:
         listed=f"results/{TIER}/specs/summaries.txt",
         config=f"results/{TIER}/config.json",
         papers=paper_files,
+        partition=all_partitions,
+        listed_partitions=f"results/{TIER}/specs/partitions.txt",
     output:
         runs=f"results/{TIER}/runs.csv",
         aggregate=f"results/{TIER}/aggregate.csv",
@@ -33,4 +35,5 @@ rule compare:
         "psml compare --summaries @{input.listed} --out {output.runs} "
         "--aggregate {output.aggregate} --papers {params.papers} "
         "--experiment {input.config} --claims {output.claims} "
-        "--regime-map {output.regime_map} > {log} 2>&1"
+        "--regime-map {output.regime_map} --partition @{input.listed_partitions} "
+        "> {log} 2>&1"

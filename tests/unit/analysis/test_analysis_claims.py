@@ -11,47 +11,11 @@ import math
 
 import pandas as pd
 import pytest
+from claim_helpers import claim, qual_runs, runs_table, seeds, verdict
 
 from psml_core.analysis.claims import evaluate_claims, load_papers
 from psml_core.analysis.gains import effect_to_gain, gain_to_effect, metric_values
 from psml_core.errors import ConfigError
-
-
-def runs_table(rows):
-    base = {"workload": "w", "compute_s": 1.0, "comm_s": 1.0, "wait_s": 0.0,
-            "remote_bytes_up": 0, "remote_bytes_down": 0, "final_test_accuracy": 0.9,
-            "time_to_target_s": math.nan, "total_time_s": 1.0, "bytes_total": 1,
-            "bytes_to_target": math.nan, "samples_processed": 1,
-            "samples_to_target": math.nan}  # fmt: skip
-    return pd.DataFrame([{**base, **r} for r in rows])
-
-
-def claim(kind, value=None, baseline="base", metrics=("bytes_total",), scenarios=("a",),
-          tolerance=None, **extra):  # fmt: skip
-    rep = {"kind": kind, "up_to": extra.pop("up_to", False)}
-    if value is not None:
-        rep["value"] = value
-    out = {"id": "c", "statement": "s", "source": "abs", "setup": "x", "reported": rep,
-           "measure": {"experiment": "e", "method": "m", "baseline": baseline,
-                       "metrics": list(metrics), "scenarios": list(scenarios)},
-           **extra}  # fmt: skip
-    if tolerance is not None:
-        out["tolerance"] = tolerance
-    return out
-
-
-def verdict(c, runs):
-    return evaluate_claims({"p": {"claims": [c]}}, runs, {"e": {}})[0]
-
-
-def seeds(method_values, base_values, metric="bytes_total", scenario="a", base="base"):
-    return runs_table(
-        [{"method": "m", "seed": s, "scenario": scenario, metric: v}
-         for s, v in enumerate(method_values)]
-        + [{"method": base, "seed": s, "scenario": scenario, metric: v}
-           for s, v in enumerate(base_values)]
-    )  # fmt: skip
-
 
 # --------------------------------------------------------------------------- gains
 
@@ -210,18 +174,6 @@ def test_bytes_to_target_are_censored_at_the_runs_total_bytes():
 
 
 # --------------------------------------------------------------------------- one-sided, facts
-
-
-def test_accuracy_claims_are_one_sided():
-    """Used to fail wrongly: an accuracy above the paper's was NOT REPRODUCED."""
-    c = claim("ratio", 0.9938, baseline="base", metrics=("final_test_accuracy",),
-              tolerance={"reproduced": 0.01})  # fmt: skip
-    higher = seeds([0.99] * 3, [0.97] * 3, metric="final_test_accuracy")
-    assert verdict(c, higher).verdict == "REPRODUCED"
-    lower = seeds([0.90] * 3, [0.97] * 3, metric="final_test_accuracy")
-    assert verdict(c, lower).verdict == "NOT REPRODUCED"
-    few = seeds([0.99], [0.97], metric="final_test_accuracy")
-    assert verdict(c, few).verdict == "PARTIAL"
 
 
 def test_a_setup_fact_is_stated_not_judged():
@@ -436,37 +388,6 @@ def test_a_diverged_method_is_not_reproduced_and_says_why():
     assert "back at chance" in res.detail and res.cause == "run: the method diverged"
 
 
-def accuracy_runs(ours, theirs, n_test=360):
-    runs = seeds(ours, theirs, metric="final_test_accuracy")
-    runs["test_samples"] = n_test
-    return runs
-
-
-def test_the_accuracy_band_is_two_sided_around_the_papers_drop():
-    """Used to inflate: the one-sided 1% band passed a drop 2.6x the paper's 0.62%."""
-    c = claim("ratio", 0.9938, metrics=("final_test_accuracy",), tolerance={"reproduced": 0.01})
-    base = [0.975] * 3
-    paper_drop = accuracy_runs([0.975 * 0.9938 + d for d in (-5e-4, 0, 5e-4)], base)
-    assert verdict(c, paper_drop).verdict == "REPRODUCED", verdict(c, paper_drop).detail
-    too_far = accuracy_runs([0.975 * (1 - 2.6 * 0.0062)] * 3, base)  # 2.6x the paper's drop
-    assert verdict(c, too_far).verdict == "NOT REPRODUCED"
-    no_drop = accuracy_runs([0.976, 0.975, 0.977], base)  # far less lost than the paper
-    res = verdict(c, no_drop)
-    assert res.verdict == "EXCEEDED" and "less accuracy lost" in res.detail
-    # The band is one test sample wide on each side of the paper's ratio.
-    assert res.band_high - res.band_low == pytest.approx(2 / 360 / 0.975, rel=0.01)
-
-
-def qual_runs(method, baselines, n_test=360):
-    """method: {metric: [per seed]}; baselines: name -> {metric: [per seed]}."""
-    rows = []
-    for name, values in [("m", method), *baselines.items()]:
-        for s in range(len(next(iter(values.values())))):
-            rows.append({"method": name, "seed": s, "scenario": "a", "test_samples": n_test,
-                         **{k: v[s] for k, v in values.items()}})  # fmt: skip
-    return runs_table(rows)
-
-
 def test_a_qualitative_claim_is_judged_against_one_configuration_not_a_composite():
     """Used to deflate: PCP had to beat the best SSP per metric, which no SSP is."""
     c = claim("qualitative", baseline=["fast", "accurate"],
@@ -527,10 +448,11 @@ def test_a_claim_beyond_the_papers_own_bound_is_inconsistent():
 
 
 def test_every_verdict_but_reproduced_names_its_cause():
-    why = {"not_reproduced": "The law compresses too hard. More words."}
+    why = {"not_reproduced": "method: The law compresses too hard. More words."}
     c = claim("speedup", 41.0, metrics=("time_to_target_s",), explanation=why)
     res = verdict(c, seeds([1.0] * 3, [1.0] * 3, metric="time_to_target_s"))
     assert res.verdict == "NOT REPRODUCED" and res.cause == "method: The law compresses too hard"
+    assert res.cause_class == "method"
     runs = seeds([0.1, math.nan, 0.1], [1.0] * 3, metric="time_to_target_s")
     assert "censored" in verdict(c, runs).cause
     assert verdict(claim("reduction", 75.0), seeds([25], [100])).cause.startswith("seeds:")
@@ -547,10 +469,18 @@ def test_the_resolution_of_a_time_to_target_claim_is_stated():
     assert "coarser" not in verdict(c, runs).resolution
 
 
-def test_an_explanation_may_name_its_own_kind_of_cause():
-    """A data set's ceiling is a regime, not the method: the paper file may say so."""
+def test_the_cause_takes_its_class_from_the_explanation():
+    """Used to blame the method: any unclassified explanation was prefixed "method:"."""
     c = claim("ratio", 0.1, explanation={"not_reproduced": "regime: the data cap it. More."})
     res = verdict(c, seeds([20, 20, 20], [10, 10, 10]))
     assert res.verdict == "NOT REPRODUCED" and res.cause == "regime: the data cap it"
+    assert res.cause_class == "regime"
+    ours = claim("ratio", 0.1, explanation={"not_reproduced": "ours: our constant is off. More."})
+    assert verdict(ours, seeds([20, 20, 20], [10, 10, 10])).cause_class == "ours"
+    # A text that bypassed load_papers names no class: our defect, never the method's fault.
     plain = claim("ratio", 0.1, explanation={"not_reproduced": "The law lags. More."})
-    assert verdict(plain, seeds([20, 20, 20], [10, 10, 10])).cause == "method: The law lags"
+    res = verdict(plain, seeds([20, 20, 20], [10, 10, 10]))
+    assert res.cause_class == "ours" and res.cause.endswith("The law lags")
+    # No explanation recorded for the verdict: also a defect of ours (the paper file lacks it).
+    bare = verdict(claim("ratio", 0.1), seeds([20, 20, 20], [10, 10, 10]))
+    assert bare.cause.startswith("ours: no explanation") and bare.cause_class == "ours"

@@ -7,12 +7,8 @@ import math
 import pandas as pd
 
 from psml_core.analysis.claim_result import ClaimResult
-from psml_core.report.reported_vs_ours import (
-    measurement_notes,
-    paper_claims_table,
-    read_claims,
-    verdict_table,
-)
+from psml_core.report.claim_notes import measurement_notes
+from psml_core.report.reported_vs_ours import paper_claims_table, read_claims, verdict_table
 
 
 def _row(**kw) -> dict:

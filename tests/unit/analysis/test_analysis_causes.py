@@ -1,0 +1,91 @@
+"""Causes named by their class, and the final accuracy beside every to-target claim.
+
+Used to blame the method: any explanation that named no class was printed as "method: ...",
+so a sentence about our own constants read as the method's fault; and a speed-up to a target
+was printed without the accuracy it cost.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+from claim_helpers import claim, qual_runs, seeds, verdict
+
+from psml_core.analysis.causes import defect_warnings
+from psml_core.analysis.claims import load_papers
+from psml_core.errors import ConfigError
+
+PAPER = {"id": "p", "title": "t", "authors": "a", "venue": "v", "claims": []}
+OURS = {"not_reproduced": "ours: the grid step of our tier is too coarse. More words."}
+
+
+def write(tmp_path, c):
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({**PAPER, "claims": [c]}))
+    return tmp_path
+
+
+def test_the_loader_refuses_an_explanation_without_its_class(tmp_path):
+    c = claim("ratio", 0.1, explanation={"partial": "Our constant is off. More."})
+    with pytest.raises(ConfigError) as err:
+        load_papers(write(tmp_path, c))
+    text = str(err.value)
+    assert "\n" not in text and "p.yaml" in text and "'c'" in text
+    assert "explanation.partial" in text and "method:, regime:, bound:, ours:" in text
+    for cls in ("method", "regime", "bound", "ours"):
+        c["explanation"] = {"partial": f"{cls}: a reason. More."}
+        assert load_papers(write(tmp_path, c))["p"]
+    c["explanation"] = {"partial": "run: a reason"}  # a mechanical class is the analysis's own
+    with pytest.raises(ConfigError, match="explanation.partial"):
+        load_papers(write(tmp_path, c))
+    c["explanation"] = {"reproduced": "It holds."}  # REPRODUCED names no cause
+    assert load_papers(write(tmp_path, c))["p"]
+
+
+def test_a_cause_of_ours_is_a_defect_that_compare_warns_about():
+    c = claim("ratio", 0.1, explanation=OURS)
+    res = verdict(c, seeds([20, 20, 20], [10, 10, 10]))
+    assert res.cause == "ours: the grid step of our tier is too coarse"
+    assert res.cause_class == "ours" and res.row()["cause_class"] == "ours"
+    (line,) = defect_warnings([res])
+    assert line.startswith("warning: claim p/c (NOT REPRODUCED)") and "defect of ours" in line
+    fine = verdict(claim("ratio", 0.1), seeds([1, 1, 1], [10, 10, 10]))  # REPRODUCED
+    assert fine.cause_class == "" and defect_warnings([fine]) == []
+    assert verdict(claim("reduction", 75.0), seeds([25], [100])).cause_class == "seeds"
+
+
+def test_every_shipped_explanation_names_its_class(repo, tmp_path):
+    for pid in ("dfs", "jpdc", "pcp", "ratatouille"):
+        (tmp_path / f"{pid}.yaml").write_text((repo / "config/papers" / f"{pid}.yaml").read_text())
+    papers = load_papers(tmp_path)  # the loader's check: every text starts with its class
+    texts = [t for p in papers.values() for c in p["claims"]
+             for k, t in (c.get("explanation") or {}).items() if k != "reproduced"]  # fmt: skip
+    assert len(texts) >= 20
+
+
+def test_a_to_target_claim_prints_both_sides_final_accuracy():
+    t = "time_to_target_s"
+    c = claim("speedup", 2.0, metrics=(t, "final_test_accuracy"))
+    runs = seeds([0.5] * 3, [1.0] * 3, metric=t)
+    runs["final_test_accuracy"] = [0.90, 0.91, 0.92, 0.95, 0.95, 0.95]
+    res = verdict(c, runs)
+    assert (res.method_accuracy, res.baseline_accuracy) == pytest.approx((0.91, 0.95))
+    assert {"method_accuracy", "baseline_accuracy"} <= set(res.row())
+    plain = verdict(claim("reduction", 50.0), seeds([50] * 3, [100] * 3))  # not to a target
+    assert math.isnan(plain.method_accuracy) and math.isnan(plain.baseline_accuracy)
+    q = claim("qualitative", baseline=["b"], metrics=(t, "final_test_accuracy"))
+    qr = qual_runs({t: [1.0] * 3, "final_test_accuracy": [0.8] * 3},
+                   {"b": {t: [2.0] * 3, "final_test_accuracy": [0.85] * 3}})  # fmt: skip
+    res = verdict(q, qr)
+    assert (res.method_accuracy, res.baseline_accuracy) == pytest.approx((0.8, 0.85))
+
+
+def test_the_loader_refuses_a_to_target_claim_without_final_accuracy(tmp_path):
+    c = claim("speedup", 2.0, metrics=("time_to_target_s", "total_time_s"))
+    with pytest.raises(ConfigError) as err:
+        load_papers(write(tmp_path, c))
+    assert "\n" not in str(err.value) and "final_test_accuracy" in str(err.value)
+    assert "'c'" in str(err.value) and "measure.metrics" in str(err.value)
+    c["measure"]["metrics"] = ["bytes_to_target", "final_test_accuracy"]
+    assert load_papers(write(tmp_path, c))["p"]
