@@ -102,3 +102,27 @@ def test_a_sweep_may_not_set_a_path_the_tuning_chooses(tmp_path):
             "workloads": ["digits_mlp"], "scenarios": ["dc_10g"]}}}  # fmt: skip
     with pytest.raises(ConfigError, match=r"chooses codec.params.ratio on the tuning seed"):
         load_experiment(user, config)
+
+
+def test_every_comparator_with_a_free_setting_gets_it_from_the_tuning_seed(smoke):
+    """OmniReduce's and top-k + OmniReduce's block size, uniform ratios: tuned, not fixed."""
+    from psml_core.config import parse_methods
+
+    recipes = parse_methods(REPO / "config" / "methods.yaml")
+    expect = {
+        "omnireduce": "codec.params.block_size",
+        "topk_omnireduce": "codec.params.block_size",
+        "uniform_topk": "controller.params.ratio",
+        "uniform_randomk": "controller.params.ratio",
+        "uniform_dgc": "controller.params.ratio",
+        "dc2_topk": "controller.params.kappa",
+    }
+    for name, path in expect.items():
+        free = recipes[name].tune
+        assert free is not None and free.params == (path,) and len(free.values) >= 3, name
+    # No fixed-ratio family is left to be picked among on the verdict seeds.
+    assert not [n for n in recipes if n.startswith("uniform_") and "_r0p" in n]
+    # DFS's own block sizes are among top-k + OmniReduce's.
+    assert {2, 4, 8} <= set(recipes["topk_omnireduce"].tune.values)
+    uses = {u.claim: u for u in smoke.claims}
+    assert uses["dc2_vs_uniform"].comparators == ("uniform_topk",)
