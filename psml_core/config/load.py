@@ -310,12 +310,20 @@ def _check_tuning_seed(cfg: dict[str, Any]) -> None:
     used.update(
         {f"experiments.{n}.seeds": ex.get("seeds") or [] for n, ex in cfg["experiments"].items()}
     )
+    checks = [tuning["seed"] + 1 + i for i in range(tuning.get("check_seeds", 0))]
     for key, seeds in used.items():
         if tuning["seed"] in seeds:
             raise ConfigError(
                 f"invalid config: key 'tuning.seed': {tuning['seed']} is a verdict seed (it is in "
                 f"{key!r}); choose a tuning seed that no experiment runs, e.g. "
                 f"{max(s for v in used.values() for s in v) + 1000}"
+            )
+        clash = sorted(set(checks) & set(seeds))
+        if clash:
+            raise ConfigError(
+                f"invalid config: key 'tuning.check_seeds': check seed {clash[0]} (tuning.seed + "
+                f"{clash[0] - tuning['seed']}) is a verdict seed (it is in {key!r}); lower "
+                f"tuning.check_seeds or move tuning.seed away from the verdict seeds"
             )
 
 

@@ -34,6 +34,8 @@ class TuningSpec:
         accuracy_margin: How far below the best candidate's final accuracy a candidate may end
             and still be chosen for a shorter time (or fewer bytes) to target; never less than
             one test sample.
+        check_seeds: How many further seeds (the tuning seed + 1, + 2, ...) the chosen
+            candidate must also train at without diverging; one that diverges is passed over.
         use_record: Use the tier's record where its fingerprint matches; false tunes every
             (workload, recipe) in the workflow (tune jobs), as a forced re-tuning.
     """
@@ -44,7 +46,13 @@ class TuningSpec:
     warmup_fraction: float = 0.1
     final_evaluations: int = 3
     accuracy_margin: float = 0.01
+    check_seeds: int = 3
     use_record: bool = True
+
+    @property
+    def seeds_checked(self) -> tuple[int, ...]:
+        """The check seeds, after the tuning seed."""
+        return tuple(self.seed + 1 + i for i in range(self.check_seeds))
 
     def warmup_iterations(self, iterations: int) -> int:
         """The warm-up candidate's length for a run of ``iterations``.

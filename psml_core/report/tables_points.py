@@ -108,6 +108,8 @@ def _cell(c: Mapping[str, Any], chosen: bool, metric: str = "final_test_accuracy
         text += f" / {'never' if value is None else f'{value:.3g}{_SHOWN[metric]}'}"
     if c.get("diverged"):
         text += " div."
+    elif c.get("unstable"):
+        text += " unst."
     return f"{text} *" if chosen else text
 
 
@@ -169,7 +171,8 @@ def points_tables(experiment: Mapping[str, Any]) -> list[Table]:
         "Columns: a free parameter's other values at the declared lr; the lr multiple at the "
         "declared momentum (at the free parameter's chosen value), '±m' the momentum switched "
         "(off, or on where the workload declares none); 'warm-up' the best point with a "
-        "warm-up; 'div.' marks a run that diverged (never chosen).",
+        "warm-up; 'div.' marks a run that diverged, 'unst.' one that the rule chose but that "
+        "diverged at a check seed (neither is ever the point).",
         ["Workload", "Method", *order],
         [[w, m, *(cells.get(c, DASH) for c in order)] for w, m, cells in cand_rows],
         align=["left", "left", *["right"] * len(order)],
@@ -189,7 +192,8 @@ def points_attachment(experiment: Mapping[str, Any]) -> Attachment | None:
         {"key": key, "scenario": e["scenario"], "source": e.get("source", ""),
          "fingerprint": e["fingerprint"], "chosen": _is_chosen(c, e["chosen"]),
          "objective": (e.get("objective") or {}).get("metric", "final_test_accuracy"),
-         **{k: v for k, v in c.items() if k not in ("evaluations", "params")},
+         **{k: v for k, v in c.items() if k not in ("evaluations", "params", "checks")},
+         "check_seeds_held": sum(1 for r in c.get("checks") or () if not r["diverged"]),
          "params": _free(c.get("params"))}
         for key, e in sorted(_entries(experiment).items())
         for c in e["candidates"]

@@ -19,6 +19,14 @@ the smaller learning rate, then to the declared momentum handling, then to the d
 warm-up. A diverged candidate is never chosen; when every candidate diverged, the declared
 point stays, marked so.
 
+**Checked at further seeds.** The chosen candidate trains again at ``tuning.check_seeds``
+further seeds (the tuning seed + 1, + 2, ...; no verdict uses them). If it diverges at any of
+them it is *unstable*, passed over like a diverged candidate, and the rule chooses again among
+the rest, until a choice holds at every check seed. The check decides only whether a point is
+trained stably, never how fast: a learning rate at the edge of stability is the fastest on
+one seed and diverges on others, and a verdict over seeds would then judge our choice of
+learning rate, not the method.
+
 The stages only decide which candidates run (a coordinate search): stage 0 tries the recipe's
 free parameter (its ``tune`` block) at the declared learning rate, stage 1 the learning rate
 and momentum handling at stage 0's choice, stage 2 a warm-up at stage 1's. The final choice is
@@ -35,11 +43,13 @@ from typing import Any
 __all__ = ["RULE", "Candidate", "Choice", "choose"]
 
 RULE = (
-    "v2: by the objective of the claims that judge the key; final accuracy: the highest, ties "
+    "v3: by the objective of the claims that judge the key; final accuracy: the highest, ties "
     "within one test sample; to target: the least time (bytes, samples) to target among the "
     "candidates within the accuracy margin (at least one test sample) of the best final "
     "accuracy, censored last, none reached: final accuracy; non-diverged only; ties to the "
-    "declared point, declared free parameter, smaller lr, declared momentum, declared warm-up"
+    "declared point, declared free parameter, smaller lr, declared momentum, declared warm-up; "
+    "the choice must not diverge at any check seed, else it is passed over and the rule "
+    "chooses again"
 )
 """The rule's text, part of every record's fingerprint: a new rule makes every record stale."""
 
@@ -72,6 +82,9 @@ class Candidate:
         declared_params: Whether ``params`` are the recipe's own values.
         declared_momentum: Whether the momentum handling is the recipe's own.
         declared_warmup: Whether the warm-up is the workload's own.
+        checks: Its runs at the check seeds (``seed``, ``final_accuracy``,
+            ``time_to_target_s``, ``diverged``), for a candidate the rule chose.
+        unstable: Why it was passed over (it diverged at a check seed), or None.
     """
 
     stage: int
@@ -92,6 +105,8 @@ class Candidate:
     declared_params: bool = True
     declared_momentum: bool = True
     declared_warmup: bool = True
+    checks: tuple[dict[str, Any], ...] = ()
+    unstable: str | None = None
 
     def reached(self, metric: str) -> float | None:
         """Its time, bytes or samples to target (None: it never held the target)."""
@@ -163,10 +178,16 @@ def choose(
         margin: The accuracy margin (``tuning.accuracy_margin``).
         resolution: One test sample, as accuracy (1 / test samples).
     """
-    alive = [c for c in candidates if c.diverged is None and c.final_accuracy is not None]
+    alive = [
+        c
+        for c in candidates
+        if c.diverged is None and c.unstable is None and c.final_accuracy is not None
+    ]
     if not alive:
         declared = next((c for c in candidates if c.declared), candidates[0])
-        return Choice(declared, "every candidate diverged: the declared point stays", True)
+        why = "every candidate diverged (at the tuning seed or a check seed): the declared point"
+        why += " stays"
+        return Choice(declared, why, True)
     if metric == "final_test_accuracy":
         return _by_accuracy(alive, resolution)
     best = max(_score(c) for c in alive)

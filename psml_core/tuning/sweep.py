@@ -15,12 +15,20 @@ Each stage continues from the previous one's choice under the key's objective (t
 claims judge, :mod:`.objective`); the final point is the rule over every candidate run.
 
 Every candidate is a full run at the tuning seed, written like any run (``metrics.parquet``,
-``summary.json``) under the target's tuning directory.
+``summary.json``) under the target's tuning directory. The chosen candidate then runs at the
+check seeds (``tuning.check_seeds``); one that diverges there is passed over and the rule
+chooses again (:mod:`.rule`).
+
+A candidate whose directory already holds a finished run of the same settings (its
+``summary.json`` names the same settings hash) is read back, not trained again: the runs are
+deterministic, so a killed or re-ruled sweep resumes where it stopped. Delete the directory
+to train everything again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -127,7 +135,7 @@ def _run(
     }
     t0 = time.perf_counter()
     try:
-        summary = train(spec, data_dir, out, progress=NullProgress())
+        summary = _finished(spec, out) or train(spec, data_dir, out, progress=NullProgress())
     except ValueError as exc:
         if "non-finite" not in str(exc):
             raise
@@ -152,6 +160,19 @@ def _run(
         diverged=divergence(evals, losses, classes),
         wall_clock_s=round(wall, 2),
     )
+
+
+def _finished(spec: RunSpec, out: Path) -> dict[str, Any] | None:
+    """The summary of a finished run of exactly ``spec`` in ``out``, if there is one."""
+    path = out / "summary.json"
+    if not (path.is_file() and (out / "metrics.parquet").is_file()):
+        return None
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = summary.get("provenance", {}).get("config_hash") == spec.config_hash()
+    return summary if same and summary.get("status") else None
 
 
 def _declared_params(spec: RunSpec) -> dict[str, Any]:
@@ -262,8 +283,49 @@ def tune(
     best = pick(stage1)
     other = 0 if wl.warmup_iterations else tuning.warmup_iterations(wl.iterations)
     run(2, best.lr_factor, best.momentum, other, params)
-    final = choose(list(done.values()), metric, tuning.accuracy_margin, resolution)
+
+    data_path = Path(data_dir)
+
+    def check(rid: str) -> Candidate:
+        """The candidate ``rid`` with its runs at the check seeds (stopping at a divergence)."""
+        c = done[rid]
+        cspec = candidate_spec(spec, key, c.lr_factor, c.momentum, c.warmup_iterations, c.params)
+        runs: list[dict[str, Any]] = []
+        for seed in tuning.seeds_checked:
+            sspec = dataclasses.replace(cspec, seed=seed, run_id=f"{cspec.run_id}_s{seed}")
+            r = _run(sspec, spec, c.stage, c.lr_factor, c.params, data_path, out, tuning, classes)
+            runs.append(
+                {
+                    "seed": seed,
+                    "final_accuracy": r.final_accuracy,
+                    "time_to_target_s": r.time_to_target_s,
+                    "diverged": r.diverged,
+                }
+            )
+            _say(f"{key} (check seed {seed})", r, say)
+            if r.diverged:
+                why = f"diverged at check seed {seed}: {r.diverged}"
+                return dataclasses.replace(c, checks=tuple(runs), unstable=why)
+        return dataclasses.replace(c, checks=tuple(runs))
+
+    while True:
+        final = choose(list(done.values()), metric, tuning.accuracy_margin, resolution)
+        rid = next(k for k, v in done.items() if v is final.candidate)
+        if final.all_diverged or done[rid].checks or not tuning.check_seeds:
+            break
+        done[rid] = check(rid)
+        if done[rid].unstable is None:
+            final = dataclasses.replace(final, candidate=done[rid])
+            break
+        say(f"tune {key}: passed over {done[rid].settings()} ({done[rid].unstable})")
     chosen = final.candidate
+    passed = [c for c in done.values() if c.unstable]
+    why = final.why
+    if tuning.check_seeds and not final.all_diverged:
+        why += f"; held at check seeds {', '.join(map(str, tuning.seeds_checked))}"
+    if passed:
+        why += f"; {len(passed)} candidate(s) passed over, diverged at a check seed"
+    final = dataclasses.replace(final, why=why)
     say(f"tune {key}: chose {chosen.settings()} ({final.why})")
     return _entry(target, tuning, data, chosen, final, list(done.values()))
 
@@ -306,6 +368,7 @@ def _entry(
             "serves": list(obj.serves),
         },
         "candidates": [
-            {**dataclasses.asdict(c), "evaluations": list(c.evaluations)} for c in candidates
+            {**dataclasses.asdict(c), "evaluations": list(c.evaluations), "checks": list(c.checks)}
+            for c in candidates
         ],
     }

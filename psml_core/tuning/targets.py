@@ -113,6 +113,7 @@ def fingerprint(
             "warmup_fraction": tuning.warmup_fraction,
             "final_evaluations": tuning.final_evaluations,
             "accuracy_margin": tuning.accuracy_margin,
+            "check_seeds": tuning.check_seeds,
         },
         "objective": {"metric": objective.metric, "scenario": objective.scenario},
         "rule": RULE,

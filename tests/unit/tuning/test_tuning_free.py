@@ -11,6 +11,7 @@ from psml_core.config import OperatingPoint
 from psml_core.config.specs import FreeParameter, MethodRecipe
 from psml_core.errors import ConfigError
 from psml_core.recipes import load_experiment
+from psml_core.tuning import sweep
 from psml_core.tuning.record import check_entry, entry_point
 from psml_core.tuning.sweep import candidate_spec, free_values, tune
 from psml_core.tuning.targets import fingerprint, tuning_targets
@@ -53,7 +54,9 @@ def test_the_free_parameter_is_part_of_the_fingerprint(smoke):
     assert fingerprint(other, smoke.tuning, t.scenario_free, t.objective) != t.fingerprint
 
 
-def test_stage_0_tries_each_value_and_stage_1_continues_from_its_choice(smoke, prepared, tmp_path):
+def test_stage_0_tries_each_value_and_stage_1_continues_from_its_choice(
+    smoke, prepared, tmp_path, monkeypatch
+):
     t = tuning_targets(smoke)["digits_mlp/topk_ef"]
     wl = dataclasses.replace(t.spec.workload, iterations=8, eval_every=4)
     spec = dataclasses.replace(t.spec, workload=wl, method=_with_free(t.spec.method))
@@ -71,9 +74,24 @@ def test_stage_0_tries_each_value_and_stage_1_continues_from_its_choice(smoke, p
     # declared momentum (a run is deterministic: not run twice): 3 x 2 - 1 candidates.
     assert len({c["params"][RATIO] for c in stage1}) == 1 and len(stage1) == 5
     assert not any(c["lr_factor"] == 1.0 and c["momentum"] == 0.9 for c in stage1)
-    assert len(cands) == 2 + 5 + 1 and len(list(tmp_path.glob("*/summary.json"))) == 8
+    # 8 candidates, and the chosen one again at each of the 3 check seeds (none diverges).
+    assert len(cands) == 2 + 5 + 1 and len(list(tmp_path.glob("*/summary.json"))) == 8 + 3
     assert entry["chosen"]["params"] in [c["params"] for c in cands]
     assert entry["objective"]["metric"] == t.objective.metric
+    checked = [c for c in cands if c["checks"]]
+    assert len(checked) == 1 and [r["seed"] for r in checked[0]["checks"]] == [1001, 1002, 1003]
+    assert "held at check seeds 1001, 1002, 1003" in entry["chosen"]["why"]
+
+    # A second sweep in the same directory reads every finished run back: nothing trains.
+    def no_training(*_a, **_k):
+        raise AssertionError("a finished candidate was trained again")
+
+    monkeypatch.setattr(sweep, "train", no_training)
+    again = tune(target, smoke.tuning, prepared["digits"], tmp_path, print)
+    strip = ("wall_clock_s",)
+    assert [{k: v for k, v in c.items() if k not in strip} for c in again["candidates"]] == [
+        {k: v for k, v in c.items() if k not in strip} for c in cands
+    ]
 
 
 def test_candidate_run_ids_name_the_free_parameter(smoke):
@@ -126,3 +144,41 @@ def test_every_comparator_with_a_free_setting_gets_it_from_the_tuning_seed(smoke
     assert {2, 4, 8} <= set(recipes["topk_omnireduce"].tune.values)
     uses = {u.claim: u for u in smoke.claims}
     assert uses["dc2_vs_uniform"].comparators == ("uniform_topk",)
+
+
+def test_a_choice_that_diverges_at_a_check_seed_is_passed_over(smoke, prepared, tmp_path,
+                                                              monkeypatch):  # fmt: skip
+    """The fastest candidate diverges at the second check seed: the rule chooses again."""
+    t = tuning_targets(smoke)["digits_mlp/dense_bsp"]
+    target = dataclasses.replace(
+        t, objective=dataclasses.replace(t.objective, metric="time_to_target_s")
+    )
+
+    def fake(spec, declared, stage, factor, params, data_dir, out, tuning, classes):
+        edge = factor == 2.0 and spec.seed == tuning.seed + 2
+        wl, base = spec.workload, declared.workload
+        return sweep.Candidate(
+            stage=stage, lr_factor=factor, lr=wl.lr, momentum=wl.momentum,
+            momentum_handling=sweep.handling(spec, wl.momentum),
+            warmup_iterations=wl.warmup_iterations, final_accuracy=None if edge else 0.95,
+            evaluations=() if edge else (0.95,), samples_to_target=None,
+            diverged="loss non-finite" if edge else None,
+            declared=(factor, wl.momentum, wl.warmup_iterations)
+            == (1.0, base.momentum, base.warmup_iterations),
+            time_to_target_s=None if edge else 10.0 / factor + wl.warmup_iterations,
+            declared_momentum=wl.momentum == base.momentum,
+            declared_warmup=wl.warmup_iterations == base.warmup_iterations,
+        )  # fmt: skip
+
+    monkeypatch.setattr(sweep, "_run", fake)
+    lines: list[str] = []
+    entry = check_entry(tune(target, smoke.tuning, prepared["digits"], tmp_path, lines.append),
+                        "test")  # fmt: skip
+    assert entry["chosen"]["lr"] == pytest.approx(t.spec.workload.lr)  # factor 1, next fastest
+    unstable = [c for c in entry["candidates"] if c["unstable"]]
+    assert {c["lr_factor"] for c in unstable} == {2.0}  # both momentum settings of lr 2x
+    for c in unstable:
+        assert [r["seed"] for r in c["checks"]] == [1001, 1002]  # it stops at the divergence
+        assert "check seed 1002" in c["unstable"]
+    assert f"{len(unstable)} candidate(s) passed over" in entry["chosen"]["why"]
+    assert any("passed over" in line for line in lines)

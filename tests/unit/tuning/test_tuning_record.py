@@ -189,6 +189,14 @@ def test_the_committed_smoke_record_is_current(smoke):
     assert not res.pending, res.pending
 
 
+def test_a_check_seed_cannot_be_a_verdict_seed():
+    """The check seeds follow the tuning seed; none may judge a claim."""
+    with pytest.raises(ConfigError, match=r"key 'tuning.check_seeds': check seed 1002 "):
+        load_experiment({"tier": "smoke", "seeds": [0, 1002]}, REPO / "config")
+    load_experiment({"tier": "smoke", "seeds": [0, 1002], "tuning": {"check_seeds": 1}},
+                    REPO / "config")  # fmt: skip
+
+
 def test_the_tuning_seed_cannot_be_a_verdict_seed():
     with pytest.raises(ConfigError, match=r"key 'tuning.seed': 1000 is a verdict seed"):
         load_experiment({"tier": "smoke", "seeds": [0, 1000]}, REPO / "config")

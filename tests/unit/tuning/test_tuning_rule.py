@@ -110,3 +110,14 @@ def test_bytes_to_target_is_an_objective_too():
     a = dataclasses.replace(cand(1.0, 0.95), bytes_to_target=5e6)
     b = dataclasses.replace(cand(2.0, 0.95), bytes_to_target=4e6)
     assert choose([a, b], "bytes_to_target", 0.01, RES).candidate is b
+
+
+def test_an_unstable_candidate_is_passed_over_like_a_diverged_one():
+    """It held on the tuning seed, fastest, but diverged at a check seed: the next one wins."""
+    edge = cand(2.0, 0.97, time=1.0, unstable="diverged at check seed 1002: loss non-finite")
+    for metric in (ACC, TIME):
+        choice = choose([cand(1.0, 0.965, time=3.0), edge, cand(0.5, 0.96, time=4.0)],
+                        metric, 0.01, RES)  # fmt: skip
+        assert choice.candidate.lr_factor == 1.0 and not choice.all_diverged
+    choice = choose([dataclasses.replace(edge, declared=True)], TIME, 0.01, RES)
+    assert choice.all_diverged and "check seed" in choice.why

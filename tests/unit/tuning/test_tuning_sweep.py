@@ -41,8 +41,10 @@ def test_a_momentum_correction_recipe_tunes_within_its_own_mechanism(smoke, prep
     assert any(
         all(c[k] == chosen[k] for k in ("lr", "momentum", "warmup_iterations")) for c in cands
     )
-    assert len(lines) == 8 and lines[-1].startswith("tune digits_mlp/topk_mc: chose")
-    assert len(list(tmp_path.glob("*/summary.json"))) == 7  # every candidate is a full run
+    # 7 candidates, the chosen one at the 3 check seeds (none diverged), the choice.
+    assert len(lines) == 11 and lines[-1].startswith("tune digits_mlp/topk_mc: chose")
+    assert sum("(check seed" in line for line in lines) == 3
+    assert len(list(tmp_path.glob("*/summary.json"))) == 7 + 3  # full runs: candidates, checks
 
 
 def test_a_candidate_that_blows_up_diverged_and_is_never_chosen(
@@ -95,7 +97,7 @@ def test_the_tune_command_writes_a_valid_entry(smoke, prepared, tmp_path, capsys
     entry = check_entry(json.loads(out.read_text()), "test")
     assert len(entry["candidates"]) == 4  # three lr, then the warm-up
     assert {c["momentum_handling"] for c in entry["candidates"]} == {"n/a"}
-    assert len(list((out.parent / "dense_bsp").glob("*/metrics.parquet"))) == 4
+    assert len(list((out.parent / "dense_bsp").glob("*/metrics.parquet"))) == 4 + 3  # checks
     # A spec whose fingerprint is not this psml's (another version) is refused in one line.
     spec.write_text(_tune_spec(dataclasses.replace(target, fingerprint="0" * 64), smoke.tuning))
     assert main(args) == 2
