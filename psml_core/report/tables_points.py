@@ -171,7 +171,7 @@ def points_tables(experiment: Mapping[str, Any]) -> list[Table]:
         ["Workload", "Method", "Tuned under", "Chosen for", "lr", "Momentum", "Warm-up",
          "Free", "Why"],
         chosen_rows,
-        widths=["auto", "auto", 0.9, 1.2, "auto", "auto", "auto", 0.7, 2.6],
+        widths=["auto", "auto", "auto", 1.7, "auto", "auto", "auto", "auto", 2.3],
         group=True,
     )  # fmt: skip
     cands = Table(
