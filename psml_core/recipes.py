@@ -79,6 +79,10 @@ def check_recipe(recipe: MethodRecipe, source: str, at: str | None = None) -> No
             raise ConfigError(
                 f"invalid {what}: key '{at or recipe.name}.{key}.params': {exc}"
             ) from None
+    try:
+        recipe.check_tune()
+    except ConfigError as exc:
+        raise ConfigError(f"invalid {what}: key '{at or recipe.name}.tune': {exc}") from None
 
 
 def check_method(recipe: MethodRecipe) -> None:

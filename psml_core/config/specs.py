@@ -322,16 +322,24 @@ class MethodRecipe:
     calibrated: dict[str, Any] | None = None
     tune: FreeParameter | None = None
 
-    def __post_init__(self) -> None:
+    def check_tune(self) -> None:
+        """The free parameter's declared value is set, the same at every path, and a value.
+
+        Called once the recipe's blocks are known to build
+        (:func:`psml_core.recipes.check_recipe`), so that a broken block is named as such.
+
+        Raises:
+            ConfigError: The problem, without the key (the caller names the file and key).
+        """
         if self.tune is None:
             return
         data = dataclasses.asdict(self)
         values = [get_path(data, p) for p in self.tune.params]
         if values[0] is None or values[0] not in self.tune.values or len(set(values)) != 1:
             raise ConfigError(
-                f"recipe {self.name!r}: key 'tune': its value at {', '.join(self.tune.params)} "
-                f"({', '.join(map(repr, values))}) must be set, the same at every path, and one of "
-                f"tune.values {list(self.tune.values)} (it is the declared point)"
+                f"its value at {', '.join(self.tune.params)} ({', '.join(map(repr, values))}) "
+                f"must be set, the same at every path, and one of tune.values "
+                f"{list(self.tune.values)} (it is the declared point)"
             )
 
     def with_values(self, values: dict[str, Any]) -> MethodRecipe:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from psml_core.config import OperatingPoint
-from psml_core.config.specs import FreeParameter, MethodRecipe
+from psml_core.config.specs import BlockSpec, FreeParameter, MethodRecipe
 from psml_core.errors import ConfigError
-from psml_core.recipes import load_experiment
+from psml_core.recipes import check_recipe, load_experiment
 from psml_core.tuning import sweep
 from psml_core.tuning.record import check_entry, entry_point
 from psml_core.tuning.sweep import candidate_spec, free_values, tune
@@ -27,10 +27,19 @@ def _with_free(recipe: MethodRecipe, values=(0.01, 0.1)) -> MethodRecipe:
 def test_the_declared_value_must_be_one_of_the_values(smoke):
     topk = smoke.recipes["topk_ef"]  # codec.params.ratio: 0.01
     assert _with_free(topk).tune is not None
-    with pytest.raises(ConfigError, match=r"recipe 'topk_ef': key 'tune'.*one of tune.values"):
-        _with_free(topk, (0.1, 0.3))
+    check_recipe(_with_free(topk), "methods.yaml")
+    with pytest.raises(ConfigError, match=r"key 'topk_ef.tune': .*one of tune.values"):
+        check_recipe(_with_free(topk, (0.1, 0.3)), "methods.yaml")
     with pytest.raises(ConfigError, match=r"must be set"):
-        dataclasses.replace(topk, tune=FreeParameter(("codec.params.nope",), (1, 2)))
+        check_recipe(
+            dataclasses.replace(topk, tune=FreeParameter(("codec.params.nope",), (1, 2))), "m"
+        )
+    # A broken block is named as such first, not as a missing free-parameter value.
+    broken = dataclasses.replace(
+        smoke.recipes["omnireduce"], codec=BlockSpec("topk", {"ratio": 0.0})
+    )
+    with pytest.raises(ConfigError, match=r"key 'omnireduce.codec.params':"):
+        check_recipe(broken, "methods.yaml")
 
 
 def test_a_point_sets_the_recipes_free_parameter_in_the_run(smoke):
