@@ -45,7 +45,7 @@ from psml_core.engine.optim import optimizer_class
 from psml_core.engine.progress import NullProgress
 from psml_core.engine.training import train
 from psml_core.metrics.divergence import divergence
-from psml_core.tuning.rule import RULE, Candidate, choose
+from psml_core.tuning.rule import RULE, Candidate, Choice, choose
 from psml_core.tuning.targets import TuneTarget
 
 __all__ = [
@@ -264,11 +264,12 @@ def tune(
     classes = max(2, int(data.n_classes))
     metric = target.objective.metric
     done: dict[str, Candidate] = {}
+    data_path = Path(data_dir)
 
     def run(stage: int, factor: float, momentum: float, warmup: int, params: dict) -> Candidate:
         cspec = candidate_spec(spec, key, factor, momentum, warmup, params)
         if cspec.run_id not in done:
-            cand = _run(cspec, spec, stage, factor, params, Path(data_dir), out, tuning, classes)
+            cand = _run(cspec, spec, stage, factor, params, data_path, out, tuning, classes)
             _say(key, cand, say)
             done[cspec.run_id] = cand
         return done[cspec.run_id]
@@ -284,50 +285,71 @@ def tune(
     other = 0 if wl.warmup_iterations else tuning.warmup_iterations(wl.iterations)
     run(2, best.lr_factor, best.momentum, other, params)
 
-    data_path = Path(data_dir)
+    final = _choose_checked(
+        done,
+        metric,
+        tuning,
+        resolution,
+        key,
+        say,
+        lambda c: _checked(c, spec, key, tuning, (data_path, out, classes), say),
+    )
+    chosen = final.candidate
+    say(f"tune {key}: chose {chosen.settings()} ({final.why})")
+    return _entry(target, tuning, data, chosen, final, list(done.values()))
 
-    def check(rid: str) -> Candidate:
-        """The candidate ``rid`` with its runs at the check seeds (stopping at a divergence)."""
-        c = done[rid]
-        cspec = candidate_spec(spec, key, c.lr_factor, c.momentum, c.warmup_iterations, c.params)
-        runs: list[dict[str, Any]] = []
-        for seed in tuning.seeds_checked:
-            sspec = dataclasses.replace(cspec, seed=seed, run_id=f"{cspec.run_id}_s{seed}")
-            r = _run(sspec, spec, c.stage, c.lr_factor, c.params, data_path, out, tuning, classes)
-            runs.append(
-                {
-                    "seed": seed,
-                    "final_accuracy": r.final_accuracy,
-                    "time_to_target_s": r.time_to_target_s,
-                    "diverged": r.diverged,
-                }
-            )
-            _say(f"{key} (check seed {seed})", r, say)
-            if r.diverged:
-                why = f"diverged at check seed {seed}: {r.diverged}"
-                return dataclasses.replace(c, checks=tuple(runs), unstable=why)
-        return dataclasses.replace(c, checks=tuple(runs))
 
+def _checked(
+    c: Candidate,
+    spec: RunSpec,
+    key: str,
+    tuning: TuningSpec,
+    where: tuple[Path, Path, int],
+    say: Callable[[str], None],
+) -> Candidate:
+    """``c`` with its runs at the check seeds, stopping at the first divergence."""
+    data_path, out, classes = where
+    cspec = candidate_spec(spec, key, c.lr_factor, c.momentum, c.warmup_iterations, c.params)
+    runs: list[dict[str, Any]] = []
+    for seed in tuning.seeds_checked:
+        sspec = dataclasses.replace(cspec, seed=seed, run_id=f"{cspec.run_id}_s{seed}")
+        r = _run(sspec, spec, c.stage, c.lr_factor, c.params, data_path, out, tuning, classes)
+        runs.append({"seed": seed, "final_accuracy": r.final_accuracy,
+                     "time_to_target_s": r.time_to_target_s, "diverged": r.diverged})  # fmt: skip
+        _say(f"{key} (check seed {seed})", r, say)
+        if r.diverged:
+            why = f"diverged at check seed {seed}: {r.diverged}"
+            return dataclasses.replace(c, checks=tuple(runs), unstable=why)
+    return dataclasses.replace(c, checks=tuple(runs))
+
+
+def _choose_checked(
+    done: dict[str, Candidate],
+    metric: str,
+    tuning: TuningSpec,
+    resolution: float,
+    key: str,
+    say: Callable[[str], None],
+    check: Callable[[Candidate], Candidate],
+) -> Choice:
+    """The rule over ``done``, again after each choice that diverged at a check seed."""
     while True:
         final = choose(list(done.values()), metric, tuning.accuracy_margin, resolution)
-        rid = next(k for k, v in done.items() if v is final.candidate)
-        if final.all_diverged or done[rid].checks or not tuning.check_seeds:
+        if final.all_diverged or not tuning.check_seeds:
             break
-        done[rid] = check(rid)
+        rid = next(k for k, v in done.items() if v is final.candidate)
+        done[rid] = check(done[rid])
         if done[rid].unstable is None:
             final = dataclasses.replace(final, candidate=done[rid])
             break
         say(f"tune {key}: passed over {done[rid].settings()} ({done[rid].unstable})")
-    chosen = final.candidate
-    passed = [c for c in done.values() if c.unstable]
     why = final.why
     if tuning.check_seeds and not final.all_diverged:
         why += f"; held at check seeds {', '.join(map(str, tuning.seeds_checked))}"
+    passed = sum(1 for c in done.values() if c.unstable)
     if passed:
-        why += f"; {len(passed)} candidate(s) passed over, diverged at a check seed"
-    final = dataclasses.replace(final, why=why)
-    say(f"tune {key}: chose {chosen.settings()} ({final.why})")
-    return _entry(target, tuning, data, chosen, final, list(done.values()))
+        why += f"; {passed} candidate(s) passed over, diverged at a check seed"
+    return dataclasses.replace(final, why=why)
 
 
 def _entry(
