@@ -12,9 +12,9 @@ to the first paper section that names it.
 
 For the HTML report each folder also gets the PDF's own words (:mod:`psml_core.report.html`):
 ``index.json`` (each group's heading, each file's title: its caption's first sentence) and
-``.captions/<group>/<stem>.rst`` (the whole caption), which the workflow's ``report()`` labels
-and caption templates read; each table gets ``<stem>.html``, the table rendered under its
-caption.
+``.captions/<group>/<stem>.rst`` (the whole caption), which the workflow's ``report()`` labels,
+categories and caption templates read; each table gets ``<stem>.html``, the table rendered under
+its caption (with its verdicts in colour and why each fell); each SVG is enlarged for the screen.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from psml_core.report.html import (
     INDEX,
     file_captions,
     html_index,
-    table_html,
+    readable_svg,
+    table_page,
     write_captions,
 )
 
@@ -127,15 +128,13 @@ def export_outputs(workdir: str | Path, figures: str | Path, tables: str | Path)
             if not src.is_file():
                 raise DataError(f"{src} is named in report_data.json but does not exist")
             (tmp / group).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, tmp / group / name)
-            written += 1
-            if suffix == ".svg":
+            if suffix == ".svg":  # larger for the HTML report; the PNG's width is fixed
+                write_text(tmp / group / name, readable_svg(src.read_text(encoding="utf-8")))
                 _png(tmp / group / name, tmp / group / f"{src.stem}.png")
-                written += 1
             else:
-                html = table_html(src, captions.get(name, ""))
-                write_text(tmp / group / f"{src.stem}.html", html)
-                written += 1
+                shutil.copy2(src, tmp / group / name)
+                write_text(tmp / group / f"{src.stem}.html", table_page(src, data))
+            written += 2
         tmp.mkdir(parents=True, exist_ok=True)  # an empty group set is still an output
         write_captions(tmp, {n: g for n, g in groups.items() if n.endswith(suffix)}, captions)
         write_text(tmp / INDEX, json.dumps(html_index(data, groups, suffix), indent=1))

@@ -30,7 +30,9 @@ PALETTE = "colorblind"
 # Fixed salt: matplotlib derives SVG element ids from it instead of from a random value.
 _SVG_RC = {
     "svg.hashsalt": "psml-report",
-    "svg.fonttype": "path",  # glyphs as paths: the PDF does not depend on installed fonts
+    # Text as <text>, searchable and selectable in the HTML report; the PDF stays font-stable,
+    # Typst drawing it with the wheel's fonts only.
+    "svg.fonttype": "none",
     "figure.dpi": 100,
     "savefig.bbox": "tight",
     "savefig.pad_inches": 0.03,

@@ -597,11 +597,13 @@ def _html_index(folder):
     try:
         return json.loads((Path(folder) / "index.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {"groups": {}, "files": {}}
+        return {"categories": {}, "files": {}}
 
 
+# The file's category: the report's part, numbered in reading order (Snakemake sorts by name).
 def _section(folder, wildcards):
-    return _html_index(folder)["groups"].get(wildcards.group, wildcards.group)
+    key = f"{wildcards.group}/{wildcards.name}"
+    return _html_index(folder).get("categories", {}).get(key, wildcards.group)
 
 
 # One label only: Snakemake turns a second label with two values into a toggle between files.

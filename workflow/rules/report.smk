@@ -2,6 +2,9 @@
 # seaborn figures and CSV tables, typeset by Typst.
 
 
+from psml_core.report.html import PDF_CATEGORY
+
+
 localrules:
     report,
 
@@ -35,13 +38,16 @@ rule report:
         config=f"results/{TIER}/config.json",
         validation=[VALIDATION] if VALIDATION else [],
     output:
+        # Snakemake's HTML report lists its categories sorted by name: they are numbered in
+        # reading order (the PDF, the verdicts with their reasons, each paper, the rest).
         pdf=report(
             f"reports/{TIER}/report.pdf",
             caption="../report/report.rst",
-            category="Reproduction report",
+            category=PDF_CATEGORY,
+            subcategory="PDF",
         ),
-        # The PDF's figures (SVG, with PNG copies) and tables (CSV, rendered as HTML), by
-        # paper: Snakemake's HTML report shows them under one category per paper section.
+        # The PDF's figures (SVG, with PNG copies) and tables (CSV, rendered as HTML): one
+        # category per part of the PDF that has any (psml_core/report/html.py).
         figures=report(
             directory(f"reports/{TIER}/figures"),
             patterns=["{group}/{name}.svg"],
