@@ -20,7 +20,7 @@ from snakemake.settings.types import (
 from wf_helpers import copy_workflow, snakemake_cli
 
 from psml_core.recipes import load_experiment
-from psml_core.report.html import GENERAL_HEADING, file_captions
+from psml_core.report.html import PDF_CATEGORY, file_captions
 
 pytestmark = pytest.mark.slow
 
@@ -123,22 +123,25 @@ def test_report_marked_for_snakemake_report(two_runs, tmp_path: Path):
         assert any(name.endswith("report.pdf") for name in names)
         html = z.read(next(n for n in names if n.endswith("report.html"))).decode()
     # Figures (SVG) and tables (rendered HTML) are report() outputs too, one category per
-    # paper section, titled and captioned with the PDF's own words.
+    # part of the PDF that has any, numbered in reading order (Snakemake sorts them by name),
+    # titled and captioned with the PDF's own words.
     match = re.search(r"var categories = (\{.*?\});\n", html)
     assert match, "no category table in the HTML report"
     categories = json.loads(match.group(1))
+    in_order = sorted(categories)
+    assert in_order[:2] == [PDF_CATEGORY, "02 Verdicts and their reasons"]
+    assert not any("Head-to-head" in c for c in categories)  # the smoke tier has none
     results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
     data = json.loads(
         (two_runs[0] / "results" / "smoke" / "report" / "report_data.json").read_text()
     )
+    papers = [p["id"] for p in data["papers"]]
+    assert [c.split(" ", 1)[1].split(":")[0] for c in in_order[2:7]] == papers
     pdf_captions = {n: " ".join(c.split()) for n, c in file_captions(data).items()}
-    for paper in ("jpdc", "dfs", "ratatouille", "dc2", "pcp", None):
-        (cat,) = (
-            [c for c in categories if c.startswith(f"{paper}: ")] if paper else [GENERAL_HEADING]
-        )
-        assert all(f.endswith(".svg") for f in categories[cat]["figures"]), cat
-        assert all(f.endswith(".html") for f in categories[cat]["tables"]), cat
-        for path in categories[cat]["figures"] + categories[cat]["tables"]:
+    for cat in in_order[1:]:
+        assert all(f.endswith(".svg") for f in categories[cat].get("figures", [])), cat
+        assert all(f.endswith(".html") for f in categories[cat].get("tables", [])), cat
+        for path in categories[cat].get("figures", []) + categories[cat].get("tables", []):
             stem = Path(path).stem
             title = results[path]["labels"]["title"]
             assert title and title != stem, path
@@ -147,8 +150,10 @@ def test_report_marked_for_snakemake_report(two_runs, tmp_path: Path):
             source = f"{stem}.svg" if path.endswith(".svg") else f"{stem}.csv"
             first = re.sub(r"\$", "", pdf_captions[source])[:40]
             assert first.replace("&", "&amp;") in " ".join(caption.split()), (path, first)
-    table = results[categories[GENERAL_HEADING]["tables"][0]]
-    assert table["mime_type"] == "text/html"
+    (verdicts,) = categories[in_order[1]]["tables"]
+    assert results[verdicts]["mime_type"] == "text/html"
+    page = (two_runs[0] / verdicts).read_text(encoding="utf-8")
+    assert "<th>Why</th>" in page and 'class="v"' in page  # why each verdict fell, in colour
     svgs = sorted((two_runs[0] / "reports" / "smoke" / "figures").rglob("*.svg"))
     assert svgs and all(p.with_suffix(".png").is_file() for p in svgs)
     pngs = [p.with_suffix(".png") for p in svgs]

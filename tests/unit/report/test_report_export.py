@@ -9,7 +9,6 @@ import pytest
 
 from psml_core.errors import DataError
 from psml_core.report.export import GENERAL, export_outputs, file_groups
-from psml_core.report.html import GENERAL_HEADING
 
 SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">'
@@ -114,7 +113,10 @@ def test_the_html_report_gets_the_pdfs_titles_captions_and_rendered_tables(tmp_p
     figs, tabs = tmp_path / "figures", tmp_path / "tables"
     export_outputs(work, figs, tabs)
     index = json.loads((figs / "index.json").read_text())
-    assert index["groups"] == {"dfs": papers[0]["heading"], GENERAL: GENERAL_HEADING}
+    assert index["categories"] == {
+        "dfs/fig_dfs_bytes_1": f"02 {papers[0]['heading']}",
+        "general/fig_breakdown_1": "04 Results over all runs",
+    }
     assert index["files"]["dfs/fig_dfs_bytes_1"] == "Bytes up per iteration"
     assert index["files"]["general/fig_breakdown_1"] == "fig_breakdown_1"  # no caption given
     rst = (figs / ".captions" / "dfs" / "fig_dfs_bytes_1.rst").read_text()
