@@ -22,6 +22,7 @@ from psml_core.atomic import write_text
 from psml_core.report.tables_setup import method_entries
 
 __all__ = [
+    "NAMES",
     "Attachment",
     "aggregate_attachment",
     "claims_attachment",
@@ -31,6 +32,22 @@ __all__ = [
     "regimes_attachment",
     "runs_attachment",
 ]
+
+
+NAMES: dict[str, str] = {
+    "runs": "",
+    "aggregate": "",
+    "claims": "",
+    "regimes": "",
+    "methods": "",
+    "partition": "where the tier places keys by a partition",
+    "tuning_candidates": "where the tier's operating points were tuned",
+    "regime_map": "where the tier runs regime maps",
+}
+"""Every table a report can attach, by name, with when it does (empty: always).
+
+An :class:`Attachment` of another name is refused: the README lists these (its test reads them).
+"""
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,10 @@ class Attachment:
     caption: str
     frame: pd.DataFrame
     summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.name not in NAMES:
+            raise ValueError(f"attachment {self.name!r} is not in attachments.NAMES: add it there")
 
     @property
     def file(self) -> str:

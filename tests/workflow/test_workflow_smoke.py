@@ -52,12 +52,26 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return dirs
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme(pattern: str) -> int:
+    """The one number the README states where ``pattern`` (with one group) matches."""
+    (stated,) = re.findall(pattern, README.read_text(encoding="utf-8"), re.M)
+    return int(stated)
+
+
 def test_report_is_produced_and_readable(two_runs):
     pdf = two_runs[0] / "reports" / "smoke" / "report.pdf"
     assert pdf.is_file()
     reader = PdfReader(pdf)
     text = "\n".join(page.extract_text() for page in reader.pages)
-    assert len(reader.pages) >= 3
+    # The README's tier table states the smoke report's pages, in that one place.
+    assert len(reader.pages) == _readme(r"^\| `smoke`.*? (\d+) pages"), "README.md: smoke pages"
+    data = json.loads(
+        (two_runs[0] / "results" / "smoke" / "report" / "report_data.json").read_text()
+    )
+    assert len(data["attachments"]) == _readme(r"(\d+) on the smoke tier"), "README.md"
     for needle in (
         "Setup",
         "Methods",
