@@ -36,9 +36,11 @@ from psml_core.atomic import write_text
 __all__ = [
     "CAPTIONS",
     "INDEX",
+    "OTHER_SECTION",
     "PDF_CATEGORY",
     "SECTIONS",
     "SVG_SCALE",
+    "WHY",
     "caption_rst",
     "caption_title",
     "category_name",
