@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 import matplotlib
@@ -20,7 +21,15 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from psml_core.atomic import atomic_path  # noqa: E402
 
-__all__ = ["HALF_WIDTH_IN", "PALETTE", "TEXT_WIDTH_IN", "palette", "report_style", "save_svg"]
+__all__ = [
+    "HALF_WIDTH_IN",
+    "PALETTE",
+    "TEXT_WIDTH_IN",
+    "palette",
+    "recording_figures",
+    "report_style",
+    "save_svg",
+]
 
 # Width of the A4 text block (2 cm margins), so figures are placed at 100 % without rescaling.
 TEXT_WIDTH_IN = 6.5
@@ -57,10 +66,33 @@ def palette(n: int) -> list[tuple[float, float, float]]:
     return list(sns.color_palette(PALETTE if n <= 10 else "husl", n))
 
 
+_RECORDED: ContextVar[list[tuple[Figure, Path]] | None] = ContextVar(
+    "psml_recorded_figures", default=None
+)
+
+
+@contextlib.contextmanager
+def recording_figures() -> Iterator[list[tuple[Figure, Path]]]:
+    """Keep every figure :func:`save_svg` writes inside the block, with its path.
+
+    The figures stay drawable after they are closed, so a check can measure what was drawn
+    (axis scales, tick positions, text extents) rather than what a caption says.
+    """
+    kept: list[tuple[Figure, Path]] = []
+    token = _RECORDED.set(kept)
+    try:
+        yield kept
+    finally:
+        _RECORDED.reset(token)
+
+
 def save_svg(fig: Figure, path: str | Path) -> None:
     """Save ``fig`` as deterministic SVG (no date), atomically, and close it."""
     try:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format="svg", metadata={"Date": None})
+        kept = _RECORDED.get()
+        if kept is not None:
+            kept.append((fig, Path(path)))
     finally:
         plt.close(fig)

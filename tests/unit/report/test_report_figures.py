@@ -79,6 +79,29 @@ def test_sync_figure_draws_wait_staleness_and_local_steps(tmp_path: Path) -> Non
     assert "local steps" in specs[0].caption and (tmp_path / "fig_x_1.svg").is_file()
 
 
+def test_staleness_maximum_is_drawn_beside_its_label_not_on_it(tmp_path: Path) -> None:
+    """A maximum equal or close to its mean: the tick marker and the value label both show."""
+    from figure_checks import all_defects
+
+    from psml_core.report.style import recording_figures
+
+    runs = _runs([{"method": "pcp"}, {"method": "ssp_2"}, {"method": "dense_asp"}])
+    metrics = {}
+    for r, stale in zip(runs.itertuples(), (3, 0, 8), strict=True):
+        m = _metrics(r.run_id, steps=3 if r.method == "pcp" else 1)
+        metrics[r.run_id] = m.assign(
+            staleness=stale + (m["iteration"] == 3) * (r.method == "dense_asp")
+        )
+    with recording_figures() as kept:
+        specs = figures_sync.sync_figure(
+            runs, metrics, ["pcp", "ssp_2", "dense_asp"], ["pcp"], tmp_path, "x"
+        )
+    ((fig, _path),) = kept
+    assert all_defects(fig, specs[0].caption) == []
+    stale = fig.axes[1]
+    assert [t.get_text() for t in stale.texts] == ["3.0 (max 3.0)", "0 (max 0)", "8.2 (max 9.0)"]
+
+
 def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypatch) -> None:
     captured = {}
     for module in (figure_layout, figures_traffic):
