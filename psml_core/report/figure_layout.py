@@ -41,6 +41,7 @@ __all__ = [
     "SAME_MARKER",
     "bar_figures",
     "coinciding",
+    "legend_columns",
     "hbars",
     "line_figures",
     "method_groups",
@@ -171,6 +172,21 @@ def same_handles(
     return handles
 
 
+_CHAR_IN = 0.062  # a legend character's mean width at 7.5 pt (DejaVu Sans)
+_ENTRY_IN = 0.55  # a legend entry's handle and the padding around it
+
+
+def legend_columns(handles: Sequence[Any], width_in: float, most: int) -> int:
+    """Legend columns that fit ``width_in``: at most ``most``, fewer for long labels.
+
+    A legend wider than its figure widens the saved (tight) figure, and the page then scales
+    the whole figure, fonts included, down to the column.
+    """
+    longest = max((len(str(h.get_label())) for h in handles), default=0)
+    fit = int(width_in // (_ENTRY_IN + _CHAR_IN * longest))
+    return max(1, min(most, fit, len(handles)))
+
+
 def run_panels(runs: pd.DataFrame) -> list[tuple[str, str]]:
     """The (workload, scenario) pairs of the runs, sorted."""
     return sorted(
@@ -211,7 +227,8 @@ def line_figures(
         ncols = 1 if len(chunk) == 1 else 2
         nrows = -(-len(chunk) // ncols)
         width = HALF_WIDTH_IN if ncols == 1 else TEXT_WIDTH_IN
-        legend_rows = -(-len(legend) // (2 if ncols == 1 else 4))
+        legend_cols = legend_columns(legend, width, 2 if ncols == 1 else 4)
+        legend_rows = -(-len(legend) // legend_cols)
         path = workdir / f"fig_{stem}_{k}.svg"
         with report_style():
             fig, axes = plt.subplots(
@@ -230,7 +247,7 @@ def line_figures(
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(2 if ncols == 1 else 4, len(legend)),
+                ncol=legend_cols,
                 frameon=False,
             )
             drawn = [ax for ax in axes.flat if ax.get_visible()]
@@ -407,7 +424,9 @@ def bar_figures(
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(2 if half else 4, len(legend)),
+                ncol=legend_columns(
+                    legend, HALF_WIDTH_IN if half else TEXT_WIDTH_IN, 2 if half else 4
+                ),
                 frameon=False,
             )
             scale = scale_sentence({noun: [ax.xaxis for ax in axes]})

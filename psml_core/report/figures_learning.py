@@ -6,7 +6,7 @@ Each function draws one kind of figure over the runs of one experiment and retur
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,6 +18,7 @@ from matplotlib.ticker import FuncFormatter
 
 from psml_core.net.cross_traffic import make_cross_traffic
 from psml_core.report.figure_layout import (
+    REFERENCE,
     SAME_MARKER,
     coinciding,
     line_figures,
@@ -43,6 +44,11 @@ __all__ = [
     "high_state_spans",
     "ratio_figure",
 ]
+
+
+def _reference_first(methods: Iterable[str]) -> list[str]:
+    """The dense baseline first: a line that repeats it is the one marked, never the baseline."""
+    return sorted(methods, key=lambda m: m != REFERENCE)
 
 
 _TARGET_STYLE: dict[str, Any] = {"color": "0.35", "linestyle": (0, (4, 2)), "linewidth": 0.9}
@@ -87,7 +93,7 @@ def _accuracy_group(
     lines = {
         (w, s): {
             m: d.sort_values("iteration")
-            for m in methods
+            for m in _reference_first(methods)
             if not (
                 d := acc[(acc["workload"] == w) & (acc["scenario"] == s) & (acc["method"] == m)]
             ).empty
@@ -252,12 +258,15 @@ def _ratio_lines(
     for w, s in panels:
         two = shaded.get((w, s))
         if two is not None:
-            out[(w, s)] = {m: (t["time_s"], t["ratio"]) for m, t in two.traces.items()}
+            out[(w, s)] = {
+                m: (two.traces[m]["time_s"], two.traces[m]["ratio"])
+                for m in _reference_first(two.traces)
+            }
             continue
         panel = data[(data["workload"] == w) & (data["scenario"] == s)]
         out[(w, s)] = {
             m: (d["iteration"], d["mean"])
-            for m in methods
+            for m in _reference_first(methods)
             if not (d := panel[panel["method"] == m]).empty
         }
     return out

@@ -86,9 +86,44 @@ def recording_figures() -> Iterator[list[tuple[Figure, Path]]]:
         _RECORDED.reset(token)
 
 
+def fit_texts(fig: Figure) -> None:
+    """Keep each panel's texts inside the figure's width.
+
+    A text past the right edge widens the saved (tight) figure, and the page then scales the
+    whole figure, fonts included, down to its column. A value label after a bar is brought in
+    by widening the x range on the axis's own scale (log or linear), by the factor that brings
+    the furthest label in, plus 2 %; an x-axis label wider than a narrow panel (beside long bar
+    names) is set flush with the panel's right edge instead of centred.
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        box = ax.get_window_extent(renderer)
+        need = 1.0
+        for t in texts:
+            end = t.get_window_extent(renderer).x1 - box.x0
+            start = t.get_window_extent(renderer).x0 - box.x0
+            if end > box.width and 0 < start < box.width:
+                # The start moves left by the factor the range grows; the width stays.
+                need = max(need, start / max(box.width - (end - start), 1.0))
+        if need > 1.0:
+            scale = ax.xaxis.get_transform()
+            lo, hi = scale.transform(ax.get_xlim())
+            right = scale.inverted().transform([lo + (hi - lo) * need * 1.02])[0]
+            ax.set_xlim(ax.get_xlim()[0], right)
+        label = ax.xaxis.label
+        if label.get_text() and label.get_window_extent(renderer).x1 > fig.bbox.x1:
+            ax.set_xlabel(label.get_text(), loc="right")
+
+
 def save_svg(fig: Figure, path: str | Path) -> None:
-    """Save ``fig`` as deterministic SVG (no date), atomically, and close it."""
+    """Save ``fig`` as deterministic SVG (no date), atomically, and close it.
+
+    Texts that would end past their panel's right edge are brought in first (:func:`fit_texts`).
+    """
     try:
+        fit_texts(fig)
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format="svg", metadata={"Date": None})
         kept = _RECORDED.get()

@@ -173,9 +173,18 @@ def hidden_line_defects(fig: Figure) -> list[str]:
     return out
 
 
+def width_defects(fig: Figure) -> list[str]:
+    """Nothing reaches past the width the figure is drawn for (a legend or a label that does
+    widens the saved figure, and the page scales it, fonts included, down to fit)."""
+    box = fig.get_tightbbox(_agg(fig).get_renderer())
+    over = box.width - fig.get_figwidth()
+    return [f"drawn {over:.2f} in wider than its {fig.get_figwidth():g} in"] if over > 0.02 else []
+
+
 def all_defects(fig: Figure, caption: str) -> list[str]:
     """Every check above, for one figure and its caption."""
     return [
+        *width_defects(fig),
         *scale_defects(fig, caption),
         *log_tick_defects(fig),
         *overlap_defects(fig),

@@ -123,6 +123,23 @@ def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypat
     assert labels == ["jpdc (parsa)", "dense (range)"]
 
 
+def test_a_half_width_figure_with_long_bar_names_keeps_its_width(tmp_path: Path) -> None:
+    """Bar names up to the half-width limit leave a narrow panel; its x label, wider than the
+    panel, must not widen the saved figure (the page would shrink it, fonts and all)."""
+    from figure_checks import width_defects
+
+    from psml_core.report.style import recording_figures
+
+    names = ["random_partition", "partition_only"]
+    runs = _runs([{"method": m} for m in names])
+    with recording_figures() as kept:
+        figures_traffic.placement_traffic_figure(
+            runs, {}, names, dict.fromkeys(names, "random"), tmp_path, "t"
+        )
+    ((fig, _path),) = kept
+    assert fig.get_figwidth() < 4 and width_defects(fig) == []
+
+
 def test_lossless_figure_compares_raw_and_snappy(tmp_path: Path, monkeypatch) -> None:
     captured = {}
     for module in (figure_layout, figures_traffic):
