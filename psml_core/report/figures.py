@@ -201,20 +201,26 @@ def scale_sentence(parts: Mapping[str, Sequence[Axis]]) -> str:
             a hidden panel are skipped.
 
     Returns:
-        "" where every axis is linear; per noun whose axes are all logarithmic, "Logarithmic
-        <noun> axis."; where only some are, the sentence names their panels.
+        "" where every axis is linear; "Logarithmic <noun> axis." (or "Logarithmic <a> and <b>
+        axes.") for the nouns whose axes are all logarithmic; where only some of a noun's are,
+        a sentence that names their panels.
     """
-    out = []
+    whole, some = [], []
     for noun, axes in parts.items():
         shown = [a for a in axes if a.axes.get_visible()]
         log = [a for a in shown if a.get_scale() == "log"]
-        if not log:
-            continue
-        if len(log) == len(shown):
-            out.append(f"Logarithmic {noun} axis{'es' if len(log) > 1 else ''}.")
-        else:
+        if log and len(log) == len(shown):
+            whole.append((noun, len(log)))
+        elif log:
             names = ", ".join(dict.fromkeys(_panel_title(a) for a in log))
-            out.append(f"Logarithmic {noun} axis in {names}; linear in the other panels.")
+            some.append(f"Logarithmic {noun} axis in {names}; linear in the other panels.")
+    out = []
+    if whole:
+        nouns = [n for n, _ in whole]
+        many = len(whole) > 1 or whole[0][1] > 1
+        listed = nouns[0] if len(nouns) == 1 else f"{', '.join(nouns[:-1])} and {nouns[-1]}"
+        out.append(f"Logarithmic {listed} ax{'es' if many else 'is'}.")
+    out += some
     return " ".join(out)
 
 

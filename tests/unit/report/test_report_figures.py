@@ -102,6 +102,27 @@ def test_staleness_maximum_is_drawn_beside_its_label_not_on_it(tmp_path: Path) -
     assert [t.get_text() for t in stale.texts] == ["3.0 (max 3.0)", "0 (max 0)", "8.2 (max 9.0)"]
 
 
+def test_the_scale_sentence_follows_the_drawn_axes() -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.set_title("w · fast")
+    b.set_title("w · slow")
+    b.set_xscale("log")
+    assert figures.scale_sentence({"time": [a.xaxis, b.xaxis]}) == (
+        "Logarithmic time axis in w · slow; linear in the other panels."
+    )
+    a.set_visible(False)  # a hidden panel does not count
+    assert figures.scale_sentence({"time": [a.xaxis, b.xaxis], "ratio": [b.yaxis]}) == (
+        "Logarithmic time axis."
+    )
+    b.set_yscale("log")
+    assert figures.scale_sentence({"time": [b.xaxis], "ratio": [b.yaxis]}) == (
+        "Logarithmic time and ratio axes."
+    )
+    plt.close(fig)
+
+
 def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypatch) -> None:
     captured = {}
     for module in (figure_layout, figures_traffic):
