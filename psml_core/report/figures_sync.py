@@ -111,7 +111,8 @@ def sync_figure(
                 f"Synchronization cost on {w}, per method (mean over seeds; bars in the order of "
                 "the experiment's methods). Left: share of the workers' time blocked by the sync "
                 "policy. Right: staleness, the clock distance to the slowest worker when a worker "
-                "proceeded, mean over iterations and workers (bar) and maximum (tick)."
+                "proceeded, mean over iterations and workers (bar) and maximum (tick), printed as "
+                "“mean (max m)”."
                 + (
                     " Below: local steps a round policy granted per round, mean over workers "
                     "and seeds, against the round index."
