@@ -18,13 +18,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogLocator, MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from psml_core.report.figures import (
     LEGEND_IN,
     MAX_FIGURE_HEIGHT_IN,
     FigureSpec,
+    log_locator,
     pack_panels,
+    scale_sentence,
     stacked_axes,
 )
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
@@ -36,7 +38,10 @@ __all__ = [
     "MAX_SERIES",
     "PANEL_IN",
     "REFERENCE",
+    "SAME_MARKER",
     "bar_figures",
+    "coinciding",
+    "legend_columns",
     "hbars",
     "line_figures",
     "method_groups",
@@ -109,6 +114,79 @@ def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
     return {m: out[m] for m in methods}
 
 
+SAME_MARKER: dict[str, Any] = {
+    "marker": "o",
+    "markersize": 3.5,
+    "markerfacecolor": "none",
+    "markeredgewidth": 0.9,
+    "zorder": 3,
+}
+"""A line drawn over another with the same points: hollow circles, on top, so both show."""
+
+
+def coinciding(lines: Mapping[str, tuple[Any, Any]]) -> dict[str, str]:
+    """Which lines repeat an earlier one's points exactly: name -> the first such earlier name.
+
+    ``lines`` maps a name to its (x, y) values, in drawing order. A line drawn on top of an
+    identical one hides it whatever its style; the caller marks the repeat (:data:`SAME_MARKER`)
+    and says so in the legend.
+    """
+    seen: list[tuple[str, np.ndarray, np.ndarray]] = []
+    out: dict[str, str] = {}
+    for name, (x, y) in lines.items():
+        xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        for other, ox, oy in seen:
+            if (
+                xs.shape == ox.shape
+                and np.allclose(xs, ox, rtol=1e-9, equal_nan=True)
+                and (np.allclose(ys, oy, rtol=1e-9, equal_nan=True))
+            ):
+                out[name] = other
+                break
+        else:
+            seen.append((name, xs, ys))
+    return out
+
+
+def same_handles(
+    styles: Mapping[str, Mapping[str, Any]],
+    methods: Sequence[str],
+    same: Mapping[str, Mapping[str, str]],
+) -> list:
+    """Legend handles; a method that repeats another's line in some panel carries the marker.
+
+    ``same`` maps a panel to its :func:`coinciding` result.
+    """
+    handles = []
+    for m in methods:
+        if m not in styles:
+            continue
+        refs = sorted({p[m] for p in same.values() if m in p})
+        panels = sum(m in p for p in same.values())
+        label, extra = m, {}
+        if refs:
+            where = "" if panels == len(same) else ", marked ○"
+            label = f"{m} (identical to {' / '.join(refs)}{where})"
+            extra = {k: v for k, v in SAME_MARKER.items() if k != "zorder"}
+        handles.append(Line2D([], [], label=label, linewidth=1.4, **styles[m], **extra))
+    return handles
+
+
+_CHAR_IN = 0.062  # a legend character's mean width at 7.5 pt (DejaVu Sans)
+_ENTRY_IN = 0.55  # a legend entry's handle and the padding around it
+
+
+def legend_columns(handles: Sequence[Any], width_in: float, most: int) -> int:
+    """Legend columns that fit ``width_in``: at most ``most``, fewer for long labels.
+
+    A legend wider than its figure widens the saved (tight) figure, and the page then scales
+    the whole figure, fonts included, down to the column.
+    """
+    longest = max((len(str(h.get_label())) for h in handles), default=0)
+    fit = int(width_in // (_ENTRY_IN + _CHAR_IN * longest))
+    return max(1, min(most, fit, len(handles)))
+
+
 def run_panels(runs: pd.DataFrame) -> list[tuple[str, str]]:
     """The (workload, scenario) pairs of the runs, sorted."""
     return sorted(
@@ -132,9 +210,14 @@ def line_figures(
     workdir: Path,
     draw: Callable[[Axes, str, str], None],
     legend: Sequence[Any],
-    caption: Callable[[int, int, Sequence[tuple[str, str]]], str],
+    caption: Callable[[int, int, Sequence[tuple[str, str]], str], str],
+    nouns: Mapping[str, str],
 ) -> list[FigureSpec]:
-    """Panels two per row, rows packed into figures that fit a page."""
+    """Panels two per row, rows packed into figures that fit a page.
+
+    ``caption(k, n, panels, scale)`` gets the sentence on the axes' scales as drawn
+    (:func:`scale_sentence`), for the axes ``nouns`` names ("x" or "y" -> "time", ...).
+    """
     rows_per_fig = max(1, int((MAX_FIGURE_HEIGHT_IN - LEGEND_IN) // LINE_ROW_IN))
     per_fig = 2 * rows_per_fig
     chunks = [list(panels[i : i + per_fig]) for i in range(0, len(panels), per_fig)]
@@ -144,7 +227,8 @@ def line_figures(
         ncols = 1 if len(chunk) == 1 else 2
         nrows = -(-len(chunk) // ncols)
         width = HALF_WIDTH_IN if ncols == 1 else TEXT_WIDTH_IN
-        legend_rows = -(-len(legend) // (2 if ncols == 1 else 4))
+        legend_cols = legend_columns(legend, width, 2 if ncols == 1 else 4)
+        legend_rows = -(-len(legend) // legend_cols)
         path = workdir / f"fig_{stem}_{k}.svg"
         with report_style():
             fig, axes = plt.subplots(
@@ -163,14 +247,18 @@ def line_figures(
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(2 if ncols == 1 else 4, len(legend)),
+                ncol=legend_cols,
                 frameon=False,
+            )
+            drawn = [ax for ax in axes.flat if ax.get_visible()]
+            scale = scale_sentence(
+                {noun: [getattr(ax, f"{d}axis") for ax in drawn] for d, noun in nouns.items()}
             )
             save_svg(fig, path)
         specs.append(
             FigureSpec(
                 path.name,
-                caption(k, len(chunks), chunk),
+                caption(k, len(chunks), chunk, scale),
                 f"fig-{stem.replace('_', '-')}-{k}",
                 0.5 if ncols == 1 else 1.0,
             )
@@ -294,7 +382,8 @@ def hbars(
     if log and positive.size:
         ax.set_xscale("log")
         ax.set_xlim(left, float(positive.max()) * 8)
-        ax.xaxis.set_major_locator(LogLocator(base=10))
+        ax.xaxis.set_major_locator(log_locator(left, float(positive.max()) * 8))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     else:
         top = float(positive.max()) if positive.size else 1.0
         ax.set_xlim(0, top * 1.3)
@@ -311,12 +400,15 @@ def bar_figures(
     workdir: Path,
     draw: Callable[[Axes, str], None],
     legend: Sequence[Any],
-    caption: Callable[[int, int, Sequence[str]], str],
+    caption: Callable[[int, int, Sequence[str], str], str],
     half: bool = False,
+    noun: str = "value",
 ) -> list[FigureSpec]:
     """One panel per (key, bars), stacked vertically, packed into figures that fit a page.
 
     With ``half``, drawn for half the text width (short bar labels), to sit beside another.
+    ``caption(k, n, keys, scale)`` gets the sentence on the x axes' scales as drawn, naming
+    them by ``noun`` (:func:`scale_sentence`).
     """
     sizes = [PANEL_IN + BAR_IN * n for _, n in panels]
     groups = pack_panels(sizes, MAX_FIGURE_HEIGHT_IN - LEGEND_IN)
@@ -332,15 +424,18 @@ def bar_figures(
             fig.legend(
                 handles=list(legend),
                 loc="outside lower center",
-                ncol=min(2 if half else 4, len(legend)),
+                ncol=legend_columns(
+                    legend, HALF_WIDTH_IN if half else TEXT_WIDTH_IN, 2 if half else 4
+                ),
                 frameon=False,
             )
+            scale = scale_sentence({noun: [ax.xaxis for ax in axes]})
             save_svg(fig, path)
         names = [key for key, _ in chosen]
         specs.append(
             FigureSpec(
                 path.name,
-                caption(k, len(groups), names),
+                caption(k, len(groups), names, scale),
                 f"fig-{stem.replace('_', '-')}-{k}",
                 0.5 if half else 1.0,
             )

@@ -8,6 +8,8 @@ column, so a simulated curve can never pass for a measured one.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +21,16 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from psml_core.report.format import clock_phrase, fmt_bytes
 from psml_core.report.style import HALF_WIDTH_IN, TEXT_WIDTH_IN, palette, report_style, save_svg
 
 __all__ = [
+    "log_locator",
     "part_caption",
+    "scale_sentence",
+    "tick_text",
     "HALF_LABEL_CHARS",
     "MAX_FIGURE_HEIGHT_IN",
     "FigureSpec",
@@ -142,15 +147,81 @@ def spans_decades(values: pd.Series | np.ndarray) -> bool:
 # --------------------------------------------------------------------------- line figures
 
 
-def log_axis(axis: Axis, set_scale: Callable[[str], object], values: pd.Series) -> None:
-    """Log scale with plain tick labels: at 1, 2, 5 x 10^k over up to two decades, else 10^k."""
+def log_locator(lo: float, hi: float) -> LogLocator:
+    """Ticks at round values of ``[lo, hi]``.
+
+    Every decade where two or more fall inside, else 1, 2 and 5 x 10^k (a span under two
+    decades would otherwise show one tick or none).
+    """
+    lo, hi = max(min(lo, hi), 1e-300), max(lo, hi, 1e-300)
+    decades = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1
+    return LogLocator(base=10, subs=(1.0,) if decades >= 2 else (1.0, 2.0, 5.0))
+
+
+def tick_text(fmt: Callable[[float], str]) -> Callable[[float, object], str]:
+    """A tick formatter from a value formatter, without its trailing zeros.
+
+    ``1 MB``, not ``1.00 MB``: a tick is a round value, and its label says so.
+    """
+
+    def label(value: float, _pos: object = None) -> str:
+        if value <= 0:
+            return "0"
+        return re.sub(r"\.(\d*?)0+(?=\D|$)", lambda m: f".{m[1]}" if m[1] else "", fmt(value))
+
+    return label
+
+
+def log_axis(
+    axis: Axis,
+    set_scale: Callable[[str], object],
+    values: pd.Series,
+    fmt: Callable[[float], str] | None = None,
+) -> None:
+    """Log scale with ticks at round values (:func:`log_locator`) and plain labels."""
     set_scale("log")
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    subs = (1.0, 2.0, 5.0) if v.size and v.max() / v.min() <= 100 else (1.0,)
-    axis.set_major_locator(LogLocator(base=10, subs=subs))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    lo, hi = (float(v.min()), float(v.max())) if v.size else (1.0, 10.0)
+    axis.set_major_locator(log_locator(lo, hi))
+    axis.set_major_formatter(FuncFormatter(tick_text(fmt or (lambda x: f"{x:g}"))))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _panel_title(axis: Axis) -> str:
+    ax = axis.axes
+    return ax.get_title() or ax.get_title(loc="left") or ax.get_title(loc="right")
+
+
+def scale_sentence(parts: Mapping[str, Sequence[Axis]]) -> str:
+    """The caption's words on the axes' scales, read from the axes as drawn.
+
+    Args:
+        parts: A noun ("time", "byte") -> the axes it names (``ax.xaxis``, ...); the axes of
+            a hidden panel are skipped.
+
+    Returns:
+        "" where every axis is linear; "Logarithmic <noun> axis." (or "Logarithmic <a> and <b>
+        axes.") for the nouns whose axes are all logarithmic; where only some of a noun's are,
+        a sentence that names their panels.
+    """
+    whole, some = [], []
+    for noun, axes in parts.items():
+        shown = [a for a in axes if a.axes.get_visible()]
+        log = [a for a in shown if a.get_scale() == "log"]
+        if log and len(log) == len(shown):
+            whole.append((noun, len(log)))
+        elif log:
+            names = ", ".join(dict.fromkeys(_panel_title(a) for a in log))
+            some.append(f"Logarithmic {noun} axis in {names}; linear in the other panels.")
+    out = []
+    if whole:
+        nouns = [n for n, _ in whole]
+        many = len(whole) > 1 or whole[0][1] > 1
+        listed = nouns[0] if len(nouns) == 1 else f"{', '.join(nouns[:-1])} and {nouns[-1]}"
+        out.append(f"Logarithmic {listed} ax{'es' if many else 'is'}.")
+    out += some
+    return " ".join(out)
 
 
 def pack_panels(sizes: Sequence[float], limit: float) -> list[list[int]]:
@@ -238,20 +309,12 @@ def short_settings(
     return labels, titles
 
 
-def _bytes_axis(ax: Axes, log: bool, ticks: int = 4) -> None:
+def _bytes_axis(ax: Axes, log: bool) -> None:
     if log:
-        lo, hi = (max(v, 1e-12) for v in ax.get_xlim())
-        span = hi / lo if hi > lo else 1.0
-        # At least three labelled ticks: every decade over three or more decades, else
-        # ``ticks`` values spread evenly on the log scale (rounded to two digits).
-        if span > 1000:
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
-        else:
-            at = np.geomspace(lo * 1.1, hi / 1.1, ticks)
-            ax.xaxis.set_major_locator(FixedLocator(sorted({float(f"{v:.2g}") for v in at})))
+        ax.xaxis.set_major_locator(log_locator(*ax.get_xlim()))
         # Less than a decade of data would label the minor ticks in 10^x notation.
         ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
+    ax.xaxis.set_major_formatter(FuncFormatter(tick_text(fmt_bytes)))
 
 
 def bytes_figure(
@@ -266,7 +329,7 @@ def bytes_figure(
         workdir: Directory that receives the SVG files.
         stem: File stem (and label) of the figures.
         log: Logarithmic axis always (True), never (False), or where values span more than a
-            factor of 30 (None).
+            factor of 30 (None); the caption says which panels are, from the axes as drawn.
     """
     long = runs.melt(
         id_vars=["workload", "method", "scenario", "seed"],
@@ -283,17 +346,12 @@ def bytes_figure(
     specs = []
     for k, panels in enumerate(figures, start=1):
         path = workdir / f"fig_{stem}_{k}.svg"
-        _draw_bytes(long, panels, path, log=log, titles=titles, half=half)
-        scale = {
-            True: "Logarithmic axis.",
-            False: "",
-            None: f"Logarithmic axis where values span more than a factor of {LOG_SPAN:g}.",
-        }[log]
+        scale = _draw_bytes(long, panels, path, log=log, titles=titles, half=half)
         specs.append(
             FigureSpec(
                 path.name,
                 "Wire bytes per direction, summed over workers and iterations (exact encoded "
-                f"sizes, mean over seeds). {scale}"
+                f"sizes, mean over seeds).{' ' + scale if scale else ''}"
                 + part_caption(k, len(figures), [w for w, _ in panels]),
                 f"fig-{stem.replace('_', '-')}-{k}",
                 0.5 if half else 1.0,
@@ -309,7 +367,8 @@ def _draw_bytes(
     log: bool | None = None,
     titles: Mapping[str, str] | None = None,
     half: bool = False,
-) -> None:
+) -> str:
+    """Draw and save the byte bars; return the caption's sentence on the axes' scales."""
     colours = palette(2)
     with report_style():
         fig, axes = bar_axes(panels, _BYTES_ROW_IN, HALF_WIDTH_IN if half else TEXT_WIDTH_IN)
@@ -348,7 +407,7 @@ def _draw_bytes(
                     bar.set_width(max(end - left, 0.0))
                 ax.set_xlim(left=left)
             # Ticks once the limits are final, fewer on a half-width panel.
-            _bytes_axis(ax, log_axis, 3 if half else 4)
+            _bytes_axis(ax, log_axis)
             ax.set(
                 title=(titles or {}).get(w, w),
                 xlabel="wire bytes (all workers, all iterations)",
@@ -359,4 +418,6 @@ def _draw_bytes(
         fig.legend(
             handles=handles, loc="outside lower center", ncol=1 if half else 2, frameon=False
         )
+        scale = scale_sentence({"byte": [ax.xaxis for ax in axes]})
         save_svg(fig, path)
+    return scale

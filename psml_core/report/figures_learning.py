@@ -6,7 +6,7 @@ Each function draws one kind of figure over the runs of one experiment and retur
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,18 +18,20 @@ from matplotlib.ticker import FuncFormatter
 
 from psml_core.net.cross_traffic import make_cross_traffic
 from psml_core.report.figure_layout import (
+    REFERENCE,
+    SAME_MARKER,
+    coinciding,
     line_figures,
-    method_handles,
     method_styles,
     panel_labels,
     per_group,
     per_iteration,
     present_methods,
     run_panels,
+    same_handles,
     seeds_phrase,
 )
 from psml_core.report.figures import (
-    LOG_SPAN,
     FigureSpec,
     log_axis,
     part_caption,
@@ -42,6 +44,11 @@ __all__ = [
     "high_state_spans",
     "ratio_figure",
 ]
+
+
+def _reference_first(methods: Iterable[str]) -> list[str]:
+    """The dense baseline first: a line that repeats it is the one marked, never the baseline."""
+    return sorted(methods, key=lambda m: m != REFERENCE)
 
 
 _TARGET_STYLE: dict[str, Any] = {"color": "0.35", "linestyle": (0, (4, 2)), "linewidth": 0.9}
@@ -83,14 +90,26 @@ def _accuracy_group(
         str(w): float(t) for w, t in runs.groupby("workload")["target_accuracy"].first().items()
     }
     clock = clock_phrase(acc["clock"]) if len(acc) else clock_phrase(runs["clock"])
+    lines = {
+        (w, s): {
+            m: d.sort_values("iteration")
+            for m in _reference_first(methods)
+            if not (
+                d := acc[(acc["workload"] == w) & (acc["scenario"] == s) & (acc["method"] == m)]
+            ).empty
+        }
+        for w, s in run_panels(runs)
+    }
+    same = {
+        p: coinciding({m: (d["time_s"], d["mean"]) for m, d in ds.items()})
+        for p, ds in lines.items()
+    }
 
     def draw(ax: Axes, w: str, s: str) -> None:
         panel = acc[(acc["workload"] == w) & (acc["scenario"] == s)]
-        for m in methods:
-            d = panel[panel["method"] == m].sort_values("iteration")
-            if d.empty:
-                continue
-            ax.plot(d["time_s"], d["mean"], label=m, linewidth=1.2, **styles[m])
+        for m, d in lines[(w, s)].items():
+            mark = SAME_MARKER if m in same[(w, s)] else {}
+            ax.plot(d["time_s"], d["mean"], label=m, linewidth=1.2, **styles[m], **mark)
             if (d["n"] > 1).any():
                 ax.fill_between(
                     d["time_s"], d["lo"], d["hi"], color=styles[m]["color"], alpha=0.15, linewidth=0
@@ -103,19 +122,19 @@ def _accuracy_group(
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
 
     legend = [
-        *method_handles(styles, methods),
+        *same_handles(styles, methods, same),
         Line2D([], [], label="target accuracy", **_TARGET_STYLE),
     ]
 
-    def caption(k: int, n: int, chunk: Sequence[tuple[str, str]]) -> str:
+    def caption(k: int, n: int, chunk: Sequence[tuple[str, str]], scale: str) -> str:
         return (
             f"Test accuracy of the global model against {clock} time, one line per method "
             f"({seeds_phrase(runs)}); dashed: the target accuracy, which defines time to "
-            f"target. Logarithmic time axis where times span over {LOG_SPAN:g}x."
+            f"target.{' ' + scale if scale else ''}"
             f"{part}{part_caption(k, n, [f'{w} · {s}' for w, s in chunk])}"
         )
 
-    return line_figures(run_panels(runs), stem, workdir, draw, legend, caption)
+    return line_figures(run_panels(runs), stem, workdir, draw, legend, caption, {"x": "time"})
 
 
 # --------------------------------------------------------------------------- ratio (DC2)
@@ -224,6 +243,35 @@ def _state_panel(
     return None if found is None else _StatePanel(seed, traces, *found)
 
 
+def _ratio_lines(
+    panels: Sequence[tuple[str, str]],
+    shaded: Mapping[tuple[str, str], _StatePanel],
+    data: pd.DataFrame,
+    methods: Sequence[str],
+) -> dict[tuple[str, str], dict[str, tuple[pd.Series, pd.Series]]]:
+    """Per panel, each method's (x, y).
+
+    In a two-state panel its first seed against time, else the mean over seeds against the
+    iteration.
+    """
+    out: dict[tuple[str, str], dict[str, tuple[pd.Series, pd.Series]]] = {}
+    for w, s in panels:
+        two = shaded.get((w, s))
+        if two is not None:
+            out[(w, s)] = {
+                m: (two.traces[m]["time_s"], two.traces[m]["ratio"])
+                for m in _reference_first(two.traces)
+            }
+            continue
+        panel = data[(data["workload"] == w) & (data["scenario"] == s)]
+        out[(w, s)] = {
+            m: (d["iteration"], d["mean"])
+            for m in _reference_first(methods)
+            if not (d := panel[panel["method"] == m]).empty
+        }
+    return out
+
+
 def _ratio_group(
     runs: pd.DataFrame,
     metrics: Mapping[str, pd.DataFrame],
@@ -243,33 +291,34 @@ def _ratio_group(
         if (sp := _state_panel(runs, metrics, states.get(p[1]), p, methods)) is not None
     }
 
+    lines = _ratio_lines(panels, shaded, data, methods)
+    same = {p: coinciding(ls) for p, ls in lines.items()}
+
     def draw(ax: Axes, w: str, s: str) -> None:
         panel = data[(data["workload"] == w) & (data["scenario"] == s)]
         two = shaded.get((w, s))
+        for a, b in two.spans if two is not None else ():
+            ax.axvspan(a, b, **_HIGH_STYLE)
+        for m, (x, y) in lines[(w, s)].items():
+            mark = SAME_MARKER if m in same[(w, s)] else {}
+            # A step's ratio holds from the previous step's end to its own.
+            steps = {"drawstyle": "steps-pre"} if two is not None else {}
+            ax.plot(x, y, linewidth=1.2, **styles[m], **mark, **steps)
         if two is not None:
-            for a, b in two.spans:
-                ax.axvspan(a, b, **_HIGH_STYLE)
-            for m, t in two.traces.items():
-                # A step's ratio holds from the previous step's end to its own.
-                ax.step(t["time_s"], t["ratio"], where="pre", linewidth=1.2, **styles[m])
             ax.set_xlabel(f"{clock_phrase(runs['clock'])} time (s), seed {two.seed}")
         else:
-            for m in methods:
-                d = panel[panel["method"] == m]
-                if not d.empty:
-                    ax.plot(d["iteration"], d["mean"], linewidth=1.2, **styles[m])
             ax.set_xlabel("iteration")
         if log:
             log_axis(ax.yaxis, ax.set_yscale, panel["mean"])
         ax.set_ylabel("compression ratio (1 = dense)")
 
-    legend: list[Any] = method_handles(styles, methods)
+    legend: list[Any] = same_handles(styles, methods, same)
     flows = sorted({sp.flows for sp in shaded.values()})
     if flows:
         label = f"high state ({', '.join(map(str, flows))} competing flows per link)"
         legend.append(Patch(label=label, **_HIGH_STYLE))
 
-    def caption(k: int, n: int, chunk: Sequence[tuple[str, str]]) -> str:
+    def caption(k: int, n: int, chunk: Sequence[tuple[str, str]], scale: str) -> str:
         two = [f"{w} · {s}" for w, s in chunk if (w, s) in shaded]
         note = (
             f" In {', '.join(two)}: each method's first seed against simulated time, with the "
@@ -283,12 +332,12 @@ def _ratio_group(
             "dense), mean over workers and seeds, one panel per workload · scenario: an adaptive "
             "controller moves it with the measured delay, a fixed ratio stays flat."
             + note
-            + (" Logarithmic axis." if log else "")
+            + (" " + scale if scale else "")
             + part
             + part_caption(k, n, panel_labels(chunk))
         )
 
-    return line_figures(panels, stem, workdir, draw, legend, caption)
+    return line_figures(panels, stem, workdir, draw, legend, caption, {"y": "ratio"})
 
 
 # --------------------------------------------------------------------------- horizontal bars

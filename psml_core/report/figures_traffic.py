@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from psml_core.report.figure_layout import (
     BAR_IN,
@@ -28,13 +28,15 @@ from psml_core.report.figure_layout import (
 from psml_core.report.figures import (
     HALF_LABEL_CHARS,
     LEGEND_IN,
-    LOG_SPAN,
     MAX_FIGURE_HEIGHT_IN,
     FigureSpec,
+    log_locator,
     pack_panels,
     part_caption,
+    scale_sentence,
     short_settings,
     spans_decades,
+    tick_text,
 )
 from psml_core.report.format import CENSORED, clock_phrase, fmt_bytes, fmt_percent, fmt_seconds
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
@@ -211,7 +213,7 @@ def _up_down_bars(
             hatched=tuple(series[2:]),
         )
         ax.set(title=name, xlabel=xlabel)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v > 0 else "0"))
+        ax.xaxis.set_major_formatter(FuncFormatter(tick_text(fmt_bytes)))
 
     legend = [
         Patch(facecolor=colours[0], label=legend_labels[0]),
@@ -220,12 +222,12 @@ def _up_down_bars(
         Patch(facecolor=colours[1], hatch="////", edgecolor="white", label=legend_labels[3]),
     ]
 
-    def caption(k: int, n: int, names: Sequence[str]) -> str:
-        return text + (" Logarithmic axis." if log else "") + part_caption(k, n, names)
+    def caption(k: int, n: int, names: Sequence[str], scale: str) -> str:
+        return text + (" " + scale if scale else "") + part_caption(k, n, names)
 
     panels = [(name, len(series) * len(labels)) for name, (_, labels) in parts.items()]
     half = max(len(str(lb)) for lb in data["label"]) <= HALF_LABEL_CHARS
-    return bar_figures(panels, stem, workdir, draw, legend, caption, half)
+    return bar_figures(panels, stem, workdir, draw, legend, caption, half, "byte")
 
 
 # --------------------------------------------------------------------------- head-to-head
@@ -279,12 +281,12 @@ def _value_panel(
     if log and positive.size:
         ax.set_xscale("log")
         ax.set_xlim(left, top * 12)
-        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=4))
+        ax.xaxis.set_major_locator(log_locator(left, top * 12))
         ax.xaxis.set_minor_formatter(NullFormatter())
     else:
         ax.set_xlim(0, top * 1.5)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda t, _: fmt(t) if t > 0 else "0"))
+    ax.xaxis.set_major_formatter(FuncFormatter(tick_text(fmt)))
     ax.set_yticks(y, list(labels))
     ax.set_ylim(len(values) - 0.5, -0.5)
     ax.grid(axis="y", visible=False)
@@ -347,6 +349,12 @@ def head_to_head_figure(
                     unit = f" ({clock} s)" if col == "time_to_target_s" else ""
                     ax.set_title(f"{w} · {s}" if j == 0 else "", loc="left")
                     ax.set_xlabel(name + unit)
+            scale = scale_sentence(
+                {
+                    "time-to-target": [ax.xaxis for ax in axes[:, 0]],
+                    "byte": [ax.xaxis for ax in axes[:, 2]],
+                }
+            )
             save_svg(fig, path)
         specs.append(
             FigureSpec(
@@ -356,12 +364,7 @@ def head_to_head_figure(
                 "target to the end of the run; the others counted as censored, "
                 f"“{CENSORED}” if none held it), final test accuracy, and wire bytes in both "
                 "directions."
-                + (
-                    " Logarithmic axes for times or bytes that span more than a factor of "
-                    f"{LOG_SPAN:g}."
-                    if any(log.values())
-                    else ""
-                )
+                + (" " + scale if scale else "")
                 + part_caption(k, len(groups), panel_labels(chosen)),
                 f"fig-{stem.replace('_', '-')}-{k}",
             )

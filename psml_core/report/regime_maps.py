@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from psml_core.analysis.regime_map import map_statements
+from psml_core.report.figures import log_locator, scale_sentence
 from psml_core.report.style import TEXT_WIDTH_IN, palette, report_style, save_svg
 
 __all__ = ["regime_map_section"]
@@ -59,14 +59,8 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(set(grp["x"])), [f"{x:g}" for x in sorted(set(grp["x"]))])
         ax.set_yscale("log")
-        # Plain numbers at 1, 2, 5 x 10^k, every digit over less than a decade (at least three
-        # labels over the factors drawn).
-        lo, hi = (max(v, 1e-12) for v in ax.get_ylim())
-        if hi / lo > 8:
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        else:  # less than a decade: four ticks spread evenly on the log scale
-            ticks = sorted({float(f"{v:.2g}") for v in np.geomspace(lo * 1.05, hi / 1.05, 4)})
-            ax.yaxis.set_major_locator(FixedLocator(ticks))
+        # Plain numbers at round values over the factors drawn.
+        ax.yaxis.set_major_locator(log_locator(*ax.get_ylim()))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label)
@@ -74,6 +68,7 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
         # Beside the axes: inside, the legend would hide the dashed reported factors.
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
+        scale = scale_sentence({label: [ax.xaxis], "factor": [ax.yaxis]})
         save_svg(fig, path)
         plt.close(fig)
     return {
@@ -86,7 +81,7 @@ def _figure(name: str, grp: pd.DataFrame, workdir: Path) -> dict[str, str]:
             "tolerance) or, for a claim of a direction only, better by more than 1%; triangle "
             "exceeded; square partial; cross miss or not better; diamond an indication only "
             "(fewer than 2 seeds). A point holds only with 2 or more seeds, each clearing the "
-            "partial floor on its own. Simulated time."
+            f"partial floor on its own. Simulated time. {scale}"
         ),
         "label": f"fig-regime-{name.replace('_', '-')}",
     }

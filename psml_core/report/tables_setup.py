@@ -20,6 +20,7 @@ from psml_core.report.tables import Table, kv_table
 __all__ = [
     "compute_table",
     "datasets_table",
+    "HIDDEN_MODELS",
     "general_table",
     "method_entries",
     "methods_table",
@@ -53,6 +54,11 @@ _WORKLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("eval_every", "Eval"),
     ("target_accuracy", "Target"),
 )
+
+
+HIDDEN_MODELS = frozenset({"mlp", "cnn", "sparse_mlp"})
+"""The models whose size ``workloads.<name>.hidden`` sets; the others ignore it (logreg,
+resnet18), so their row shows – rather than the schema's default width."""
 
 
 def _seeds_by_experiment(experiment: Mapping[str, Any]) -> str:
@@ -167,8 +173,8 @@ def workloads_table(experiment: Mapping[str, Any]) -> Table:
         cells = [name]
         for key, _ in _WORKLOAD_COLUMNS:
             v = spec.get(key)
-            if key == "hidden" and not v:
-                cells.append(DASH)  # a linear model has no hidden layers
+            if key == "hidden" and (not v or spec.get("model") not in HIDDEN_MODELS):
+                cells.append(DASH)  # e.g. a linear model: no hidden layers
             elif key == "hidden":
                 cells.append("/".join(str(h) for h in v))  # one unbreakable token per model
             elif key == "workers":

@@ -79,6 +79,50 @@ def test_sync_figure_draws_wait_staleness_and_local_steps(tmp_path: Path) -> Non
     assert "local steps" in specs[0].caption and (tmp_path / "fig_x_1.svg").is_file()
 
 
+def test_staleness_maximum_is_drawn_beside_its_label_not_on_it(tmp_path: Path) -> None:
+    """A maximum equal or close to its mean: the tick marker and the value label both show."""
+    from figure_checks import all_defects
+
+    from psml_core.report.style import recording_figures
+
+    runs = _runs([{"method": "pcp"}, {"method": "ssp_2"}, {"method": "dense_asp"}])
+    metrics = {}
+    for r, stale in zip(runs.itertuples(), (3, 0, 8), strict=True):
+        m = _metrics(r.run_id, steps=3 if r.method == "pcp" else 1)
+        metrics[r.run_id] = m.assign(
+            staleness=stale + (m["iteration"] == 3) * (r.method == "dense_asp")
+        )
+    with recording_figures() as kept:
+        specs = figures_sync.sync_figure(
+            runs, metrics, ["pcp", "ssp_2", "dense_asp"], ["pcp"], tmp_path, "x"
+        )
+    ((fig, _path),) = kept
+    assert all_defects(fig, specs[0].caption) == []
+    stale = fig.axes[1]
+    assert [t.get_text() for t in stale.texts] == ["3.0 (max 3.0)", "0 (max 0)", "8.2 (max 9.0)"]
+
+
+def test_the_scale_sentence_follows_the_drawn_axes() -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.set_title("w · fast")
+    b.set_title("w · slow")
+    b.set_xscale("log")
+    assert figures.scale_sentence({"time": [a.xaxis, b.xaxis]}) == (
+        "Logarithmic time axis in w · slow; linear in the other panels."
+    )
+    a.set_visible(False)  # a hidden panel does not count
+    assert figures.scale_sentence({"time": [a.xaxis, b.xaxis], "ratio": [b.yaxis]}) == (
+        "Logarithmic time axis."
+    )
+    b.set_yscale("log")
+    assert figures.scale_sentence({"time": [b.xaxis], "ratio": [b.yaxis]}) == (
+        "Logarithmic time and ratio axes."
+    )
+    plt.close(fig)
+
+
 def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypatch) -> None:
     captured = {}
     for module in (figure_layout, figures_traffic):
@@ -98,6 +142,23 @@ def test_placement_figure_draws_measured_and_predicted(tmp_path: Path, monkeypat
     assert left > 0 and all(p.get_x() >= left for p in ax.patches)
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["jpdc (parsa)", "dense (range)"]
+
+
+def test_a_half_width_figure_with_long_bar_names_keeps_its_width(tmp_path: Path) -> None:
+    """Bar names up to the half-width limit leave a narrow panel; its x label, wider than the
+    panel, must not widen the saved figure (the page would shrink it, fonts and all)."""
+    from figure_checks import width_defects
+
+    from psml_core.report.style import recording_figures
+
+    names = ["random_partition", "partition_only"]
+    runs = _runs([{"method": m} for m in names])
+    with recording_figures() as kept:
+        figures_traffic.placement_traffic_figure(
+            runs, {}, names, dict.fromkeys(names, "random"), tmp_path, "t"
+        )
+    ((fig, _path),) = kept
+    assert fig.get_figwidth() < 4 and width_defects(fig) == []
 
 
 def test_lossless_figure_compares_raw_and_snappy(tmp_path: Path, monkeypatch) -> None:

@@ -50,3 +50,39 @@ def test_the_recipe_table_names_hashing_pull_and_lossless_but_not_defaults() -> 
     assert rows["jpdc"] == "codec: kv · pull: touched · lossless: snappy · hashing: ratio=0.0625"
     assert rows["plain"] == "codec: dense"
     assert rows["dfs"] == "codec: dfs · pull: aggregate"
+
+
+def test_a_model_that_ignores_hidden_shows_a_dash_not_the_default_width() -> None:
+    """The schema's default ``hidden: [64]`` reaches every workload; logreg has no such layer."""
+    experiment = {
+        "workers": 2,
+        "workloads": {
+            "lin": {"dataset": "d", "model": "logreg", "hidden": [64]},
+            "mlp": {"dataset": "d", "model": "mlp", "hidden": [64]},
+        },
+    }
+    table = workloads_table(experiment)
+    hidden = {row[0]: row[table.header.index("Hidden")] for row in table.rows}
+    assert hidden == {"lin": "–", "mlp": "64"}
+
+
+# Input sizes each model can be built on (a CNN needs square images, ResNet-18 CIFAR's).
+_FEATURES = {"cnn": 64, "resnet18": 3 * 32 * 32}
+_HIDDEN = {"cnn": ((4, 8, 16), (4, 8, 32))}
+
+
+def test_hidden_models_are_those_whose_size_hidden_sets() -> None:
+    """:data:`HIDDEN_MODELS` against the registry: a model is in it iff ``hidden`` changes it."""
+    from psml_core.config import WorkloadSpec
+    from psml_core.models import MODELS
+    from psml_core.report.tables_setup import HIDDEN_MODELS
+
+    sized = set()
+    for name in MODELS.names():
+        counts = set()
+        for hidden in _HIDDEN.get(name, ((8,), (16,))):
+            spec = WorkloadSpec("w", "d", name, 8, 0.1, 1, hidden=hidden)
+            counts.add(MODELS.get(name)(_FEATURES.get(name, 20), 3, spec).n_params)
+        if len(counts) > 1:
+            sized.add(name)
+    assert sized == set(HIDDEN_MODELS)
