@@ -36,7 +36,7 @@ __all__ = [
     "measured_as",
     "paper_claims_table",
     "read_claims",
-    "short_statement",
+    "ran_without_value",
     "summary_intro",
     "verdict_counts",
     "verdict_table",
@@ -60,7 +60,6 @@ _NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value
                   "noise_test_se", "noise_seed_sd", "min_effect", "method_accuracy",
                   "baseline_accuracy")  # fmt: skip
 _NBSP = "\u00a0"
-_STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
 
 # --------------------------------------------------------------------------- reading
@@ -160,10 +159,21 @@ def fmt_reported(row: Any) -> str:
 
 
 def _unmeasured(row: Any) -> str | None:
-    """The text for a claim without a measurement ("not run", "not measured"), else None."""
+    """The text for a claim without a value: "not run", or what became of its runs; else None."""
     if row.verdict == "NOT RUN":
         return "not run"
-    return None if is_measured(row) else "not measured"
+    return None if is_measured(row) else ran_without_value(row.detail)
+
+
+def ran_without_value(detail: str) -> str:
+    """What to print for a comparison whose runs ran but whose metric has no value.
+
+    A run that never held its target has no time or bytes to target (it is censored): the
+    comparison ran and missed, which "not run" would misreport.
+    """
+    if "held the target" in detail or "censored" in detail:
+        return "ran, missed the target: no value of the metric (censored)"
+    return "ran: no value of the metric"
 
 
 def fmt_ours(row: Any) -> str:
@@ -221,8 +231,10 @@ def has_robustness(row: Any) -> bool:
 
 def fmt_robust(row: Any) -> str:
     """The robustness row's effect: its mean and 95% interval (or the qualitative count)."""
-    if row.robust_verdict == "NOT RUN" or not math.isfinite(float(row.robust_ours)):
+    if row.robust_verdict == "NOT RUN":
         return "not run"
+    if not math.isfinite(float(row.robust_ours)):
+        return ran_without_value(row.robust_detail)
     if row.kind == "qualitative":
         return f"primary metric better in {int(row.robust_ours)} scenario(s)"
     text = _unit(sig(float(row.robust_ours)), row.unit)
@@ -238,8 +250,10 @@ def has_codec_free(row: Any) -> bool:
 
 def fmt_codec_free(row: Any) -> str:
     """The codec-free row's effect: its mean and 95% interval."""
-    if row.nocodec_verdict == "NOT RUN" or not math.isfinite(float(row.nocodec_ours)):
+    if row.nocodec_verdict == "NOT RUN":
         return "not run"
+    if not math.isfinite(float(row.nocodec_ours)):
+        return ran_without_value(row.nocodec_detail)
     text = _unit(sig(float(row.nocodec_ours)), row.unit)
     if math.isfinite(float(row.nocodec_ci_low)):
         text += f" [{sig(float(row.nocodec_ci_low))}, {sig(float(row.nocodec_ci_high))}]"
@@ -254,15 +268,6 @@ def robust_judged(row: Any) -> str:
     if not row.robust_baseline:
         return row.robust_detail or DASH
     return f"robustness: vs the strongest of ours ({row.robust_baseline})"
-
-
-def short_statement(text: str, limit: int = _STATEMENT_CHARS) -> str:
-    """``text`` cut at a word boundary to at most ``limit`` characters (ellipsis when cut)."""
-    text = " ".join(str(text).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return f"{cut}…"
 
 
 # --------------------------------------------------------------------------- tables and text
@@ -372,7 +377,7 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         rows.append(
             [
                 r.paper,
-                f"{r.claim}: {short_statement(r.statement, 80)}",
+                f"{r.claim}: {' '.join(r.statement.split())}",
                 fmt_reported(r),
                 fmt_ours_short(r),
                 judged_short(r),
