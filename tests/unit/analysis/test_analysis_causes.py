@@ -136,3 +136,28 @@ def test_a_paper_files_own_text_comes_before_the_mechanical_one():
     assert explanation_for(own, NOT_COMPARABLE) == "regime: our link is not the paper's."
     assert explanation_for({}, NOT_COMPARABLE) == MECHANICAL_EXPLANATIONS[NOT_COMPARABLE]
     assert explanation_for({}, "NOT REPRODUCED") == ""  # a judged miss needs the paper file's
+
+
+def test_the_means_lead_with_the_judged_metric_then_accuracy():
+    """DC2's time claims listed bytes and accuracy, never the time they were judged on."""
+    t = "time_to_target_s"
+    c = claim("speedup", 2.0, metrics=(t, "bytes_to_target", "final_test_accuracy"))
+    runs = seeds([0.5] * 3, [1.0] * 3, metric=t)
+    runs["bytes_to_target"] = [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
+    runs["final_test_accuracy"] = [0.90, 0.91, 0.92, 0.95, 0.95, 0.95]
+    means = verdict(c, runs).row()["per_metric"].split("; ")
+    assert [m.split(" (")[0] for m in means] == [t, "final_test_accuracy", "bytes_to_target"]
+    assert means[0] == f"{t} (a): 0.5 vs 1 (base)"
+    for kind, metric in (("reduction", "bytes_total"), ("ratio", "final_test_accuracy")):
+        row = verdict(claim(kind, 50.0, metrics=(metric,)), seeds([50] * 3, [100] * 3, metric))
+        assert row.row()["per_metric"].startswith(f"{metric} (a): 50 vs 100"), kind
+
+
+def test_a_censored_side_of_the_judged_metric_is_a_lower_bound():
+    t = "time_to_target_s"
+    runs = seeds([0.5, math.nan, 0.5], [1.0] * 3, metric=t)
+    runs["total_time_s"] = 3.0
+    res = verdict(claim("speedup", 2.0, metrics=(t, "final_test_accuracy")), runs)
+    first = res.row()["per_metric"].split("; ")[0]
+    assert first.startswith(f"{t} (a): 1.333 vs 1 (base, the method censored in 1 of 3 seed(s)")
+    assert "at least" in first
