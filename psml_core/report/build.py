@@ -218,8 +218,12 @@ def _report_data(
     partition: Mapping[str, Mapping[str, Any]],
     workdir: Path,
     validation: dict[str, Any],
+    map_axes: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Write every figure and table and return the document model the template reads."""
+    """Write every figure and table and return the document model the template reads.
+
+    ``map_axes``: the axes of the tier's regime maps, which a paper's explanations may point at.
+    """
 
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
@@ -243,6 +247,7 @@ def _report_data(
         },
         papers_dir=papers_dir,
         workdir=workdir,
+        map_axes=map_axes,
         on_paper=lambda i, pid: _stage(f"figures ({i}/{total}): paper {pid}"),
     )
     _stage(f"figures ({total - 1}/{total}): head-to-head")
@@ -410,7 +415,11 @@ def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     _remove_stale(workdir)
     with report_methods(_method_order(given.experiment, got["runs"])):
         data = _report_data(
-            **got, experiment=given.experiment, papers_dir=Path(given.papers_dir), workdir=workdir
+            **got,
+            experiment=given.experiment,
+            papers_dir=Path(given.papers_dir),
+            workdir=workdir,
+            map_axes=frozenset(map(str, rmap["axis"])) if "axis" in rmap else frozenset(),
         )
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:
