@@ -44,6 +44,7 @@ from psml_core.report.figure_layout import report_methods
 from psml_core.report.figures import FigureSpec
 from psml_core.report.figures_breakdown import breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
+from psml_core.report.glossary import glossary_section
 from psml_core.report.inputs import (
     load_metrics,
     named_json,
@@ -262,6 +263,7 @@ def _report_data(
         "subtitle": _subtitle(experiment, runs),
         "summary": {
             "intro": vd.summary_intro(claims, papers, tier),
+            "counts": vd.summary_counts(claims),
             "tables": [w(vd.verdict_table(claims))],
         },
         "setup": setup,
@@ -424,11 +426,18 @@ def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:
         data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
+    data["glossary"] = glossary_section(_texts(data, workdir))
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
     _stage("typst compile")
     _compile(workdir, Path(out_pdf))
     _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
+
+
+def _texts(data: Mapping[str, Any], workdir: Path) -> list[str]:
+    """Every text the PDF prints: the document model, its tables and the template's own words."""
+    tables = [p.read_text(encoding="utf-8") for p in sorted(workdir.glob("*.csv"))]
+    return [json.dumps(data, ensure_ascii=False), *tables, TEMPLATE.read_text(encoding="utf-8")]
 
 
 def _load_inputs(given: ReportInputs) -> dict[str, Any]:
