@@ -177,7 +177,8 @@ ABBREVIATIONS = {
     "METIS": "a graph-partitioning library",
     "ML": "machine learning",
     "MLP": "multi-layer perceptron (a fully connected network)",
-    "MNIST": "a data set of 70,000 handwritten digits (Modified NIST)",
+    "MNIST": "a data set of 70,000 handwritten digits (Modified National Institute of "
+    "Standards and Technology)",
     "MTU": "maximum transmission unit (the largest packet a link carries)",
     "NIC": "network interface card",
     "PCP": "parameter communication prediction (paper pcp's sync policy)",
@@ -194,7 +195,7 @@ ABBREVIATIONS = {
     "TCP": "Transmission Control Protocol",
     "TNSE": "IEEE Transactions on Network Science and Engineering",
     "TUN": "a virtual network device of the Linux kernel (a tunnel)",
-    "V100": "an NVIDIA data-centre GPU (a device profile's hardware class)",
+    "V100": "a data-centre GPU by Nvidia (a device profile's hardware class)",
 }
 """Every abbreviation the report may use, spelled out (the glossary lists those it uses)."""
 
