@@ -123,9 +123,9 @@ def test_claim_texts_are_printed_in_full(report: dict[str, Any]) -> None:
 
 def test_a_comparison_that_ran_and_missed_its_target_is_not_called_not_run() -> None:
     """dfs's robustness rows said "not run" for runs that ran and never held their target."""
+    detail = "neither run held the target in some seed: censored"
     row = pd.Series({"robust_verdict": "NOT REPRODUCED", "robust_ours": math.nan,
-                     "kind": "speedup", "unit": "x",
-                     "robust_detail": "neither run held the target in some seed: censored"})  # fmt: skip
+                     "kind": "speedup", "unit": "x", "robust_detail": detail})  # fmt: skip
     assert "not run" not in fmt_robust(row) and "missed the target" in fmt_robust(row)
     assert fmt_robust(row.copy().replace({"NOT REPRODUCED": "NOT RUN"})) == "not run"
 
