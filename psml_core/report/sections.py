@@ -45,7 +45,7 @@ from psml_core.report.figures_traffic import (
     lossless_figure,
     placement_traffic_figure,
 )
-from psml_core.report.format import DASH, fmt_value
+from psml_core.report.format import DASH, decoded, fmt_value, variant_meanings
 from psml_core.report.sweeps import sweep_table
 
 __all__ = [
@@ -116,7 +116,10 @@ def _experiment_text(
     roles: dict[str, list[str]] = {}
     for m in g["methods"]:
         roles.setdefault(str(_recipe(experiment, m).get("role") or "baseline"), []).append(m)
-    who = "; ".join(f"{role}: {', '.join(ms)}" for role, ms in sorted(roles.items()))
+    said = variant_meanings(experiment)  # swept names decoded where they are used
+    who = "; ".join(
+        f"{role}: {', '.join(decoded(m, said) for m in ms)}" for role, ms in sorted(roles.items())
+    )
     desc = fmt_value(ex.get("description"))
     lead = f"Experiment {name} of tier {fmt_value(experiment.get('tier'))}"
     lead += f": {desc}" if desc != DASH else "."
@@ -130,9 +133,10 @@ def _experiment_text(
         cluster = ", ".join(f"{w} workers and {s} shards" for w, s in sizes)
     else:
         cluster = f"{experiment.get('workers')} workers and {experiment.get('shards')} shards"
+    scenarios = ", ".join(decoded(x, said) for x in g["scenarios"])
     return (
-        f"{lead} Recipes ({who}) on {cluster}, workloads {', '.join(g['workloads'])}, "
-        f"scenarios {', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
+        f"{lead} Recipes: {who}. On {cluster}, workloads {', '.join(g['workloads'])}, "
+        f"scenarios {scenarios}, seeds {', '.join(map(str, g['seeds']))}: "
         f"{len(runs)} of {planned} runs in the runs table."
     )
 

@@ -24,6 +24,7 @@ from report_inputs import make_inputs
 
 from psml_core.analysis.claim_result import VERDICTS
 from psml_core.report import build_report
+from psml_core.report.format import decoded, variant_meanings
 from psml_core.report.glossary import ABBREVIATIONS, VERDICT_MEANINGS, unexplained
 from psml_core.report.reported_vs_ours import fmt_robust, read_claims, verdict_table
 
@@ -139,3 +140,17 @@ def test_no_row_of_a_claim_with_runs_says_not_run(report: dict[str, Any], tmp_pa
     for row in verdict_table(ran).rows:
         if row[5] != "NOT RUN":
             assert "not run" not in " ".join(map(str, row)).lower(), row
+
+
+def test_swept_names_are_decoded_where_they_are_used() -> None:
+    """A reader met ``dc2_topk__r0p001`` and ``__t0p6`` with their meaning only in an appendix."""
+    experiment = {"experiments": {
+        "dc2": {"sweep": {"method": "dc2_topk", "params": ["codec.params.ratio"],
+                          "values": [0.001, 0.01], "labels": ["r0p001", "r0p01"]}},
+        "codec_free": {"scenario_sweep": {"base": "slow_100m", "params": ["codec_costs"],
+                                          "values": [False], "labels": ["nocodec"]}},
+    }}  # fmt: skip
+    said = variant_meanings(experiment)
+    assert decoded("dc2_topk__r0p001", said) == "dc2_topk__r0p001 (dc2_topk, ratio = 0.001)"
+    assert decoded("slow_100m__nocodec", said) == "slow_100m__nocodec (slow_100m, codec_costs = no)"
+    assert decoded("dense_bsp", said) == "dense_bsp"
