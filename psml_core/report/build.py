@@ -261,11 +261,7 @@ def _report_data(
     return {
         "title": str(title),
         "subtitle": _subtitle(experiment, runs),
-        "summary": {
-            "intro": vd.summary_intro(claims, papers, tier),
-            "counts": vd.summary_counts(claims),
-            "tables": [w(vd.verdict_table(claims))],
-        },
+        "summary": _summary(claims, papers, tier, workdir),
         "setup": setup,
         "papers": papers_data,
         "head_to_head": h2h,
@@ -289,6 +285,17 @@ def _report_data(
             w(tp.inputs_table(inputs)),
             w(tp.data_files_table(runs)),
         ],
+    }
+
+
+def _summary(
+    claims: pd.DataFrame, papers: Mapping[str, Any], tier: str, workdir: Path
+) -> dict[str, Any]:
+    """The summary page: a few lines, the verdicts' counts and Table 1 (every claim)."""
+    return {
+        "intro": vd.summary_intro(claims, papers, tier),
+        "counts": vd.summary_counts(claims),
+        "tables": [vd.verdict_table(claims).write(workdir)],
     }
 
 
