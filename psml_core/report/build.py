@@ -221,10 +221,7 @@ def _report_data(
     validation: dict[str, Any],
     map_axes: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Write every figure and table and return the document model the template reads.
-
-    ``map_axes``: the axes of the tier's regime maps, which a paper's explanations may point at.
-    """
+    """Write every figure and table; return the template's model (``map_axes``: the maps')."""
 
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
