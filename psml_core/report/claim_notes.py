@@ -82,7 +82,9 @@ def miss_notes(
         if r.verdict == "REPRODUCED":
             continue
         if r.verdict == "NOT RUN":  # the detail says why (not in this tier, or a divergence)
-            text = f"NOT RUN: {r.detail}."
+            here = "not run in this tier: "
+            tier = r.detail.startswith(here)
+            text = f"NOT RUN{' in this tier' if tier else ''}: {r.detail.removeprefix(here)}."
         elif r.verdict == "SETUP FACT":
             text = f"SETUP FACT: {r.detail}."
         else:
