@@ -25,11 +25,18 @@ from psml_core.analysis.claim_result import (
     EXPLANATION_KEYS,
     MECHANICAL_CAUSES,
     MIN_SEEDS,
+    NOT_COMPARABLE,
     ClaimResult,
 )
 from psml_core.analysis.paper_files import CLASS_PREFIX
 
-__all__ = ["cause_class", "cause_of", "defect_warnings", "explanation_for"]
+__all__ = [
+    "MECHANICAL_EXPLANATIONS",
+    "cause_class",
+    "cause_of",
+    "defect_warnings",
+    "explanation_for",
+]
 
 
 def cause_class(cause: str) -> str:
@@ -97,11 +104,27 @@ def explanation_for(
         )
     by_verdict = claim.get("explanation") or {}
     if verdict == "PARTIAL" and above_band:
-        return str(
-            by_verdict.get("exceeded")
-            or "the whole 95% interval lies above the paper's tolerance band: our setup favours "
-            "the method more than the paper's did (see the regime rows); a larger effect than "
-            "reported is no reproduction of the reported one"
-        )
+        return str(by_verdict.get("exceeded") or MECHANICAL_EXPLANATIONS["EXCEEDED"])
     key = EXPLANATION_KEYS.get(verdict)
-    return str(by_verdict.get(key) or "") if key else ""
+    if not key:
+        return ""
+    return str(by_verdict.get(key) or MECHANICAL_EXPLANATIONS.get(verdict, ""))
+
+
+MECHANICAL_EXPLANATIONS = {
+    "EXCEEDED": (
+        "regime: the whole 95% interval lies above the paper's tolerance band: our setup favours "
+        "the method more than the paper's did (see the regime rows); a larger effect than "
+        "reported is no reproduction of the reported one"
+    ),
+    NOT_COMPARABLE: (
+        "regime: a field of our measured regime (named in the cause) lies beyond its bound from "
+        "the paper's, so the effect measured here does not test the claim in the setting the "
+        "paper measured it in; the verdict our runs would have had is kept in the detail, and "
+        "only a tier whose regime matches the paper's can judge the claim"
+    ),
+}
+"""The explanation of a verdict whose cause the analysis measures itself, where the paper file
+gives none for the claim: EXCEEDED (a whole interval above the band) and NOT COMPARABLE (a regime
+field off its bound) follow from the measurement, whatever the claim. A paper file's own text for
+the verdict takes precedence."""

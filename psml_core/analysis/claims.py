@@ -85,6 +85,7 @@ import pandas as pd
 from psml_core.analysis.accuracy_checks import below_target, final_accuracies, is_to_target
 from psml_core.analysis.causes import cause_class, cause_of, explanation_for
 from psml_core.analysis.claim_result import (
+    CENSORED_BOUND,
     INCONSISTENT,
     NOT_COMPARABLE,
     VERDICT_RANK,
@@ -93,6 +94,7 @@ from psml_core.analysis.claim_result import (
 from psml_core.analysis.consistency import consistency_bound
 from psml_core.analysis.gains import (
     Gains,
+    censored_values,
     effect_to_gain,
     gain_to_effect,
     gains_of,
@@ -183,7 +185,10 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
         res.detail += "; left out of the named family: " + "; ".join(notes)
     robustness_row(claim, res, [b for b in usable if b], scenarios, runs)
     codec_free_row(claim, res, list(usable) or [None], scenarios, runs)
-    for extra in meas["metrics"][1:]:  # shown beside the headline, never in its place
+    if g.baseline:  # the judged metric leads the means; accuracy next, then the others
+        res.per_metric.append(_judged_means(runs, meas["method"], g.baseline, metric, sc))
+    extras = sorted(meas["metrics"][1:], key=lambda m: m != "final_test_accuracy")
+    for extra in extras:  # shown beside the headline, never in its place
         other = gains_of(runs, meas, extra, g.baseline or None, sc)
         if other is not None and math.isfinite(other.mean):
             sel = runs[runs["scenario"] == sc]
@@ -193,6 +198,28 @@ def _quantitative(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],
                 {"metric": extra, "scenario": sc, "method": float(ours),
                  "baseline": float(theirs), "strongest": g.baseline, "beyond_spread": False}
             )  # fmt: skip
+
+
+def _judged_means(
+    runs: pd.DataFrame, method: str, baseline: str, metric: str, scenario: str
+) -> dict[str, Any]:
+    """Both sides' mean of the claim's own metric in its deciding scenario.
+
+    A run that never held its target counts at its bound (its total), as the verdict counts it,
+    and the entry says so: that side's mean is then a lower bound.
+    """
+    sel = runs[runs["scenario"] == scenario]
+    means, notes = [], []
+    for who, name in (("the method", method), ("the comparator", baseline)):
+        values, censored = censored_values(sel[sel["method"] == name], metric)
+        means.append(float(values.mean()) if values.size else math.nan)
+        if censored.any():
+            notes.append(
+                f"{who} censored in {int(censored.sum())} of {values.size} seed(s), counted at "
+                f"its {CENSORED_BOUND[metric]}: at least"
+            )
+    return {"metric": metric, "scenario": scenario, "method": means[0], "baseline": means[1],
+            "strongest": baseline, "role": "judged", "outcome": "; ".join(notes)}  # fmt: skip
 
 
 def _setup_fact(claim: dict[str, Any], res: ClaimResult, scenarios: list[str],

@@ -44,6 +44,7 @@ from psml_core.report.figure_layout import report_methods
 from psml_core.report.figures import FigureSpec
 from psml_core.report.figures_breakdown import breakdown_figure
 from psml_core.report.format import clock_phrase, fmt_value
+from psml_core.report.glossary import glossary_section
 from psml_core.report.inputs import (
     load_metrics,
     named_json,
@@ -218,8 +219,9 @@ def _report_data(
     partition: Mapping[str, Mapping[str, Any]],
     workdir: Path,
     validation: dict[str, Any],
+    map_axes: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Write every figure and table and return the document model the template reads."""
+    """Write every figure and table; return the template's model (``map_axes``: the maps')."""
 
     def w(table: tb.Table) -> dict[str, Any]:
         return table.write(workdir)
@@ -243,6 +245,7 @@ def _report_data(
         },
         papers_dir=papers_dir,
         workdir=workdir,
+        map_axes=map_axes,
         on_paper=lambda i, pid: _stage(f"figures ({i}/{total}): paper {pid}"),
     )
     _stage(f"figures ({total - 1}/{total}): head-to-head")
@@ -255,10 +258,7 @@ def _report_data(
     return {
         "title": str(title),
         "subtitle": _subtitle(experiment, runs),
-        "summary": {
-            "intro": vd.summary_intro(claims, papers, tier),
-            "tables": [w(vd.verdict_table(claims))],
-        },
+        "summary": _summary(claims, papers, tier, workdir),
         "setup": setup,
         "papers": papers_data,
         "head_to_head": h2h,
@@ -282,6 +282,17 @@ def _report_data(
             w(tp.inputs_table(inputs)),
             w(tp.data_files_table(runs)),
         ],
+    }
+
+
+def _summary(
+    claims: pd.DataFrame, papers: Mapping[str, Any], tier: str, workdir: Path
+) -> dict[str, Any]:
+    """The summary page: a few lines, the verdicts' counts and Table 1 (every claim)."""
+    return {
+        "intro": vd.summary_intro(claims, papers, tier),
+        "counts": vd.summary_counts(claims),
+        "tables": [vd.verdict_table(claims).write(workdir)],
     }
 
 
@@ -410,16 +421,27 @@ def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     _remove_stale(workdir)
     with report_methods(_method_order(given.experiment, got["runs"])):
         data = _report_data(
-            **got, experiment=given.experiment, papers_dir=Path(given.papers_dir), workdir=workdir
+            **got,
+            experiment=given.experiment,
+            papers_dir=Path(given.papers_dir),
+            workdir=workdir,
+            map_axes=frozenset(map(str, rmap["axis"])) if "axis" in rmap else frozenset(),
         )
     data["regime_map"] = regime_map_section(rmap, workdir)
     if not rmap.empty:
         data["attachments"].append(at.regime_map_attachment(rmap).write(workdir))
+    data["glossary"] = glossary_section(_texts(data, workdir))
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
     _stage("typst compile")
     _compile(workdir, Path(out_pdf))
     _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
+
+
+def _texts(data: Mapping[str, Any], workdir: Path) -> list[str]:
+    """Every text the PDF prints: the document model, its tables and the template's own words."""
+    tables = [p.read_text(encoding="utf-8") for p in sorted(workdir.glob("*.csv"))]
+    return [json.dumps(data, ensure_ascii=False), *tables, TEMPLATE.read_text(encoding="utf-8")]
 
 
 def _load_inputs(given: ReportInputs) -> dict[str, Any]:

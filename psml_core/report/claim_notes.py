@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,15 @@ from psml_core.analysis.claim_result import CAUSE_CLASSES, EXPLANATION_KEYS
 from psml_core.report.claim_cells import DEFECT_MARK, band_text, is_defect
 from psml_core.report.reported_vs_ours import has_codec_free, has_robustness
 
-__all__ = ["KIND_WORDS", "claim_notes", "measurement_notes", "miss_notes"]
+__all__ = [
+    "KIND_WORDS",
+    "REFERENCES",
+    "claim_notes",
+    "drop_absent_references",
+    "measurement_notes",
+    "miss_notes",
+    "section_holds",
+]
 
 
 def claim_notes(paper: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -57,19 +66,34 @@ def _cause_text(r: Any, why: str) -> tuple[str, str]:
     return f" Cause: {r.cause}.", body
 
 
-def miss_notes(claims: pd.DataFrame, paper_file: str) -> list[dict[str, str]]:
-    """For every claim not reproduced: the verdict, why, and what we think explains it."""
+def miss_notes(
+    claims: pd.DataFrame, paper_file: str, held: set[str] | None = None
+) -> list[dict[str, str]]:
+    """For every claim not reproduced: the verdict, why, and what we think explains it.
+
+    Args:
+        claims: The paper's rows of ``claims.csv``.
+        paper_file: The paper file's name, for a missing explanation's key.
+        held: The tables and figures the report holds (:func:`section_holds`): an explanation's
+            pointers at others are left out (:func:`drop_absent_references`); None keeps all.
+    """
     out = []
     for r in claims.itertuples(index=False):
         if r.verdict == "REPRODUCED":
             continue
-        if r.verdict == "NOT RUN":
-            text = f"NOT RUN in this tier: {r.detail}."
+        if r.verdict == "NOT RUN":  # the detail says why (not in this tier, or a divergence)
+            here = "not run in this tier: "
+            tier = r.detail.startswith(here)
+            text = f"NOT RUN{' in this tier' if tier else ''}: {r.detail.removeprefix(here)}."
         elif r.verdict == "SETUP FACT":
             text = f"SETUP FACT: {r.detail}."
         else:
             key = EXPLANATION_KEYS.get(r.verdict, "")
-            why = " ".join(r.explanation.split()).rstrip(". ") or (
+            why = " ".join(r.explanation.split())
+            if held is not None:  # the cause is the explanation's first sentence: both
+                why = drop_absent_references(why, held)
+                r = r._replace(cause=drop_absent_references(r.cause, held))
+            why = why.rstrip(". ") or (
                 f"no explanation of this outcome is recorded (key explanation.{key} of the claim "
                 f"in {paper_file}); the deviations above are the first suspects"
             )
@@ -134,3 +158,60 @@ def measurement_notes(
         if parts:
             out.append({"claim": r.claim, "text": " ".join(parts)})
     return out
+
+
+REFERENCES = {
+    "placement table": "_oracle",
+    "reassignment table": "_reassignment",
+    "hashing-size sweep": "_sweep",
+    "theta0 table": "reported",
+    "MNIST table": "reported",
+    "traffic figure": "_traffic",
+    "locality map": "map:locality",
+    "link map": "map:comm_compute",
+    "regime map": "map:",
+}
+"""A phrase of a note that points at a table or figure -> the mark of that table or figure in
+the report (:func:`section_holds`): a table's or figure's name ends in the mark, ``reported`` is a
+paper's reported table, ``map:<axis>`` a regime map over that axis (``map:`` any). Tables every
+report has (the scenario table, the Regime column) need no entry."""
+
+_PAREN = re.compile(r"\s*\([^()]*\)")
+_PIECE = re.compile(r"(?<=[.;:])\s+")
+
+
+def section_holds(section: Mapping[str, Any], map_axes: set[str]) -> set[str]:
+    """The marks of :data:`REFERENCES` that a paper's section (or the report) holds."""
+    held = {f"map:{a}" for a in map_axes} | ({"map:"} if map_axes else set())
+    if section.get("reported"):
+        held.add("reported")
+    for item in [*section.get("tables", []), *section.get("figures", [])]:
+        name = str(item.get("label") or item.get("file") or "")
+        held |= {mark for mark in REFERENCES.values() if mark.startswith("_") and mark in name}
+    return held
+
+
+def _absent(text: str, held: set[str]) -> bool:
+    low = text.lower()
+    return any(phrase.lower() in low and mark not in held for phrase, mark in REFERENCES.items())
+
+
+def drop_absent_references(text: str, held: set[str]) -> str:
+    """``text`` without the brackets, clauses and sentences naming a table or figure not held.
+
+    A paper file's explanation serves every tier, but a tier shows only some tables and
+    figures: what points at one this report lacks is left out, the rest kept as written.
+    """
+    text = _PAREN.sub(lambda m: "" if _absent(m.group(0), held) else m.group(0), text)
+    pieces = _PIECE.split(text)
+    kept = [p for p in pieces if not _absent(p, held)]
+    if len(kept) == len(pieces):
+        return text
+    out = ""
+    for piece in kept:
+        if out.endswith((";", ":")) and piece[:1].isupper():
+            out = out[:-1] + "."
+        if out.endswith("."):
+            piece = piece[:1].upper() + piece[1:]
+        out = f"{out} {piece}" if out else piece
+    return out[:-1] + "." if out.endswith((";", ":")) else out

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "decoded",
+    "variant_meanings",
     "CENSORED",
     "DASH",
     "clock_phrase",
@@ -185,3 +187,32 @@ def clock_phrase(clocks: Iterable[str]) -> str:
     """The clock(s) in words for captions: "simulated", "wall-clock" or both."""
     uniq = sorted({str(c) for c in clocks})
     return " and ".join(uniq) if uniq else "unknown"
+
+
+def variant_meanings(experiment: Mapping[str, Any]) -> dict[str, str]:
+    """What each swept name of the tier means: ``base__label`` -> ``base, param = value``.
+
+    A sweep (``experiments.<name>.sweep``) names each recipe it makes ``<method>__<label>`` and a
+    scenario sweep each scenario ``<base>__<label>`` (``r0p001``, ``t0p6``): a reader needs the
+    setting, not the label.
+    """
+    out: dict[str, str] = {}
+    for ex in (experiment.get("experiments") or {}).values():
+        for key, base in (("sweep", "method"), ("scenario_sweep", "base")):
+            sweep = (ex or {}).get(key)
+            if not isinstance(sweep, Mapping) or not sweep.get(base):
+                continue
+            params = [str(p).rsplit(".", 1)[-1] for p in sweep.get("params") or []]
+            for label, value in zip(sweep.get("labels") or [], sweep.get("values") or [],
+                                    strict=False):  # fmt: skip
+                values = value if isinstance(value, list) and len(params) > 1 else [value]
+                setting = ", ".join(
+                    f"{p} = {fmt_value(v)}" for p, v in zip(params, values, strict=False)
+                )
+                out[f"{sweep[base]}__{label}"] = f"{sweep[base]}, {setting}"
+    return out
+
+
+def decoded(name: str, meanings: Mapping[str, str]) -> str:
+    """``name`` followed by its meaning in brackets where it is a swept name, else as it is."""
+    return f"{name} ({meanings[name]})" if name in meanings else name

@@ -21,6 +21,7 @@ from psml_core.errors import DataError
 from psml_core.report.claim_cells import accuracies_text, basis_cell, is_defect
 from psml_core.report.claim_regimes import regime_cell
 from psml_core.report.format import DASH, fmt_value, missing, sig
+from psml_core.report.glossary import COUNT_MEANINGS
 from psml_core.report.tables import Table
 
 __all__ = [
@@ -36,7 +37,8 @@ __all__ = [
     "measured_as",
     "paper_claims_table",
     "read_claims",
-    "short_statement",
+    "ran_without_value",
+    "summary_counts",
     "summary_intro",
     "verdict_counts",
     "verdict_table",
@@ -60,7 +62,6 @@ _NEWER_NUMBERS = ("robust_ours", "robust_ci_low", "robust_ci_high", "bound_value
                   "noise_test_se", "noise_seed_sd", "min_effect", "method_accuracy",
                   "baseline_accuracy")  # fmt: skip
 _NBSP = "\u00a0"
-_STATEMENT_CHARS = 110  # the summary table's statements: about two lines of their column
 
 
 # --------------------------------------------------------------------------- reading
@@ -160,10 +161,21 @@ def fmt_reported(row: Any) -> str:
 
 
 def _unmeasured(row: Any) -> str | None:
-    """The text for a claim without a measurement ("not run", "not measured"), else None."""
+    """The text for a claim without a value: "not run", or what became of its runs; else None."""
     if row.verdict == "NOT RUN":
         return "not run"
-    return None if is_measured(row) else "not measured"
+    return None if is_measured(row) else ran_without_value(row.detail)
+
+
+def ran_without_value(detail: str) -> str:
+    """What to print for a comparison whose runs ran but whose metric has no value.
+
+    A run that never held its target has no time or bytes to target (it is censored): the
+    comparison ran and missed, which "not run" would misreport.
+    """
+    if "held the target" in detail or "censored" in detail:
+        return "ran, missed the target: no value of the metric (censored)"
+    return "ran: no value of the metric"
 
 
 def fmt_ours(row: Any) -> str:
@@ -221,8 +233,10 @@ def has_robustness(row: Any) -> bool:
 
 def fmt_robust(row: Any) -> str:
     """The robustness row's effect: its mean and 95% interval (or the qualitative count)."""
-    if row.robust_verdict == "NOT RUN" or not math.isfinite(float(row.robust_ours)):
+    if row.robust_verdict == "NOT RUN":
         return "not run"
+    if not math.isfinite(float(row.robust_ours)):
+        return ran_without_value(row.robust_detail)
     if row.kind == "qualitative":
         return f"primary metric better in {int(row.robust_ours)} scenario(s)"
     text = _unit(sig(float(row.robust_ours)), row.unit)
@@ -238,8 +252,10 @@ def has_codec_free(row: Any) -> bool:
 
 def fmt_codec_free(row: Any) -> str:
     """The codec-free row's effect: its mean and 95% interval."""
-    if row.nocodec_verdict == "NOT RUN" or not math.isfinite(float(row.nocodec_ours)):
+    if row.nocodec_verdict == "NOT RUN":
         return "not run"
+    if not math.isfinite(float(row.nocodec_ours)):
+        return ran_without_value(row.nocodec_detail)
     text = _unit(sig(float(row.nocodec_ours)), row.unit)
     if math.isfinite(float(row.nocodec_ci_low)):
         text += f" [{sig(float(row.nocodec_ci_low))}, {sig(float(row.nocodec_ci_high))}]"
@@ -256,15 +272,6 @@ def robust_judged(row: Any) -> str:
     return f"robustness: vs the strongest of ours ({row.robust_baseline})"
 
 
-def short_statement(text: str, limit: int = _STATEMENT_CHARS) -> str:
-    """``text`` cut at a word boundary to at most ``limit`` characters (ellipsis when cut)."""
-    text = " ".join(str(text).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return f"{cut}…"
-
-
 # --------------------------------------------------------------------------- tables and text
 
 
@@ -274,16 +281,27 @@ def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
 
 
 def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) -> str:
-    """One paragraph: how many claims, how many of each verdict, and the rules behind them."""
+    """A few lines: what was judged, what the tier's seeds allow, and where to read on.
+
+    The verdicts' counts follow in a table of their own (:func:`summary_counts`) and the rules
+    in the glossary (:mod:`.glossary`), so the first page stays a summary.
+    """
     counts = verdict_counts(claims)
-    n = len(claims)
+    n, k = len(claims), len(papers)
     text = (
-        f"{n} claim{'' if n == 1 else 's'} from {len(papers)} paper"
-        f"{'' if len(papers) == 1 else 's'}, each judged on this report's runs (tier "
-        f"{tier}): "
-        + ", ".join(f"{k} {v}" for v, k in zip(_VERDICTS, counts.values(), strict=True) if k)
+        f"This report checks {n} claim{'' if n == 1 else 's'} from {k} "
+        f"paper{'' if k == 1 else 's'} against runs of the {tier} tier. Each claim's scenario, "
+        "comparator and metric were fixed in its paper file before any run. Verdicts: "
+        + ", ".join(f"{c} {v}" for v, c in counts.items() if c)
         + "."
     )
+    measured = claims[claims["verdict"] != "NOT RUN"]
+    most = int(pd.to_numeric(measured["seeds"], errors="coerce").fillna(0).max() or 0)
+    if len(measured) and most < 3:
+        text += (
+            f" With {most} seed{'' if most == 1 else 's'} per run no claim can be REPRODUCED "
+            "in this tier: its numbers are indicative."
+        )
     if counts.get("NOT RUN"):
         text += (
             f" {counts['NOT RUN']} could not be judged because this tier does not run them (the "
@@ -295,46 +313,17 @@ def summary_intro(claims: pd.DataFrame, papers: Mapping[str, Any], tier: str) ->
             f" Decided by a defect of ours, to fix (a cause of class ours): {', '.join(defects)}."
         )
     return text + (
-        " Every claim's scenario, comparator and metric are fixed in its paper file before any "
-        "run. The verdict is against the comparator the paper names (the strongest of our "
-        "configurations where it names a family, such as uniform ratios; for a direction-only "
-        "claim the best single configuration on its primary metric, with its other metrics "
-        "required to be no worse by more than a stated margin, never less than one test "
-        "sample, and REPRODUCED only when its primary metric is better beyond the seed spread "
-        "and by at least a minimum effect fixed in advance, with the method's mean final "
-        "accuracy at its workload's target); the same rule against the strongest of our other "
-        "baselines is a second row, "
-        "robustness, never the verdict. A run that diverged (a non-finite loss, or a final test "
-        "loss at chance) is never a baseline: a claim whose named comparator diverged is NOT "
-        "RUN, one whose method diverged is NOT REPRODUCED. REPRODUCED needs at least 3 seeds "
-        "and the 95% interval of the mean effect inside the tolerance band around the paper's "
-        "value (for an accuracy ratio, the mean inside the paper's ratio plus or minus the "
-        "largest of the tolerance, the test set's binomial standard error and the seed "
-        "standard deviation); EXCEEDED, an “up to” value (or an accuracy drop) whose whole "
-        "interval lies above the band (a more favourable setup is no reproduction); PARTIAL, "
-        "the effect "
-        "clearing the partial floor (by default half the claimed effect on a log scale); a run "
-        "that never held its target accuracy is censored, never re-measured by another metric. "
-        "INCONSISTENT (paper) marks a claim that exceeds a bound the paper's own numbers put on "
-        "it (Amdahl's, from its comm/compute and density; the arithmetic is printed; where the "
-        "paper gives several values for the claim's setting, only a claim above every bound). "
-        "SETUP "
-        "FACT marks a quantity our own setup fixes. Each claim's regime is measured on its own "
-        "runs and set beside the paper's: the dense reference's gradient bytes per step, its "
-        "communication over computation time (comm/compute), the bandwidth share (the part of a "
-        "worker-step's communication time that is bandwidth rather than latency; above 0.5 the "
-        "link is bandwidth-bound), the density (the method's wire bytes per sample over the "
-        "reference's), the codec share of a step and the workers. Where a field the paper "
-        "gives is off (gradient bytes beyond 10x, comm/compute or workers beyond 2x, the other "
-        "side of bandwidth share 0.5, another density class of dense, ~10%, ~1%, ~0.1%, except "
-        "for a claim on traffic, whose result is its density) the claim is NOT COMPARABLE "
-        "(regime); where the paper gives none, a regime map states where the claim holds "
-        "(Regime column; a point holds only with 2 or more seeds, each clearing the floor). "
-        "Every verdict but REPRODUCED names its cause by class: method (a property of the "
-        "method as the paper describes it), regime (ours against the paper's), bound (the "
-        "paper's own numbers), ours (a setting or rule of ours: a defect to fix), or a run's "
-        "fate, the seeds, a missing run."
+        " Where to read on: Table 1 below gives every claim, the paper's number, ours and the "
+        "verdict; each paper's section gives its setup and deviations, its figures, why each "
+        "verdict fell and how finely it was measured; the Glossary after Table 1 defines every "
+        "verdict, the regime fields and each abbreviation."
     )
+
+
+def summary_counts(claims: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every verdict with its number of claims (0 included) and what it means, in one line."""
+    counts = verdict_counts(claims)
+    return [{"verdict": v, "count": counts[v], "meaning": COUNT_MEANINGS[v]} for v in _VERDICTS]
 
 
 def fmt_ours_short(row: Any) -> str:
@@ -372,7 +361,7 @@ def verdict_table(claims: pd.DataFrame) -> Table:
         rows.append(
             [
                 r.paper,
-                f"{r.claim}: {short_statement(r.statement, 80)}",
+                f"{r.claim}: {' '.join(r.statement.split())}",
                 fmt_reported(r),
                 fmt_ours_short(r),
                 judged_short(r),

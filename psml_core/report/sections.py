@@ -30,7 +30,12 @@ from psml_core.errors import DataError
 from psml_core.report import reported_vs_ours as vd
 from psml_core.report import tables as tb
 from psml_core.report import trade_offs as to
-from psml_core.report.claim_notes import claim_notes, measurement_notes, miss_notes
+from psml_core.report.claim_notes import (
+    claim_notes,
+    measurement_notes,
+    miss_notes,
+    section_holds,
+)
 from psml_core.report.claim_regimes import paper_regime_table
 from psml_core.report.figures import FigureSpec, bytes_figure, curves
 from psml_core.report.figures_learning import accuracy_by_scenario_figure, ratio_figure
@@ -40,7 +45,7 @@ from psml_core.report.figures_traffic import (
     lossless_figure,
     placement_traffic_figure,
 )
-from psml_core.report.format import DASH, fmt_value
+from psml_core.report.format import DASH, decoded, fmt_value, variant_meanings
 from psml_core.report.sweeps import sweep_table
 
 __all__ = [
@@ -111,7 +116,10 @@ def _experiment_text(
     roles: dict[str, list[str]] = {}
     for m in g["methods"]:
         roles.setdefault(str(_recipe(experiment, m).get("role") or "baseline"), []).append(m)
-    who = "; ".join(f"{role}: {', '.join(ms)}" for role, ms in sorted(roles.items()))
+    said = variant_meanings(experiment)  # swept names decoded where they are used
+    who = "; ".join(
+        f"{role}: {', '.join(decoded(m, said) for m in ms)}" for role, ms in sorted(roles.items())
+    )
     desc = fmt_value(ex.get("description"))
     lead = f"Experiment {name} of tier {fmt_value(experiment.get('tier'))}"
     lead += f": {desc}" if desc != DASH else "."
@@ -125,9 +133,10 @@ def _experiment_text(
         cluster = ", ".join(f"{w} workers and {s} shards" for w, s in sizes)
     else:
         cluster = f"{experiment.get('workers')} workers and {experiment.get('shards')} shards"
+    scenarios = ", ".join(decoded(x, said) for x in g["scenarios"])
     return (
-        f"{lead} Recipes ({who}) on {cluster}, workloads {', '.join(g['workloads'])}, "
-        f"scenarios {', '.join(g['scenarios'])}, seeds {', '.join(map(str, g['seeds']))}: "
+        f"{lead} Recipes: {who}. On {cluster}, workloads {', '.join(g['workloads'])}, "
+        f"scenarios {scenarios}, seeds {', '.join(map(str, g['seeds']))}: "
         f"{len(runs)} of {planned} runs in the runs table."
     )
 
@@ -227,11 +236,14 @@ def paper_sections(
     partitions: Mapping[tuple[str, str], Mapping[str, Any]],
     papers_dir: Path,
     workdir: Path,
+    map_axes: frozenset[str] = frozenset(),
     on_paper: Callable[[int, str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One section per paper, in id order, for the template (tables written to ``workdir``).
 
-    ``on_paper(i, pid)`` is called as the i-th paper (from 1) starts, for the build's log.
+    ``on_paper(i, pid)`` is called as the i-th paper (from 1) starts, for the build's log;
+    ``map_axes`` are the axes of the tier's regime maps (an explanation that points at a map,
+    table or figure the report lacks loses that pointer: :func:`.claim_notes.section_holds`).
     """
     experiments = experiment.get("experiments") or {}
     out = []
@@ -246,12 +258,15 @@ def paper_sections(
         names = sorted(set(named) | {n for n in wanted if n in experiments})
         paper_file = str(Path(papers_dir).name) + f"/{pid}.yaml"
         reported = [
-            to.reported_table(f"{pid}_{spec['id']}", spec, runs, experiment, paper_file)
+            to.reported_table(f"{pid}_{spec['id']}", spec, runs, experiment, paper_file).write(
+                workdir
+            )
             for spec in paper.get("tables") or []
         ]
         texts, figures, tables = _experiments_parts(
             names, paper, experiment, runs, frames, sparsity, partitions, workdir
         )
+        held = section_holds({"tables": tables, "figures": figures, "reported": reported}, map_axes)
         if not names:
             texts.append(
                 f"The {fmt_value(experiment.get('tier'))} tier defines no experiment "
@@ -271,12 +286,12 @@ def paper_sections(
                 "claims": claim_notes(paper),
                 "figures": figures,
                 "tables": tables,
-                "reported": [t.write(workdir) for t in reported],
+                "reported": reported,
                 "verdicts": [vd.paper_claims_table(mine, pid).write(workdir)],
                 "regimes": [
                     t.write(workdir) for t in [paper_regime_table(mine, pid)] if t is not None
                 ],
-                "misses": miss_notes(mine, paper_file),
+                "misses": miss_notes(mine, paper_file, held),
                 "measured": measurement_notes(mine, paper),
             }
         )

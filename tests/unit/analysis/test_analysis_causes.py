@@ -8,13 +8,22 @@ was printed without the accuracy it cost.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
 from claim_helpers import claim, qual_runs, seeds, verdict
 
-from psml_core.analysis.causes import defect_warnings
+from psml_core.analysis.causes import (
+    MECHANICAL_EXPLANATIONS,
+    cause_of,
+    defect_warnings,
+    explanation_for,
+)
+from psml_core.analysis.claim_result import INCONSISTENT, NOT_COMPARABLE, ClaimResult
 from psml_core.analysis.claims import load_papers
+from psml_core.analysis.consistency import consistency_bound
+from psml_core.analysis.regime import paper_regime
 from psml_core.errors import ConfigError
 
 PAPER = {"id": "p", "title": "t", "authors": "a", "venue": "v", "claims": []}
@@ -89,3 +98,66 @@ def test_the_loader_refuses_a_to_target_claim_without_final_accuracy(tmp_path):
     assert "'c'" in str(err.value) and "measure.metrics" in str(err.value)
     c["measure"]["metrics"] = ["bytes_to_target", "final_test_accuracy"]
     assert load_papers(write(tmp_path, c))["p"]
+
+
+def _reachable(paper: dict, c: dict) -> list[str]:
+    """The verdicts a claim of a paper file can get (besides NOT RUN and REPRODUCED)."""
+    if c.get("setup_fact"):
+        return []  # SETUP FACT prints its own detail, no explanation
+    regime = paper_regime(paper, c)
+    out = ["NOT REPRODUCED", "PARTIAL"]
+    if c["reported"]["kind"] != "qualitative":
+        out.append("EXCEEDED")
+    if any(f.get("status") not in (None, "unknown") for f in regime.values()):
+        out.append(NOT_COMPARABLE)
+    if consistency_bound(c, regime) is not None:
+        out.append(INCONSISTENT)
+    return out
+
+
+def test_every_verdict_a_claim_of_the_paper_files_can_get_is_explained():
+    """A NOT COMPARABLE claim printed "no explanation of this outcome is recorded"."""
+    papers = load_papers(Path(__file__).resolve().parents[3] / "config/papers")
+    checked = set()
+    for pid, paper in papers.items():
+        for c in paper["claims"]:
+            for v in _reachable(paper, c):
+                why = explanation_for(c, v)
+                assert why.strip(), f"{pid}/{c['id']} has no explanation for {v}"
+                res = ClaimResult(pid, c["id"], "", "", "ratio", 1.0, "x", False, verdict=v,
+                                  explanation=why)  # fmt: skip
+                assert not cause_of(res).startswith("ours: no explanation"), (pid, c["id"], v)
+                checked.add(v)
+    assert NOT_COMPARABLE in checked and "EXCEEDED" in checked
+
+
+def test_a_paper_files_own_text_comes_before_the_mechanical_one():
+    own = {"explanation": {"not_comparable": "regime: our link is not the paper's."}}
+    assert explanation_for(own, NOT_COMPARABLE) == "regime: our link is not the paper's."
+    assert explanation_for({}, NOT_COMPARABLE) == MECHANICAL_EXPLANATIONS[NOT_COMPARABLE]
+    assert explanation_for({}, "NOT REPRODUCED") == ""  # a judged miss needs the paper file's
+
+
+def test_the_means_lead_with_the_judged_metric_then_accuracy():
+    """DC2's time claims listed bytes and accuracy, never the time they were judged on."""
+    t = "time_to_target_s"
+    c = claim("speedup", 2.0, metrics=(t, "bytes_to_target", "final_test_accuracy"))
+    runs = seeds([0.5] * 3, [1.0] * 3, metric=t)
+    runs["bytes_to_target"] = [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
+    runs["final_test_accuracy"] = [0.90, 0.91, 0.92, 0.95, 0.95, 0.95]
+    means = verdict(c, runs).row()["per_metric"].split("; ")
+    assert [m.split(" (")[0] for m in means] == [t, "final_test_accuracy", "bytes_to_target"]
+    assert means[0] == f"{t} (a): 0.5 vs 1 (base)"
+    for kind, metric in (("reduction", "bytes_total"), ("ratio", "final_test_accuracy")):
+        row = verdict(claim(kind, 50.0, metrics=(metric,)), seeds([50] * 3, [100] * 3, metric))
+        assert row.row()["per_metric"].startswith(f"{metric} (a): 50 vs 100"), kind
+
+
+def test_a_censored_side_of_the_judged_metric_is_a_lower_bound():
+    t = "time_to_target_s"
+    runs = seeds([0.5, math.nan, 0.5], [1.0] * 3, metric=t)
+    runs["total_time_s"] = 3.0
+    res = verdict(claim("speedup", 2.0, metrics=(t, "final_test_accuracy")), runs)
+    first = res.row()["per_metric"].split("; ")[0]
+    assert first.startswith(f"{t} (a): 1.333 vs 1 (base, the method censored in 1 of 3 seed(s)")
+    assert "at least" in first
