@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import pandas as pd
 import typst
 
@@ -318,7 +320,22 @@ def _remove_stale(workdir: Path) -> None:
             old.unlink()
 
 
+def _figure_fonts(workdir: Path) -> Path:
+    """Copy DejaVu Sans (matplotlib's) beside the sources, for Typst to draw the figures' text.
+
+    The figures keep their text as SVG text (searchable in the PDF and the HTML report); Typst
+    draws it in the font matplotlib measured it in, not a wheel font of other widths.
+    """
+    fonts = workdir / "fonts"
+    fonts.mkdir(exist_ok=True)
+    for src in sorted((Path(matplotlib.get_data_path()) / "fonts" / "ttf").glob("DejaVuSans*.ttf")):
+        if not (fonts / src.name).exists():
+            shutil.copyfile(src, fonts / src.name)
+    return fonts
+
+
 def _compile(workdir: Path, out_pdf: Path) -> None:
+    fonts = _figure_fonts(workdir)
     with atomic_path(out_pdf) as tmp:
         try:
             typst.compile(
@@ -326,7 +343,8 @@ def _compile(workdir: Path, out_pdf: Path) -> None:
                 output=str(tmp),
                 root=str(workdir),
                 format="pdf",
-                ignore_system_fonts=True,  # only the wheel's fonts: same PDF on every machine
+                ignore_system_fonts=True,  # the wheel's and matplotlib's: same PDF everywhere
+                font_paths=[str(fonts)],
                 # No PDF tags: the tag tree fails on some float placements, depending only on
                 # where pages break ("this element's PDF tag would be split up"; typst issues
                 # 7789, 8776), so a report would fail to build for one more run in its table.

@@ -39,8 +39,8 @@ PALETTE = "colorblind"
 # Fixed salt: matplotlib derives SVG element ids from it instead of from a random value.
 _SVG_RC = {
     "svg.hashsalt": "psml-report",
-    # Text as <text>, searchable and selectable in the HTML report; the PDF stays font-stable,
-    # Typst drawing it with the wheel's fonts only.
+    # Text as <text>, searchable in the HTML report and the PDF; the PDF stays font-stable,
+    # Typst drawing it in matplotlib's DejaVu Sans (report.build passes that font only).
     "svg.fonttype": "none",
     "figure.dpi": 100,
     "savefig.bbox": "tight",
