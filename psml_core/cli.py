@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -232,6 +233,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     spec = train_spec(args)
     if spec.backend == "dist" and args.launcher != "local":
         return _launch_dist(spec, args)
+    if spec.backend == "dist":  # the spawned ranks' C++ output: <out>.ranks/, not the terminal
+        from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV, log_dir
+
+        os.environ.setdefault(LOG_DIR_ENV, str(log_dir({}, args.out)))
     summary = train(spec, args.data, args.out, assignment_path=args.partition)
     acc = summary["final_test_accuracy"]
     print(
@@ -431,8 +436,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _pipe_closed() -> int:
     """``psml runs | head -1``: the reader left; stop quietly, as ``cat`` does (status 141)."""
-    import os
-
     # What is still buffered for stdout would fail again when Python flushes it at exit.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
