@@ -21,8 +21,9 @@ class that its own module registered already under that name is accepted as is. 
 or another plugin already uses, a class of the wrong kind, a plugin that fails to import or a
 recipe name defined twice is one :class:`~psml_core.errors.ConfigError` naming the package,
 its version and the fix; a clash names both packages and their versions (entry-point
-distribution names and versions from :mod:`importlib.metadata`; psml's own as "psml itself"). ``psml config`` lists what each plugin added, and the report marks
-each recipe that uses one ("plugin: <package> <version>").
+distribution names and versions from :mod:`importlib.metadata`; psml's own as "psml
+itself"). ``psml config`` lists what each plugin added, and the report marks each recipe that
+uses one ("plugin: <package> <version>").
 """
 
 from __future__ import annotations
