@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -227,18 +228,34 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
-    from psml_core.engine.training import train
-
     spec = train_spec(args)
     if spec.backend == "dist" and args.launcher != "local":
         return _launch_dist(spec, args)
-    summary = train(spec, args.data, args.out, assignment_path=args.partition)
+    summary = _train_here(spec, args)
     acc = summary["final_test_accuracy"]
     print(
         f"{spec.run_id}: accuracy {acc:.4f}, {summary['total_time_s']:.4g} s "
         f"({summary['clock']}), {summary['bytes_up']} B up, {summary['bytes_down']} B down"
     )
     return 0
+
+
+def _train_here(spec: RunSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`~psml_core.engine.training.train` in this process (dist: its spawned ranks).
+
+    A dist run's ranks send torch's C++ output to ``<out>.ranks/rank<r>.log``, not to the
+    terminal (``$PSML_DIST_LOG_DIR``, set for the call unless the user set it).
+    """
+    from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV, log_dir
+    from psml_core.engine.training import train
+
+    if spec.backend != "dist" or os.environ.get(LOG_DIR_ENV):
+        return train(spec, args.data, args.out, assignment_path=args.partition)
+    os.environ[LOG_DIR_ENV] = str(log_dir({}, args.out))
+    try:
+        return train(spec, args.data, args.out, assignment_path=args.partition)
+    finally:
+        del os.environ[LOG_DIR_ENV]
 
 
 def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
@@ -431,8 +448,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _pipe_closed() -> int:
     """``psml runs | head -1``: the reader left; stop quietly, as ``cat`` does (status 141)."""
-    import os
-
     # What is still buffered for stdout would fail again when Python flushes it at exit.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

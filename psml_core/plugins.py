@@ -20,8 +20,10 @@ A block registers under its entry point's name (``first_k = "pkg.codec:FirstKCod
 class that its own module registered already under that name is accepted as is. A name psml
 or another plugin already uses, a class of the wrong kind, a plugin that fails to import or a
 recipe name defined twice is one :class:`~psml_core.errors.ConfigError` naming the package,
-its version and the fix. ``psml config`` lists what each plugin added, and the report marks
-each recipe that uses one ("plugin: <package> <version>").
+its version and the fix; a clash names both packages and their versions (entry-point
+distribution names and versions from :mod:`importlib.metadata`; psml's own as "psml
+itself"). ``psml config`` lists what each plugin added, and the report marks each recipe that
+uses one ("plugin: <package> <version>").
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from psml_core.config import MethodRecipe, load_yaml
 from psml_core.control import CONTROLLERS, Controller
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS, Placement
-from psml_core.registry import Registry
+from psml_core.registry import Registry, RegistryClash
 from psml_core.sync import SYNC_POLICIES, SyncPolicy
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "describe_plugins",
     "load_plugins",
     "methods_files",
+    "methods_owner",
     "paper_files",
     "recipe_labels",
     "recipe_plugins",
@@ -133,10 +136,63 @@ def _plugin(found: dict[str, Plugin], ep: md.EntryPoint) -> Plugin:
     return found[name]
 
 
-def _load(ep: md.EntryPoint, plugin: Plugin, group: str) -> Any:
+_PSML_DIST = "psml-core"
+
+
+def _psml_label() -> str:
+    """``"psml-core <version>"``: psml's own distribution, as the installed metadata says."""
+    try:
+        return f"{_PSML_DIST} {md.version(_PSML_DIST)}"
+    except md.PackageNotFoundError:  # run from a source tree without installing
+        return f"{_PSML_DIST} (not installed)"
+
+
+def _dist_of(obj: object) -> str | None:
+    """``"<package> <version>"`` of the installed distribution that ships ``obj``'s module."""
+    top = str(getattr(obj, "__module__", "") or "").split(".")[0]
+    for dist in md.packages_distributions().get(top, []):
+        try:
+            return f"{dist} {md.version(dist)}"
+        except md.PackageNotFoundError:
+            continue
+    return None
+
+
+def _owner(found: Mapping[str, Plugin], key: str, name: str, existing: object) -> str:
+    """Who registered block ``name`` first, with the version.
+
+    A plugin loaded before, else the distribution that ships the class's module, else psml.
+    """
+    for p in found.values():
+        if name in p.blocks.get(key, []):
+            return f"plugin {p.label}"
+    module = str(getattr(existing, "__module__", "") or "")
+    if module == "psml_core" or module.startswith("psml_core."):
+        return f"psml itself ({_psml_label()})"
+    label = _dist_of(existing)
+    return f"plugin {label}" if label else f"module {module or '?'}"
+
+
+def _clash(where: str, plugin: Plugin, kind: str, name: str, owner: str) -> ConfigError:
+    """The one line of two packages registering the same block name: both, with versions."""
+    return ConfigError(
+        f"{where}: {kind} {name!r} is registered by {owner} already; two packages cannot "
+        f"register one name: rename the entry point in {plugin.package}, or uninstall one of "
+        f"them (pip uninstall {plugin.package})"
+    )
+
+
+def _load(
+    ep: md.EntryPoint, plugin: Plugin, group: str, found: Mapping[str, Plugin] | None = None
+) -> Any:
     """The entry point's object; an import failure is one line naming the plugin."""
     try:
         return ep.load()
+    except RegistryClash as exc:  # its module registered a name another package holds
+        key = BLOCK_GROUPS.get(group, (exc.kind,))[0]
+        owner = _owner(found or {}, key, exc.name, exc.existing)
+        where = f"plugin {plugin.label}: entry point {ep.name!r} of group {group!r}"
+        raise _clash(where, plugin, exc.kind, exc.name, owner) from None
     except Exception as exc:  # any failure of foreign code at import is the plugin's
         raise ConfigError(
             f"plugin {plugin.label}: entry point {ep.name!r} ({ep.value}) of group {group!r} "
@@ -145,22 +201,23 @@ def _load(ep: md.EntryPoint, plugin: Plugin, group: str) -> Any:
         ) from None
 
 
-def _register_block(ep: md.EntryPoint, plugin: Plugin, group: str) -> None:
+def _register_block(
+    ep: md.EntryPoint, plugin: Plugin, group: str, found: Mapping[str, Plugin]
+) -> None:
     key, registry, base = BLOCK_GROUPS[group]
-    obj = _load(ep, plugin, group)
+    obj = _load(ep, plugin, group, found)
     where = f"plugin {plugin.label}: entry point {ep.name!r} of group {group!r}"
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise ConfigError(
             f"{where} is {obj!r}, not a subclass of {base.__name__}; point it at the class"
         )
     if ep.name in registry:
-        if registry.get(ep.name) is not obj:
-            owner = block_origin(key, ep.name)
-            who = f"plugin {owner.label}" if owner else "psml itself"
-            raise ConfigError(
-                f"{where}: {registry.kind} {ep.name!r} is registered by {who} already; "
-                "rename the entry point"
-            )
+        held = registry.get(ep.name)
+        others = [p for p in found.values() if p is not plugin]
+        if held is not obj or any(ep.name in p.blocks.get(key, []) for p in others):
+            # During loading ``block_origin`` sees no plugin yet: ask the ones loaded so far.
+            owner = _owner({p.package: p for p in others}, key, ep.name, held)
+            raise _clash(where, plugin, registry.kind, ep.name, owner)
     else:
         registry.register(ep.name)(obj)
     plugin.blocks.setdefault(key, []).append(ep.name)
@@ -199,7 +256,7 @@ def load_plugins() -> list[Plugin]:
         try:
             for group in BLOCK_GROUPS:
                 for ep in _entry_points(group):
-                    _register_block(ep, _plugin(found, ep), group)
+                    _register_block(ep, _plugin(found, ep), group, found)
             for ep in _entry_points(RECIPES_GROUP):
                 _add_resources(ep, _plugin(found, ep))
         except ConfigError:
@@ -217,6 +274,14 @@ def methods_files() -> list[Path]:
 def paper_files() -> list[Path]:
     """The plugins' paper files."""
     return [f for p in load_plugins() for f in p.papers]
+
+
+def methods_owner(path: Path) -> str:
+    """Who ships methods file ``path``: ``"plugin <package> <version>"``, else psml itself."""
+    for p in load_plugins():
+        if Path(path) in p.methods:
+            return f"plugin {p.label}"
+    return f"psml itself ({_psml_label()})"
 
 
 def block_origin(key: str, name: str) -> Plugin | None:

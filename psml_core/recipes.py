@@ -23,7 +23,6 @@ from psml_core.config import (
     RunSpec,
     build_experiment,
     config_root,
-    parse_method_files,
     parse_methods,
 )
 from psml_core.config import read_run_spec as _read_run_spec
@@ -191,12 +190,27 @@ def load_methods(path: str | Path | None = None) -> dict[str, MethodRecipe]:
 
 
 def _load_all_methods(base: Path) -> dict[str, MethodRecipe]:
-    """``base/methods.yaml`` and every plugin's methods file, each recipe checked."""
+    """``base/methods.yaml`` and every plugin's methods file, each recipe checked.
+
+    Raises:
+        ConfigError: a file's own error; a recipe two files define, naming the package and
+            version of each (psml's own file as psml itself).
+    """
     files = [base / "methods.yaml", *plugins.methods_files()]
-    recipes = parse_method_files(files)
+    recipes: dict[str, MethodRecipe] = {}
+    origin: dict[str, Path] = {}
     for path in files:
-        for name in parse_methods(path):
-            check_recipe(recipes[name], str(path))
+        for name, recipe in parse_methods(path).items():
+            if name in recipes:
+                first, again = plugins.methods_owner(origin[name]), plugins.methods_owner(path)
+                raise ConfigError(
+                    f"{again}: recipe {name!r} is defined by {first} already ({origin[name]}, "
+                    f"then {path}); two packages cannot define one recipe: rename it in one "
+                    "of them, or uninstall one"
+                )
+            recipes[name], origin[name] = recipe, path
+    for name, recipe in recipes.items():
+        check_recipe(recipe, str(origin[name]))
     return recipes
 
 

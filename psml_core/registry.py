@@ -7,7 +7,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from psml_core.errors import ConfigError, did_you_mean
 
-__all__ = ["BlockLike", "Registry"]
+__all__ = ["BlockLike", "Registry", "RegistryClash"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,20 @@ class BlockLike(Protocol):
     def params(self) -> Mapping[str, Any]:
         """The constructor's keyword arguments."""
         ...
+
+
+class RegistryClash(ValueError):
+    """A name registered twice; carries what holds it, so a caller can say whose it is.
+
+    Args:
+        kind: The registry's kind ("codec", ...).
+        name: The name.
+        existing: What is registered under it already.
+    """
+
+    def __init__(self, kind: str, name: str, existing: object) -> None:
+        super().__init__(f"{kind} {name!r} is registered twice")
+        self.kind, self.name, self.existing = kind, name, existing
 
 
 class Registry(Generic[T]):
@@ -59,7 +73,7 @@ class Registry(Generic[T]):
 
         def deco(obj: T) -> T:
             if name in self._items:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+                raise RegistryClash(self.kind, name, self._items[name])
             if isinstance(obj, type):
                 own = obj.__dict__.get("name")
                 if own is not None and own != name:

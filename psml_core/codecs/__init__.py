@@ -24,9 +24,10 @@ kv              PS-lite key/value entries (uint64 key, float32 value)  12 m
 ``sparse(n, k)`` is the cheapest of COO (8k), bitmap (ceil(n/8) + 4k) and dense (4n); see
 :mod:`.formats`. Every variable-length payload (topk, threshold, dgc, omnireduce, dfs,
 value_bounded, topk_matched, kv, and the default broadcast) and random-k's (whose values land
-on indices regenerated from the step) is 4 bytes longer than its row says: its CRC-32 trailer,
-bound to the message's step (:mod:`.integrity`), so that a payload replayed from another step
-is refused. Any codec can be wrapped in
+on indices regenerated from the step, the shared seed and the element count) is 4 bytes longer
+than its row says: its CRC-32 trailer, bound to the message's step (:mod:`.integrity`; random-k's
+also to its seed and count), so that a payload replayed from another step, or decoded with
+another seed or count, is refused. Any codec can be wrapped in
 :class:`ErrorFeedback` (``error_feedback: true``);
 a sparsifier in :class:`MomentumCorrection` instead (``momentum_correction: true``: DGC's
 momentum correction and factor masking, with the workload's momentum moved onto the workers).

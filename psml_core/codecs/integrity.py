@@ -31,8 +31,11 @@ Fixed-length formats carry no trailer: both ends know their exact length (``4n``
 refuse any other length, and every bit pattern of the right length is a message the codec could
 have sent (non-finite values aside, which they refuse); a replay of one is a stale but
 meaningful vector. Random-k is the exception: its ``4k`` values are placed at indices that the
-decoder regenerates from the step, so a replayed payload would land on the wrong indices; it is
-sealed like the variable-length formats (``4k + 4`` bytes).
+decoder regenerates from the step, the shared seed and the element count, so a payload replayed
+from another step, or decoded with another seed or count, would land on the wrong indices. It
+is sealed like the variable-length formats (``4k + 4`` bytes), and its trailer binds the seed
+and the count too (``bind=(seed, n)`` of :func:`crc_seed`): decoded with any other, it is
+refused (for two distinct bindings the seeds differ except by a 2^-32 coincidence).
 """
 
 from __future__ import annotations
@@ -52,30 +55,45 @@ _STEP = struct.Struct("<4sI")  # the seeded message: direction tag, step modulo 
 _TAGS = (b"push", b"down")
 
 
-def crc_seed(step: int | None = None, down: bool = False) -> int:
+def crc_seed(step: int | None = None, down: bool = False, bind: tuple[int, ...] = ()) -> int:
     """The CRC's starting value for a message of ``step`` (None: unbound, :data:`CRC_SEED`).
 
-    ``zlib.crc32(tag + uint32_le(step mod 2**32), CRC_SEED)``, the tag ``b"push"`` for what a
-    worker sends and ``b"down"`` for what a server sends (``down``). Distinct steps modulo
-    2**32 give distinct seeds.
+    ``zlib.crc32(tag + uint32_le(step mod 2**32) + uint64_le(b mod 2**64) for b in bind,
+    CRC_SEED)``, the tag ``b"push"`` for what a worker sends and ``b"down"`` for what a server
+    sends (``down``). Distinct steps modulo 2**32 give distinct seeds. ``bind`` adds more
+    values both ends know (random-k: its index seed and element count); empty, the seed is the
+    step's alone, so codecs that bind nothing more keep their bytes.
     """
     if step is None:
         return CRC_SEED
-    return zlib.crc32(_STEP.pack(_TAGS[bool(down)], int(step) & 0xFFFFFFFF), CRC_SEED)
+    msg = _STEP.pack(_TAGS[bool(down)], int(step) & 0xFFFFFFFF)
+    if bind:
+        msg += struct.pack(f"<{len(bind)}Q", *(int(b) & 0xFFFFFFFFFFFFFFFF for b in bind))
+    return zlib.crc32(msg, CRC_SEED)
 
 
 def checksum(
-    body: bytes | bytearray | memoryview, step: int | None = None, down: bool = False
+    body: bytes | bytearray | memoryview,
+    step: int | None = None,
+    down: bool = False,
+    bind: tuple[int, ...] = (),
 ) -> int:
-    """The CRC-32 of ``body``, seeded with :func:`crc_seed` of ``step`` and the direction."""
-    return zlib.crc32(body, crc_seed(step, down))
+    """The CRC-32 of ``body``, seeded with :func:`crc_seed` of ``step``, direction and ``bind``."""
+    return zlib.crc32(body, crc_seed(step, down, bind))
 
 
 def seal(
-    body: bytes | bytearray | memoryview, step: int | None = None, *, down: bool = False
+    body: bytes | bytearray | memoryview,
+    step: int | None = None,
+    *,
+    down: bool = False,
+    bind: tuple[int, ...] = (),
 ) -> bytes:
-    """``body`` followed by its CRC-32 (:data:`CHECKSUM_BYTES` more bytes), bound to ``step``."""
-    return b"".join((body, _CRC.pack(checksum(body, step, down))))
+    """``body`` followed by its CRC-32 (:data:`CHECKSUM_BYTES` more bytes), bound to ``step``.
+
+    ``bind``: further values the trailer binds (:func:`crc_seed`); the receiver passes the same.
+    """
+    return b"".join((body, _CRC.pack(checksum(body, step, down, bind))))
 
 
 def unseal(
@@ -85,6 +103,7 @@ def unseal(
     step: int | None = None,
     *,
     down: bool = False,
+    bind: tuple[int, ...] = (),
 ) -> memoryview:
     """The body of a sealed payload, after checking its trailer against ``step``'s seed.
 
@@ -94,6 +113,7 @@ def unseal(
         n: The length of the vector it encodes, for the error.
         step: The step the receiver expects (``CodecContext.step``); None: the unbound seal.
         down: Whether it is a server's message (a broadcast or pull answer).
+        bind: The further values the sender bound (:func:`crc_seed`), as the receiver knows them.
 
     Raises:
         ValueError: an empty or short buffer, or a checksum mismatch (a buffer cut, extended
@@ -109,10 +129,11 @@ def unseal(
     view = memoryview(buf)
     body = view[: size - CHECKSUM_BYTES]
     (sent,) = _CRC.unpack_from(view, size - CHECKSUM_BYTES)
-    if checksum(body, step, down) != sent:
+    if checksum(body, step, down, bind) != sent:
         at = "" if step is None else f" of step {step}"
+        other = "another step, seed or element count" if bind else "another step"
         raise ValueError(
             f"codec {codec!r}: the {size}-byte payload{at} for {n} elements fails its CRC-32 "
-            "(cut, extended or changed in transit, or sealed for another step)"
+            f"(cut, extended or changed in transit, or sealed for {other})"
         )
     return body

@@ -93,10 +93,11 @@ class RandomKCodec(Codec):
 
     Wire format: the ``k`` kept values as little-endian float32 in ascending index order, no
     indices, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity` bound to the
-    step: ``wire_bytes = 4k + 4`` exactly. The length alone is known to both ends, but the
-    values land on indices regenerated from the step, so a payload replayed from another step
-    would be decoded onto the wrong indices without its step-bound trailer (4 bytes per message:
-    0.004% of a 1% push of 11.2M elements).
+    step, the shared seed and the element count (:meth:`binding`): ``wire_bytes = 4k + 4``
+    exactly. The length alone is known to both ends, but the values land on indices regenerated
+    from the step, seed and count, so a payload replayed from another step, or decoded with
+    another seed or count, would be decoded onto the wrong indices without its bound trailer
+    (4 bytes per message: 0.004% of a 1% push of 11.2M elements).
 
     Server side (:class:`RandomKServer`): the aggregate is zero outside the shared indices, so the
     server broadcasts its ``k`` values at those indices: ``4k + 4`` bytes down, lossless.
@@ -122,6 +123,15 @@ class RandomKCodec(Codec):
         """How many elements an ``n``-vector keeps under ``ctx``."""
         return keep_count(n, ratio_in_force(self.ratio, ctx))
 
+    @staticmethod
+    def binding(n: int, ctx: CodecContext) -> tuple[int, int]:
+        """What the trailer binds besides the step: the index seed and the element count.
+
+        The indices are drawn from both, so a payload decoded with another seed or count
+        would scatter its values onto other indices; bound, it fails its CRC-32 instead.
+        """
+        return int(ctx.seed), int(n)
+
     def indices(self, n: int, ctx: CodecContext) -> np.ndarray:
         """The step's shared indices (ascending, read-only)."""
         k = self.keep_count(n, ctx)
@@ -142,12 +152,13 @@ class RandomKCodec(Codec):
         x = check_vector(x)
         idx = self.indices(int(x.size), ctx)
         body = x[idx].astype(F32, copy=False).tobytes()
-        return Payload(self.name, int(x.size), seal(body, ctx.step))
+        n = int(x.size)
+        return Payload(self.name, n, seal(body, ctx.step, bind=self.binding(n, ctx)))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Scatter the values to the regenerated indices; the length must be ``4k + 4``."""
         idx = self.indices(payload.n, ctx)
-        return _scatter_values(payload, idx, "randomk", ctx.step, down=False)
+        return _scatter_values(payload, idx, "randomk", ctx, down=False)
 
     def decode_on(self, payload: Payload, ctx: CodecContext, device: torch.device) -> torch.Tensor:
         """:meth:`decode` onto a torch ``device``, parsed there."""
@@ -161,7 +172,7 @@ class RandomKCodec(Codec):
 
 
 def _scatter_values(
-    payload: Payload, idx: np.ndarray, what: str, step: int, down: bool
+    payload: Payload, idx: np.ndarray, what: str, ctx: CodecContext, down: bool
 ) -> np.ndarray:
     """Dense vector with ``payload``'s float32 values at ``idx`` (trailer checked first)."""
     size = 4 * idx.size + CHECKSUM_BYTES
@@ -170,7 +181,8 @@ def _scatter_values(
             f"{what} payload of {len(payload.buffer)} bytes; {idx.size} values take {size} "
             "(with the checksum)"
         )
-    body = unseal(payload.buffer, what, payload.n, step, down=down)
+    bind = RandomKCodec.binding(payload.n, ctx)
+    body = unseal(payload.buffer, what, payload.n, ctx.step, down=down, bind=bind)
     vals = np.frombuffer(body, dtype=F32)
     if not np.isfinite(vals).all():
         raise ValueError(f"{what} payload holds non-finite values, which this codec cannot send")
@@ -202,12 +214,13 @@ class RandomKServer(ServerCodec):
         if np.count_nonzero(agg) != np.count_nonzero(vals):
             raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
         body = vals.astype(F32, copy=False).tobytes()
-        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
+        bind = self.codec.binding(n, ctx)
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True, bind=bind))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Scatter the broadcast values to the step's indices (``4k + 4`` bytes)."""
         idx = self.codec.indices(payload.n, ctx)
-        return _scatter_values(payload, idx, "randomk down", ctx.step, down=True)
+        return _scatter_values(payload, idx, "randomk down", ctx, down=True)
 
     # ----------------------------------------------------------------------------------- threshold
 
@@ -224,7 +237,8 @@ class RandomKServer(ServerCodec):
         if int(torch.count_nonzero(agg)) != int(torch.count_nonzero(vals)):
             raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
         body = tw.as_bytes(vals)
-        return Payload(f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True))
+        bind = self.codec.binding(n, ctx)
+        return Payload(f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True, bind=bind))
 
     def decode_down_on(
         self, payload: Payload, ctx: CodecContext, device: torch.device

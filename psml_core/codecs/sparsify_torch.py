@@ -136,7 +136,8 @@ def encode_randomk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     x = check_tensor(x)
     idx = device_indices(codec, int(x.numel()), ctx, x.device)
     body = as_bytes(x[idx])
-    return Payload(codec.name, int(x.numel()), seal(body, ctx.step))
+    n = int(x.numel())
+    return Payload(codec.name, n, seal(body, ctx.step, bind=codec.binding(n, ctx)))
 
 
 def decode_randomk(
@@ -151,7 +152,8 @@ def decode_randomk(
             f"{what} payload of {len(payload.buffer)} bytes; {idx.numel()} values take {size} "
             "(with the checksum)"
         )
-    body = unseal_to(payload.buffer, what, payload.n, ctx.step, device, down=down)
+    bind = codec.binding(payload.n, ctx)
+    body = unseal_to(payload.buffer, what, payload.n, ctx.step, device, down=down, bind=bind)
     vals = body.clone().view(torch.float32) if body.numel() else body.view(torch.float32)
     check_finite(vals, f"{what} payload holds non-finite values, which this codec cannot send")
     out = torch.zeros(payload.n, dtype=torch.float32, device=device)

@@ -87,16 +87,18 @@ def _device_crc(device: torch.device) -> bool:
     return DEVICE_CRC if DEVICE_CRC is not None else device.type == "cuda"
 
 
-def seal(body: torch.Tensor, step: int | None, down: bool = False) -> bytes:
+def seal(
+    body: torch.Tensor, step: int | None, down: bool = False, bind: tuple[int, ...] = ()
+) -> bytes:
     """The body (uint8 on its device) followed by its step-bound CRC-32, as host bytes.
 
-    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes.
+    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes (``bind`` as there).
     """
     if _device_crc(body.device) and body.numel() >= 4:
         from psml_core.codecs.torch_crc import crc32_bytes
 
-        return to_host(body, crc32_bytes(body, crc_seed(step, down)))
-    return seal_host(to_host(body) if body.numel() else b"", step, down=down)
+        return to_host(body, crc32_bytes(body, crc_seed(step, down, bind)))
+    return seal_host(to_host(body) if body.numel() else b"", step, down=down, bind=bind)
 
 
 def unseal_to(
@@ -106,13 +108,14 @@ def unseal_to(
     step: int | None,
     device: torch.device,
     down: bool = False,
+    bind: tuple[int, ...] = (),
 ) -> torch.Tensor:
     """The checked body of a sealed payload as uint8 on ``device`` (the CRC checked on the host).
 
     Raises:
         ValueError: as :func:`psml_core.codecs.integrity.unseal`.
     """
-    return to_device(unseal(buf, codec, n, step, down=down), device)
+    return to_device(unseal(buf, codec, n, step, down=down, bind=bind), device)
 
 
 def pack_bits(mask: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ import gzip
 import lzma
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -302,6 +303,9 @@ def _open(path: Path) -> tuple[IO[bytes], str | None]:
     return open(path, "rb"), None
 
 
+_DAMAGED = (OSError, EOFError, lzma.LZMAError, zlib.error)
+
+
 def read_rows(path: str | os.PathLike[str], what: str = "path") -> Rows:
     """Parse a LIBSVM file into raw rows (labels not yet mapped, indices still 1-based).
 
@@ -323,32 +327,51 @@ def read_rows(path: str | os.PathLike[str], what: str = "path") -> Rows:
     lineno = 0
     try:
         with fh:
-            for lineno, raw in enumerate(fh, 1):
-                if not raw.endswith(b"\n"):
-                    reader.unterminated = lineno
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise _line_error(
-                        str(path), lineno, "is not UTF-8 text", lineno == reader.unterminated
-                    ) from None
-                text = text.partition("#")[0]
-                if text.strip():
-                    reader.add(lineno, text)
-    except (OSError, EOFError, lzma.LZMAError) as exc:
+            try:
+                for lineno, raw in enumerate(fh, 1):
+                    _read_line(reader, lineno, raw)
+            except DataError:
+                # A decompressor hands out a block's bytes before it checks the block's CRC,
+                # so garbage from a damaged file reaches the parser first: read on to the
+                # check, and blame the file rather than a line when it fails.
+                if kind is not None:
+                    _drain(fh)
+                raise
+    except _DAMAGED as exc:
         if kind is None:
             raise
         raise DataError(
             f"{path}: damaged {kind} file after line {lineno} ({exc}); it is truncated or "
-            f"corrupt: re-download it (config key {what})"
+            f"corrupt: delete it and re-download it (config key {what})"
         ) from None
     return reader.rows()
+
+
+def _read_line(reader: _Reader, lineno: int, raw: bytes) -> None:
+    """Hand one raw line to ``reader`` (comment stripped, blank lines skipped)."""
+    if not raw.endswith(b"\n"):
+        reader.unterminated = lineno
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _line_error(
+            reader.path, lineno, "is not UTF-8 text", lineno == reader.unterminated
+        ) from None
+    text = text.partition("#")[0]
+    if text.strip():
+        reader.add(lineno, text)
+
+
+def _drain(fh: IO[bytes]) -> None:
+    """Read a compressed stream to its end, so its checksums are verified (raises if damaged)."""
+    while fh.read(1 << 20):
+        pass
 
 
 def map_labels(labels: np.ndarray) -> tuple[np.ndarray, int, dict[str, int]]:
     """Map raw labels to ``0..K-1``.
 
-    ``{-1, +1}`` and ``{0, 1}`` (or a subset) become ``{0, 1}``; other integer labels map to
+    ``{-1, +1}`` and ``{0, 1}`` become ``{0, 1}``; other integer labels map to
     ``0..K-1`` in sorted order.
 
     Args:
@@ -363,14 +386,16 @@ def map_labels(labels: np.ndarray) -> tuple[np.ndarray, int, dict[str, int]]:
             distinct labels are present.
     """
     uniq = np.unique(labels)
+    if uniq.size < 2:
+        # Before the binary shortcut: all-``1`` labels are one class, not a {0, 1} subset.
+        only = f"every row has label {uniq[0]:g}" if uniq.size else "no labels"
+        raise ValueError(f"{only}; at least two classes are needed")
     if set(uniq.tolist()) <= {-1.0, 1.0} or set(uniq.tolist()) <= {0.0, 1.0}:
         y = (labels > 0).astype(np.int64)
         return y, 2, {f"{v:g}": int(v > 0) for v in uniq.tolist()}
     bad = uniq[uniq != np.round(uniq)]
     if bad.size:
         raise ValueError(f"label {bad[0]:g} is not an integer (classification labels only)")
-    if uniq.size < 2:
-        raise ValueError(f"every row has label {uniq[0]:g}; at least two classes are needed")
     y = np.searchsorted(uniq, labels).astype(np.int64)
     return y, int(uniq.size), {f"{v:g}": i for i, v in enumerate(uniq.tolist())}
 

@@ -21,13 +21,13 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from psml_core.atomic import write_bytes
 from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, horovodrun_path, import_horovod
 from psml_core.engine.job import Job
+from psml_core.engine.scratch import scratch_dir
 from psml_core.errors import RunError
 
 __all__ = ["INPUTS", "LOG", "RESULT", "horovodrun_command", "spawn_local", "write_result"]
@@ -127,7 +127,7 @@ def spawn_local(job: Job, options: HorovodOptions) -> HorovodResult:
         RunError: a rank failed, or the run exceeded ``options.timeout_s``.
     """
     import_horovod()  # a clear error before anything starts
-    with tempfile.TemporaryDirectory(prefix="psml-horovod-") as tmp:
+    with scratch_dir("psml-horovod-") as tmp:  # the pickled job: never left behind
         directory = Path(tmp)
         write_bytes(directory / INPUTS, pickle.dumps({"job": job, "options": options}))
         cmd = horovodrun_command(job.spec.workers, options, directory)

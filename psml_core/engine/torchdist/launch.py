@@ -18,6 +18,10 @@ runs :func:`psml_core.engine.training.train`, which writes ``metrics.parquet`` a
 atomically after a clean finish; the other ranks load the same data, build the same Job and
 run their role. ``--spawned DIR`` is internal: a child of the local spawner (:mod:`.spawn`).
 
+Each rank's own output below Python (torch's C++ warnings and backtraces when a peer dies) goes
+to ``rank<r>.log`` in ``$PSML_DIST_LOG_DIR``, else in ``<out>.ranks/``; the terminal gets psml's
+one line per rank, naming that file (:mod:`.rank_log`).
+
 Exit status: 0 on success; 1 when this or another rank failed after the ranks started to join
 (one line on stderr names the failed rank); before that, the error's own status: 2 for a
 configuration error (e.g. a world size other than P + S), 3 for bad data.
@@ -38,6 +42,7 @@ from psml_core.engine.job import Job
 from psml_core.engine.progress import Progress
 from psml_core.engine.rank_entry import launched_rank, launched_spec, run_launcher
 from psml_core.engine.torchdist.env import rank_env
+from psml_core.engine.torchdist.rank_log import divert_native_stderr, log_dir
 from psml_core.engine.torchdist.session import Session
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.engine.training import configure_torch
@@ -55,6 +60,9 @@ def _launched(args: argparse.Namespace) -> None:
     env = rank_env(os.environ)
     layout = Layout(spec.shards, spec.workers)
     layout.check_world(env.world_size, spec.run_id)
+    logs = log_dir(os.environ, args.out)
+    if logs is not None:  # settings checked (their errors on the terminal); now the C++ layers
+        divert_native_stderr(logs, env.rank)
     session = Session(env, layout, DistOptions.from_env())
 
     def run_job(job: Job) -> None:
@@ -79,6 +87,9 @@ def _spawned(directory: Path) -> None:
     env = rank_env(os.environ)
     layout = Layout(spec.shards, spec.workers)
     layout.check_world(env.world_size, spec.run_id)
+    logs = log_dir(os.environ, None)
+    if logs is not None:  # ``psml train`` names the folder; a library caller keeps stderr
+        divert_native_stderr(logs, env.rank)
     session = Session(env, layout, inputs["options"])
     try:
         session.open()

@@ -31,6 +31,7 @@ from typing import NoReturn
 import torch.distributed as dist
 
 from psml_core.engine.torchdist.env import RankEnv
+from psml_core.engine.torchdist.rank_log import drop_if_empty, log_hint, native_stream
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.engine.torchdist.wire import PeerLost
 from psml_core.errors import ConfigError, RunError
@@ -46,7 +47,8 @@ def current_session() -> Session | None:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    # The terminal's one line per rank; torch's C++ frames went to the rank's log, named here.
+    print(line + log_hint(), file=sys.stderr, flush=True)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -169,6 +171,7 @@ class Session:
             self.store.set(f"done/{self.rank}", "1")
         dist.destroy_process_group()
         _CURRENT = None
+        drop_if_empty()
 
     def _stop_watchdog(self) -> None:
         self._stop.set()
@@ -196,15 +199,16 @@ class Session:
         os._exit(1)
 
     def fail(self, exc: BaseException) -> NoReturn:
-        """Abort for an exception, with its traceback on stderr (a broken pipe: peer_lost).
+        """Abort for an exception, its traceback in the rank's log (a broken pipe: peer_lost).
 
-        A ConfigError is bad input, not a bug: its one line, no traceback.
+        A ConfigError is bad input, not a bug: its one line, no traceback. Without a log
+        (a plain process), the traceback goes to stderr.
         """
         if isinstance(exc, PeerLost):
             self.peer_lost(exc, exc.peer)
         if isinstance(exc, ConfigError):
             self.abort(str(exc), quiet_unless_first=True)
-        traceback.print_exception(exc, file=sys.stderr)
+        traceback.print_exception(exc, file=native_stream())
         self.abort(f"{type(exc).__name__}: {_first_line(exc)}")
 
     def peer_lost(self, exc: BaseException, peer: int | None) -> NoReturn:

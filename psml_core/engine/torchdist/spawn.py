@@ -15,6 +15,10 @@ A child that exits non-zero is seen within 50 ms: the parent posts the ``abort``
 it (unless a child already named the root cause), the others stop on their own within a
 heartbeat, stragglers get SIGTERM then SIGKILL, and :class:`~psml_core.errors.RunError` names
 the rank. Nothing is written: the results exist only in the temporary directory.
+
+That directory (``psml-dist-*``, holding the pickled data set) is removed when the run ends,
+fails, or the parent is stopped (SIGTERM, SIGINT, exit); one left by a parent killed with
+SIGKILL is removed by the next spawner's start (:mod:`psml_core.engine.scratch`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import os
 import pickle
 import signal
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from multiprocessing.process import BaseProcess
@@ -34,11 +37,16 @@ import torch.distributed as dist
 
 from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
+from psml_core.engine.scratch import scratch_dir
+from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV
 from psml_core.engine.torchdist.result import INPUTS, RESULT, DistResult
 from psml_core.engine.torchdist.settings import DistOptions, Layout
 from psml_core.errors import RunError
 
-__all__ = ["INPUTS", "RESULT", "spawn_local"]
+__all__ = ["INPUTS", "PREFIX", "RESULT", "spawn_local"]
+
+PREFIX = "psml-dist-"
+"""The name prefix of the spawner's private folder in the system temp folder (:mod:`..scratch`)."""
 
 _DROP = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
 
@@ -120,7 +128,7 @@ def spawn_local(job: Job, options: DistOptions, progress: Progress = NO_PROGRESS
     )
     store = dist.PrefixStore("psml/0", host)
     ctx = _context()
-    with tempfile.TemporaryDirectory(prefix="psml-dist-") as tmp:
+    with scratch_dir(PREFIX) as tmp:
         inputs = {
             "spec": job.spec,
             "dataset": job.dataset,
@@ -133,7 +141,7 @@ def spawn_local(job: Job, options: DistOptions, progress: Progress = NO_PROGRESS
         try:
             for rank in range(world):
                 env = _child_env(rank, world, host.port)
-                p = ctx.Process(target=_child, args=(env, tmp), name=f"psml-dist-rank{rank}")
+                p = ctx.Process(target=_child, args=(env, str(tmp)), name=f"psml-dist-rank{rank}")
                 p.start()
                 procs.append(p)
             while True:
@@ -147,9 +155,11 @@ def spawn_local(job: Job, options: DistOptions, progress: Progress = NO_PROGRESS
                     store.compare_set("abort", "", own)
                     cause = store.get("abort").decode()
                     _stop(procs, grace_s=options.heartbeat_s + 2)
+                    logs = os.environ.get(LOG_DIR_ENV)
+                    where = f"; each rank's log is in {logs}/" if logs else ""
                     raise RunError(
                         f"dist run {job.spec.run_id!r} failed: {cause}; the other ranks were "
-                        "stopped and no results were written"
+                        f"stopped and no results were written{where}"
                     )
                 time.sleep(0.05)
         finally:

@@ -144,3 +144,84 @@ def test_the_error_names_the_codec_and_the_sizes():
         unseal(b"\0\0", "kv", 10)
     with pytest.raises(ValueError, match=r"codec 'dgc': the 12-byte payload for 5 elements fails"):
         unseal(b"\0" * 12, "dgc", 5)
+
+
+# ----------------------------------------------------------------- wrong element count, seed
+
+PATHS = ("decode", "decode_on", "aggregate", "aggregate_on")
+"""The decode paths: a worker's (NumPy, torch) and a server's sum of pushes (NumPy, torch)."""
+
+COUNT_BLIND = {("kv", "longer")}
+"""What no byte can tell: a key/value list names no element count, and keys that lie below
+``n`` lie below any larger count too (the format has no padding and no trailer binding)."""
+
+
+def _decode_via(path: str, codec: object, payload: Payload, ctx: CodecContext) -> object:
+    import torch
+
+    cpu = torch.device("cpu")
+    if path == "decode":
+        return codec.decode(payload, ctx)  # type: ignore[attr-defined]
+    if path == "decode_on":
+        return codec.decode_on(payload, ctx, cpu)  # type: ignore[attr-defined]
+    server = codec.server()  # type: ignore[attr-defined]
+    if path == "aggregate":
+        return server.aggregate([payload], ctx)
+    return server.aggregate_on([payload], ctx, cpu)
+
+
+def _tail_heavy(seed: int) -> np.ndarray:
+    """A vector whose last element is its largest and positive: every codec sends it, so
+    a count one short has an entry (index, bit, block value) past its end."""
+    x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+    x[-1] = 8.0
+    return x
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("name", sorted(CODECS.names()))
+def test_a_wrong_element_count_is_refused_on_every_decode_path(name, path):
+    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    p = codec.encode(_tail_heavy(0), CTX)
+    out = _decode_via(path, make_codec(BlockSpec(name, PARAMS.get(name, {}))), p, CTX)
+    assert tuple(out.shape) == (N,)  # the control: the right count decodes
+    for wrong in (N - 1, N + 1, N // 2, 2 * N, 0):
+        if (name, "longer" if wrong > N else "shorter") in COUNT_BLIND:
+            continue
+        fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+        with pytest.raises(ValueError):
+            _decode_via(path, fresh, Payload(p.codec, wrong, p.buffer), CTX)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_wrong_seed_is_refused_or_changes_nothing(data):
+    """Decoded with another shared seed, a payload is refused (random-k: its trailer binds the
+    seed its indices come from) or decodes to the same vector (every other decoder ignores it)."""
+    name = data.draw(st.sampled_from(CODECS.names()), label="codec")
+    path = data.draw(st.sampled_from(PATHS), label="path")
+    other = data.draw(st.integers(0, 2**64 - 1).filter(lambda s: s != CTX.seed), label="seed")
+    codec, p = _payload(name, data.draw(st.integers(0, 2**16), label="vector"))
+    right = np.asarray(_decode_via(path, make_codec(BlockSpec(name, PARAMS.get(name, {}))), p, CTX))
+    ctx = CodecContext(step=CTX.step, ratio=CTX.ratio, seed=other)
+    fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    if name == "randomk":
+        with pytest.raises(ValueError, match="another step, seed or element count"):
+            _decode_via(path, fresh, p, ctx)
+    else:
+        np.testing.assert_array_equal(np.asarray(_decode_via(path, fresh, p, ctx)), right)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_fuzzed_counts_never_decode_to_another_length(data):
+    """Any count: refused, or a finite vector of exactly that many elements."""
+    name = data.draw(st.sampled_from(CODECS.names()), label="codec")
+    codec, p = _payload(name, data.draw(st.integers(0, 2**16), label="vector"))
+    n = data.draw(st.integers(0, 3 * N), label="count")
+    path = data.draw(st.sampled_from(PATHS), label="path")
+    try:
+        out = np.asarray(_decode_via(path, codec, Payload(p.codec, n, p.buffer), CTX))
+    except ValueError:
+        return
+    assert out.shape == (n,) and np.isfinite(out).all()

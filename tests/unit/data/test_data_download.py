@@ -122,7 +122,33 @@ def test_truncated_compressed_file_is_a_data_error(tmp_path, kind: str, cut: flo
         read_rows(path, "datasets.x.path")
     msg = str(err.value)
     assert str(path) in msg and "datasets.x.path" in msg
-    assert f"damaged {kind} file" in msg or "line" in msg
+    assert f"damaged {kind} file" in msg and "re-download" in msg
+
+
+# First byte past each format's header whose damage its checksums catch (bzip2's block-size
+# digit, byte 3, and gzip's mtime, flags and OS bytes, 4..9, may change and decode the same).
+_CHECKED_FROM = {"bzip2": 4, "gzip": 10, "xz": 6}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(kind=st.sampled_from(sorted(COMPRESS)), where=st.floats(0.0, 1.0), flip=st.integers(1, 255))
+def test_a_damaged_compressed_file_is_blamed_not_a_line(
+    tmp_path, kind: str, where: float, flip: int
+) -> None:
+    # A decompressor hands out garbage before its CRC check fails: the file is named damaged,
+    # never reported as a bad LIBSVM line.
+    packed = bytearray(COMPRESS[kind](TRAIN * 20))
+    lo = _CHECKED_FROM[kind]
+    packed[lo + int(where * (len(packed) - 1 - lo))] ^= flip
+    path = tmp_path / f"flip.{kind}"
+    path.write_bytes(bytes(packed))
+    with pytest.raises(DataError) as err:
+        read_rows(path, "datasets.x.path")
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: damaged {kind} file after line ")
+    assert "re-download" in msg and "\n" not in msg
 
 
 def test_corrupt_byte_in_a_compressed_file_is_a_data_error(tmp_path) -> None:

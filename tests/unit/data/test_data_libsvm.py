@@ -108,7 +108,6 @@ def test_test_path_and_inferred_features(tmp_path) -> None:
     [
         ([-1, 1, 1], [0, 1, 1], 2),
         ([0, 1, 0], [0, 1, 0], 2),
-        ([1, 1, 1], [1, 1, 1], 2),
         ([3, 7, 9, 3], [0, 1, 2, 0], 3),
         ([-1, 0, 1], [0, 1, 2], 3),
     ],
@@ -117,6 +116,13 @@ def test_map_labels(raw: list[int], expected: list[int], k: int) -> None:
     y, n_classes, _ = map_labels(np.array(raw, dtype=np.float64))
     np.testing.assert_array_equal(y, expected)
     assert n_classes == k and y.dtype == np.int64
+
+
+@pytest.mark.parametrize("raw", [[1, 1, 1], [-1, -1], [0, 0, 0], [5, 5], []])
+def test_map_labels_refuses_one_class(raw: list[int]) -> None:
+    # all-1 is a subset of {-1, +1} and of {0, 1}: the binary shortcut must not take it
+    with pytest.raises(ValueError, match="at least two classes are needed"):
+        map_labels(np.array(raw, dtype=np.float64))
 
 
 def test_sha256_accepted_when_it_matches(tmp_path) -> None:
@@ -215,6 +221,7 @@ def _error(tmp_path: Path, text: str | bytes, **kw) -> str:
         ("# header only\n\n", ["no data lines"]),
         ("1 1:1\n-1 1:\xff\n".encode("latin-1"), ["line 2", "UTF-8"]),
         ("5 1:1\n5 2:1\n", ["at least two classes"]),
+        ("1 1:1\n1 2:1\n", ["every row has label 1", "at least two classes"]),
         # a bad number pending conversion is named before a later line's structural problem
         ("1 1:1\n0 2:abc\n1 3\n0 4:x\n", ["line 2", "value 'abc' is not a number"]),
     ],

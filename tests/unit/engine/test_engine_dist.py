@@ -391,6 +391,8 @@ def test_killed_rank_fails_cleanly_from_psml_train(smoke, prepared, tmp_path, ra
     crash = float(re.search(r"crashes at step 5 \(unix time ([\d.]+)\)", proc.stdout).group(1))
     assert proc.returncode == RunError.exit_code, proc.stderr
     assert f"failed: rank {rank} ({role}) exited with code 1" in proc.stderr
+    assert f"each rank's log is in {out.with_name('run.ranks')}/" in proc.stderr
+    assert "frame #" not in proc.stderr and "Traceback" not in proc.stderr
     assert end - crash < 60
     assert not out.exists() or not any(out.iterdir())
 
@@ -437,6 +439,8 @@ def test_killed_worker_stops_every_rank_without_a_supervisor(smoke, prepared, tm
     for r in (0, 1):
         assert started[r][0].returncode == 1, logs[r]
         assert "rank 2 (worker 1) stopped: no heartbeat" in logs[r], logs[r]
+        # the one line names the rank's log, where torch's C++ output went
+        assert f"details in {out.with_name('run.ranks') / f'rank{r}.log'}" in logs[r], logs[r]
         assert ended[r] - crash < 60
     assert not out.exists() or not any(out.iterdir())
 
