@@ -12,6 +12,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from psml_core.config.reading import (  # noqa: F401 - re-exported, read here before
+    UniqueKeyLoader,
+    load_yaml,
+    parse_yaml,
+    yaml_where,
+)
 from psml_core.errors import ConfigError, did_you_mean
 
 _PKG = Path(__file__).resolve().parents[1]  # psml_core/
@@ -53,79 +59,6 @@ def read_schema(name: str) -> dict[str, Any]:
     """The parsed ``workflow/schemas/<name>.schema.yaml`` (read once per process)."""
     with open(schema_dir() / f"{name}.schema.yaml", encoding="utf-8") as fh:
         return yaml.safe_load(fh)
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key written twice in one mapping.
-
-    Plain YAML keeps the last of two equal keys, so ``workers: 8`` after ``workers: 4`` would
-    silently win; a settings file with both is a slip, and which one was meant is not ours to
-    guess.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """The mapping, or a ConstructorError at the second occurrence of a key."""
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark)
-            except TypeError:  # an unhashable key: the base class words that error
-                break
-            if first is not key_node.start_mark:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} is written twice (first at line {first.line + 1}); keep one",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
-def parse_yaml(text: str) -> Any:
-    """Parse YAML text with :class:`UniqueKeyLoader` (raises ``yaml.YAMLError``)."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-def load_yaml(path: str | Path, what: str = "config file", *, empty_ok: bool = True) -> Any:
-    """Read a YAML file, strictly.
-
-    A missing, non-UTF-8, malformed or (unless ``empty_ok``) empty file, or a key written twice
-    in one mapping, is a ConfigError naming the file.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what} {str(p)!r} does not exist")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{what} {str(p)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} on line "
-            f"{line}); save it as UTF-8"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{what} {str(p)!r} cannot be read ({exc.strerror})") from None
-    try:
-        data = parse_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{yaml_where(exc)}") from None
-    if data is None and not empty_ok:
-        raise ConfigError(
-            f"{what} {str(p)!r} is empty (no settings); write at least `tier: smoke` "
-            "(config/README.md lists every key)"
-        )
-    return data
-
-
-def yaml_where(exc: yaml.YAMLError) -> str:
-    """Where and what a YAML error is, on one line: `` at line L, column C: <problem>``."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"{where}: {' '.join(str(problem).split())}"
 
 
 def _key(path: typing.Iterable[Any]) -> str:
