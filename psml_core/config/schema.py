@@ -61,6 +61,14 @@ def read_schema(name: str) -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
+def name_pattern() -> str:
+    """The one pattern of every name (data set, workload, scenario, recipe, experiment, device).
+
+    Stated once, as ``$defs.name`` of the config schema; names become parts of file paths.
+    """
+    return str(read_schema("config")["$defs"]["name"]["pattern"])
+
+
 def _key(path: typing.Iterable[Any]) -> str:
     out = ""
     for part in path:
@@ -117,6 +125,11 @@ def format_error(err: jsonschema.ValidationError) -> str:
         return f"key {named!r}: needs {', '.join(missing)} too"
     if v == "uniqueItems":
         return f"key {key!r}: entries must be unique, got {inst!r}"
+    if v == "pattern" and val == name_pattern():
+        return (
+            f"key {key!r}: {inst!r} is not a valid name; names are letters, digits, _, - and . "
+            "(not first), at most 100 characters, as they become parts of file paths"
+        )
     if v == "pattern":
         return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
     return f"key {key!r}: {err.message}"
