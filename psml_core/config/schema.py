@@ -130,6 +130,8 @@ def format_error(err: jsonschema.ValidationError) -> str:
             f"key {key!r}: {inst!r} is not a valid name; names are letters, digits, _, - and . "
             "(not first), at most 100 characters, as they become parts of file paths"
         )
+    if v == "pattern" and str(val).startswith("^https://"):
+        return f"key {key!r}: {inst!r} is not an https:// address; downloads use https only"
     if v == "pattern":
         return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
     return f"key {key!r}: {err.message}"
