@@ -39,14 +39,17 @@ __all__ = [
     "yaml_where",
 ]
 
-MAX_BYTES = 8 * 1024 * 1024
+MAX_BYTES = 2 * 1024 * 1024
 """Largest file read (the largest shipped one, an operating-point record, is about 0.3 MB)."""
 
 MAX_DEPTH = 64
 """Deepest nesting of mappings and lists (the shipped files nest at most about 10 levels)."""
 
-MAX_NODES = 500_000
-"""Most YAML nodes, aliases expanded (the largest shipped file has about 40,000)."""
+MAX_NODES = 50_000
+"""Most YAML nodes, aliases expanded (the largest shipped file has about 22,000).
+
+Python's YAML composer takes about 20 to 50 microseconds a node, so this bounds a file's
+reading to a few seconds."""
 
 _FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 """YAML 1.2's core-schema float: ``1e-3`` and ``2E5`` too (YAML 1.1 needs a dot)."""
@@ -63,16 +66,25 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        """The node, or a ComposerError past :data:`MAX_DEPTH` (the composer recurses)."""
+        """The node, or a ComposerError past :data:`MAX_DEPTH` or :data:`MAX_NODES`.
+
+        Counted while composing: the composer recurses, and a huge file is refused before it
+        is all read.
+        """
         self._depth += 1
+        self._nodes += 1
         try:
-            if self._depth > MAX_DEPTH:
+            if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
                 mark = self.peek_event().start_mark
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", mark
+                what = (
+                    f"nested deeper than {MAX_DEPTH} levels"
+                    if self._depth > MAX_DEPTH
+                    else f"more than {MAX_NODES:,} entries"
                 )
+                raise yaml.composer.ComposerError(None, None, what, mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+import reprlib
 import typing
 from functools import cache
 from pathlib import Path
@@ -76,16 +78,24 @@ def _key(path: typing.Iterable[Any]) -> str:
     return out or "(top level)"
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 3, 6, 6
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 120, 120, 60
+"""A value shown in an error: a hostile one may be megabytes long."""
+
+
 def format_error(err: jsonschema.ValidationError) -> str:
     """Turn a jsonschema error into one line naming the key and what is allowed."""
     key = _key(err.absolute_path)
-    v, val, inst = err.validator, err.validator_value, err.instance
+    v, val = err.validator, err.validator_value
+    inst = err.instance
+    shown = _SHORT.repr(inst)
     if v == "enum":
-        return f"key {key!r}: {inst!r} is not allowed; {did_you_mean(inst, val)}" + (
+        return f"key {key!r}: {shown} is not allowed; {did_you_mean(inst, val)}" + (
             "allowed values: " + ", ".join(str(x) for x in val)
         )
     if v == "const":
-        return f"key {key!r}: must be {val!r}, got {inst!r}"
+        return f"key {key!r}: must be {val!r}, got {shown}"
     if v == "additionalProperties" and isinstance(inst, dict):
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
@@ -95,15 +105,15 @@ def format_error(err: jsonschema.ValidationError) -> str:
             f"{hint}allowed keys: {', '.join(allowed)}"
         )
     if v == "type" and isinstance(inst, float) and not math.isfinite(inst):
-        return f"key {key!r}: expected a finite {val}, got {inst!r}"
+        return f"key {key!r}: expected a finite {val}, got {shown}"
     if v == "type":
-        return f"key {key!r}: expected {val}, got {inst!r} ({type(inst).__name__})"
+        return f"key {key!r}: expected {val}, got {shown} ({type(inst).__name__})"
     if v == "required":
         missing = [r for r in val if r not in inst]
         return f"key {key!r}: missing required key(s) {', '.join(missing)}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
-        return f"key {key!r}: {inst!r} is out of range; must be {op[v]} {val}"
+        return f"key {key!r}: {shown} is out of range; must be {op[v]} {val}"
     if v in ("minItems", "minProperties"):
         return f"key {key!r}: needs at least {val} entr{'y' if val == 1 else 'ies'}"
     if v == "oneOf" and all(set(b) == {"required"} for b in val):
@@ -124,16 +134,16 @@ def format_error(err: jsonschema.ValidationError) -> str:
         named = k if key == "(top level)" else f"{key}.{k}"  # the key that was given
         return f"key {named!r}: needs {', '.join(missing)} too"
     if v == "uniqueItems":
-        return f"key {key!r}: entries must be unique, got {inst!r}"
+        return f"key {key!r}: entries must be unique, got {shown}"
     if v == "pattern" and val == name_pattern():
         return (
-            f"key {key!r}: {inst!r} is not a valid name; names are letters, digits, _, - and . "
+            f"key {key!r}: {shown} is not a valid name; names are letters, digits, _, - and . "
             "(not first), at most 100 characters, as they become parts of file paths"
         )
     if v == "pattern" and str(val).startswith("^https://"):
-        return f"key {key!r}: {inst!r} is not an https:// address; downloads use https only"
+        return f"key {key!r}: {shown} is not an https:// address; downloads use https only"
     if v == "pattern":
-        return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
+        return f"key {key!r}: {shown} does not match the pattern {val!r}"
     return f"key {key!r}: {err.message}"
 
 
@@ -178,6 +188,10 @@ _STRICT = ("config", "methods")
 """Schemas of files people write: integers written as integers, numbers finite."""
 
 
+_MAX_ERRORS = 100
+"""Errors :func:`first_error` chooses among (jsonschema's best match of these)."""
+
+
 def first_error(validator: Any, instance: Any) -> jsonschema.ValidationError | None:
     """The violation to report: jsonschema's best match, but a key's own error first.
 
@@ -185,7 +199,8 @@ def first_error(validator: Any, instance: Any) -> jsonschema.ValidationError | N
     report only "give exactly one of buckets, ratio". Where a key under that object is itself
     invalid, naming that key and its value is the more useful line.
     """
-    errors = list(validator.iter_errors(instance))
+    # The first errors only: a hostile list of 100,000 bad names need not make 100,000 errors.
+    errors = list(itertools.islice(validator.iter_errors(instance), _MAX_ERRORS))
     err = jsonschema.exceptions.best_match(errors)
     if err is not None and err.validator in ("oneOf", "anyOf"):
         depth = len(err.path)
