@@ -36,6 +36,7 @@ __all__ = [
     "parse_json",
     "parse_yaml",
     "read_text",
+    "yaml12_numbers",
     "yaml_where",
 ]
 
@@ -260,3 +261,20 @@ def parse_json(text: str, what: str) -> Any:
 def load_json(path: str | Path, what: str) -> Any:
     """Read a JSON file, bounded (:func:`read_text`, :func:`parse_json`)."""
     return parse_json(read_text(path, what), f"{what} {str(path)!r}")
+
+
+def yaml12_numbers(theirs: Any, ours: Any) -> Any:
+    """``theirs``, with the numbers a YAML 1.1 reader left as strings (``lr: 1e-3``) restored.
+
+    Where ``theirs`` holds a string and ``ours`` (the same file read by :func:`parse_yaml`) a
+    float, the float: the same file then means the same config to both readers. Snakemake
+    reads its config files with PyYAML (YAML 1.1) before the workflow runs; the workflow lays
+    its own reading over Snakemake's config with this.
+    """
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        return {k: yaml12_numbers(v, ours[k]) if k in ours else v for k, v in theirs.items()}
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        return [yaml12_numbers(a, b) for a, b in zip(theirs, ours, strict=True)]
+    if isinstance(theirs, str) and isinstance(ours, float):
+        return ours
+    return theirs

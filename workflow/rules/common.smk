@@ -17,7 +17,7 @@ from snakemake.utils import validate
 
 from psml_core.config import deployment_config_dir, effective_config
 from psml_core.config.paths import inside
-from psml_core.config.reading import parse_yaml
+from psml_core.config.reading import parse_yaml, yaml12_numbers
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
@@ -75,25 +75,12 @@ def _overlay(merged, typed):
     return typed
 
 
-def _retype(snake, ours):
-    """Snakemake's value, but where its YAML 1.1 reader left a string that our YAML 1.2 reader
-    reads as a number (``lr: 1e-3``), ours: the same file means the same config to both."""
-    if isinstance(snake, dict) and isinstance(ours, dict):
-        return {k: _retype(v, ours[k]) if k in ours else v for k, v in snake.items()}
-    if isinstance(snake, list) and isinstance(ours, list) and len(snake) == len(ours):
-        return [_retype(a, b) for a, b in zip(snake, ours)]
-    if isinstance(snake, str) and isinstance(ours, float):
-        return ours
-    return snake
-
-
-# The config files as config_file.smk read them (bounded, YAML 1.2), in Snakemake's order.
+# The config files as config_file.smk read them (bounded, YAML 1.2), in Snakemake's order: the
+# numbers Snakemake's YAML 1.1 reader left as strings (lr: 1e-3) become numbers.
 _OURS = {}
 for _data in CONFIG_FILES.values():
     _OURS = _overlay(_OURS, _data)
-for _key in list(config):
-    if _key in _OURS:
-        config[_key] = _retype(config[_key], _OURS[_key])
+config.update(yaml12_numbers(dict(config), _OURS))
 
 # --config values typed as YAML types them, like a config file or `psml --set`: Snakemake reads
 # a list or mapping with YAML's BaseLoader, which leaves every scalar in it a string
