@@ -372,6 +372,7 @@ def _check_files(exp: Experiment) -> None:
     used = sorted({exp.workloads[w].dataset for w, _m, _s, _seed in exp.grid()})
     for name in used:
         ds = exp.datasets[name]
+        kind = DIRECTORY_SOURCES.get(ds.source, False)
         for prefix, path, url in (("", ds.path, ds.url), ("test_", ds.test_path, ds.test_url)):
             if path and not url and not Path(path).exists():
                 shown = "" if Path(path).is_absolute() else f" (read from {Path.cwd()})"
@@ -380,7 +381,7 @@ def _check_files(exp: Experiment) -> None:
                     f"exist{shown}; fix the path, or give {prefix}url and {prefix}sha256 to "
                     "download the file"
                 )
-            _check_kind(f"datasets.{name}.{prefix}path", path, DIRECTORY_SOURCES.get(ds.source))
+            _check_kind(f"datasets.{name}.{prefix}path", path, kind)
     for s in sorted({cell[2] for cell in exp.grid()}):
         sc = exp.scenarios[s]
         for block, spec in (("delay", sc.delay), ("cross_traffic", sc.cross_traffic)):

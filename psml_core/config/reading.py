@@ -266,8 +266,8 @@ def load_json(path: str | Path, what: str) -> Any:
 def yaml12_numbers(theirs: Any, ours: Any) -> Any:
     """``theirs``, with the numbers a YAML 1.1 reader left as strings (``lr: 1e-3``) restored.
 
-    Where ``theirs`` holds a string and ``ours`` (the same file read by :func:`parse_yaml`) a
-    float, the float: the same file then means the same config to both readers. Snakemake
+    Where ``theirs`` holds a string and ``ours`` (the same file read by :func:`parse_yaml`) the
+    float it spells, the float: the same file then means the same config to both readers. Snakemake
     reads its config files with PyYAML (YAML 1.1) before the workflow runs; the workflow lays
     its own reading over Snakemake's config with this.
     """
@@ -275,6 +275,14 @@ def yaml12_numbers(theirs: Any, ours: Any) -> Any:
         return {k: yaml12_numbers(v, ours[k]) if k in ours else v for k, v in theirs.items()}
     if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
         return [yaml12_numbers(a, b) for a, b in zip(theirs, ours, strict=True)]
-    if isinstance(theirs, str) and isinstance(ours, float):
+    if isinstance(theirs, str) and isinstance(ours, float) and _same_float(theirs, ours):
         return ours
     return theirs
+
+
+def _same_float(text: str, value: float) -> bool:
+    """Whether ``text`` is ``value`` written out (not a string another source put there)."""
+    try:
+        return float(text.replace("_", "")) == value
+    except ValueError:
+        return False
