@@ -642,7 +642,7 @@ def table_labels(wildcards, output):
 
 
 # Every path built from names in the config stays under the working directory: the schema's name
-# pattern already refuses '/' and '..'; this catches any name derived from them (a sweep's).
+# pattern already refuses slashes and a leading dot; this catches any name derived from them.
 try:
     inside(
         [

@@ -3,6 +3,12 @@
 # it reads a non-UTF-8 file with a traceback and a key written twice as its last value. A
 # --configfile given on the command line was read by Snakemake already; it is checked here too
 # (its duplicate keys, which Snakemake accepted), and `psml config --configfile FILE` checks one.
+#
+# Each file is read bounded (psml_core/config/reading.py: size, nesting, aliases expanded), so an
+# alias bomb stops here before validation could walk it. Snakemake's own reader (JSON, else
+# PyYAML's FullLoader via yte: YAML 1.1) shares an alias's node rather than copying it, so a bomb
+# costs it nothing; but a --configfile nested thousands of levels deep ends in a RecursionError
+# inside Snakemake's command line, before any workflow code runs: only `psml config` names it.
 import sys
 
 from psml_core.config import load_yaml
