@@ -20,7 +20,7 @@ from psml_core.config import Experiment, effective_config
 from psml_core.config.paths import inside
 from psml_core.config.schema import name_pattern
 from psml_core.errors import ConfigError
-from psml_core.run_cells import cell_paths
+from psml_core.run_cells import cell_paths, find_cell
 
 REPO = Path(__file__).resolve().parents[3]
 HANG_S = 5  # every refusal here takes about a second; past this it hangs
@@ -98,6 +98,10 @@ def test_a_run_whose_names_leave_the_results_is_refused_by_psml_train(smoke: Exp
     with pytest.raises(ConfigError) as info:
         cell_paths(smoke, bad)
     _one_line(str(info.value), "leaves", "psml-hostile-outside")
+    # By name (`psml train --workload ...`, `psml show`): only the tier's names are cells.
+    with pytest.raises(ConfigError) as info:
+        find_cell(smoke, EVIL, m, s, seed)
+    _one_line(str(info.value), "psml-hostile-outside")
 
 
 def test_psml_config_refuses_a_traversing_scenario(tmp_path: Path) -> None:
