@@ -412,10 +412,7 @@ def _check_validation(path: str | None) -> None:
     if not path:
         return
     key = "invalid config: key 'report.validation'"
-    try:
-        inside([path], what="the validation table")
-    except ConfigError as err:
-        raise ConfigError(f"{key}: {err}; give a path under {Path.cwd()}") from None
+    inside([path], what=key + ":", fix="give a table under the working directory (the repository)")
     if Path(path).exists() and not Path(path).is_file():
         raise ConfigError(f"{key}: {path!r} is a directory; give a table of `psml validate`")
     if not path.endswith(".json"):

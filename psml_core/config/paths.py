@@ -17,7 +17,17 @@ from psml_core.errors import ConfigError
 __all__ = ["get_path", "inside", "set_paths"]
 
 
-def inside(paths: Iterable[str | Path], root: str | Path = ".", *, what: str = "path") -> None:
+NAMES_FIX = "a name in the config holds '/' or '..'; names are letters, digits, _, - and ."
+"""What to do about a path built from names that leaves its root."""
+
+
+def inside(
+    paths: Iterable[str | Path],
+    root: str | Path = ".",
+    *,
+    what: str = "path",
+    fix: str = NAMES_FIX,
+) -> None:
     """Refuse any path that, joined to ``root``, leaves it (``..``, an absolute path).
 
     The check is on the words of the path, not on the disk: a symbolic link under ``root``
@@ -27,6 +37,7 @@ def inside(paths: Iterable[str | Path], root: str | Path = ".", *, what: str = "
         paths: Paths built from config names, relative to ``root``.
         root: The folder they must stay under (default the working directory).
         what: What the paths are, for the error (``"run directory"``).
+        fix: What to do, for the error (default: about names in the config).
 
     Raises:
         ConfigError: naming the first path that leaves ``root``.
@@ -35,10 +46,7 @@ def inside(paths: Iterable[str | Path], root: str | Path = ".", *, what: str = "
     for path in paths:
         full = os.path.normpath(os.path.join(base, os.fspath(path)))
         if full != base and not full.startswith(base + os.sep):
-            raise ConfigError(
-                f"{what} {os.fspath(path)!r} leaves {str(root)!r}; a name in the config holds "
-                "'/' or '..' (names are letters, digits, _, - and .)"
-            )
+            raise ConfigError(f"{what} {os.fspath(path)!r} leaves {base}; {fix}")
 
 
 def set_paths(data: dict[str, Any], paths: list[str], value: Any, where: str, owner: str) -> None:
