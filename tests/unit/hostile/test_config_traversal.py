@@ -130,7 +130,12 @@ def test_the_workflow_refuses_it_and_writes_nothing(tmp_path: Path) -> None:
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
          str(tmp_path / "c.yaml")],
         cwd=repo, capture_output=True, text=True, timeout=WORKFLOW_HANG_S,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        # This checkout's psml_core, and its `psml` on PATH (the Snakefile asks for it).
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in out
