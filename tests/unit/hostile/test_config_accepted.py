@@ -130,3 +130,31 @@ def test_report_validation_must_be_a_table_under_the_working_directory(
     # The place is the settings' check; the contents are checked one layer up (recipes).
     load = load_experiment if why.startswith("not a `psml") else build_experiment
     _refused({"report": {"validation": validation}}, "'report.validation'", why, load=load)
+
+
+def _seed_nodes(node: object, name: str = "") -> list[dict]:
+    """Every schema node of a seed: a property named seed, or the items of one named seeds."""
+    out: list[dict] = []
+    if isinstance(node, dict):
+        if name == "seed" or (name == "seeds" and "items" in node):
+            out.append(node if name == "seed" else node["items"])
+        for key, sub in node.items():
+            children = (
+                sub.items() if key == "properties" and isinstance(sub, dict) else [(key, sub)]
+            )
+            for child_name, child in children:
+                out += _seed_nodes(child, child_name if key == "properties" else "")
+    elif isinstance(node, list):
+        for sub in node:
+            out += _seed_nodes(sub)
+    return out
+
+
+@pytest.mark.parametrize("schema", ["config", "paper"])
+def test_every_seed_a_person_writes_is_bounded_as_defs_seed(schema: str) -> None:
+    """A seed key without the bound would reach ``manual_seed`` unchecked."""
+    top = read_schema("config")["$defs"]["seed"]["maximum"]
+    nodes = _seed_nodes(read_schema(schema))
+    assert nodes
+    for node in nodes:
+        assert node.get("$ref") == "#/$defs/seed" or node.get("maximum") == top, node
