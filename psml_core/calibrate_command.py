@@ -13,6 +13,7 @@ from pathlib import Path
 from psml_core.atomic import write_json
 from psml_core.config import RunSpec, build
 from psml_core.config.calibration import CalibrationSpec
+from psml_core.config.reading import load_json
 from psml_core.errors import ConfigError
 
 __all__ = ["calibrate_args", "cmd_calibrate"]
@@ -21,7 +22,7 @@ __all__ = ["calibrate_args", "cmd_calibrate"]
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit one calibration's factor; write its result file (and keep every trial's run)."""
     try:
-        raw = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+        raw = load_json(args.spec, "--spec")
         cal = build(CalibrationSpec, raw["calibration"], "calibration")
         method = RunSpec.from_json(json.dumps(raw["method"]))
         baseline = RunSpec.from_json(json.dumps(raw["baseline"]))

@@ -33,6 +33,7 @@ from psml_core.cli_args import (
     _train_args,
 )
 from psml_core.config import RunSpec
+from psml_core.config.reading import parse_json
 from psml_core.deploy import cmd_deploy, deploy_args
 from psml_core.errors import ConfigError, DataError, PsmlError, RunError
 from psml_core.heap import configure_heap
@@ -53,10 +54,7 @@ def _json_arg(text: str, what: str) -> Any:
         except OSError as exc:
             why = f"neither JSON nor a readable file ({exc})"
             raise ConfigError(f"{what} {text!r}: {why}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc}") from None
+    return parse_json(text, what)
 
 
 def _paths_arg(paths: Sequence[str]) -> list[Path]:

@@ -27,7 +27,7 @@ from psml_core.config import (
 )
 from psml_core.config import read_run_spec as _read_run_spec
 from psml_core.control import CONTROLLERS
-from psml_core.errors import ConfigError
+from psml_core.errors import ConfigError, DataError
 from psml_core.placement import PLACEMENTS
 from psml_core.placement.dynamic import DynamicPlacement
 from psml_core.plugins import load_plugins
@@ -236,7 +236,23 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     for recipe in exp.recipes.values():  # the blocks of each method the tier runs fit together
         check_method(recipe)
     check_scale(exp)
+    _check_validation_table(exp.report.get("validation"))
     return exp
+
+
+def _check_validation_table(path: str | None) -> None:
+    """``report.validation``, where it exists, is a table of ``psml validate`` (format 1).
+
+    Its place (a .json file under the working directory) is checked with the settings; a
+    missing one is the report rule's to name, as it may lie beside the workflow's config/.
+    """
+    from psml_core.validate.table import read_table
+
+    if path and Path(path).is_file():
+        try:
+            read_table(path)
+        except DataError as err:
+            raise ConfigError(f"invalid config: key 'report.validation': {err}") from None
 
 
 def run_from_json(text: str) -> RunSpec:

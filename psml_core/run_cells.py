@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from psml_core.config import Experiment, RunSpec
+from psml_core.config.paths import inside
 from psml_core.errors import ConfigError, DataError, did_you_mean
 
 if TYPE_CHECKING:
@@ -182,7 +183,9 @@ def cell_paths(exp: Experiment, spec: RunSpec) -> CellPaths:
         data = Path("data", tier, "hashed", dataset, h.key, f"seed{spec.seed}")
     key = exp.placement_run(spec.workload.name, spec.method.name).placement_key()
     partition = Path("results", tier, "partition", spec.workload.name, f"{key}.npz")
-    return CellPaths(data=data, partition=partition, out=Path("results", tier, "runs", spec.run_id))
+    out = Path("results", tier, "runs", spec.run_id)
+    inside([data, partition, out], what=f"run {spec.run_id!r}: path")  # a spec given as a file
+    return CellPaths(data=data, partition=partition, out=out)
 
 
 def cell_inputs(
@@ -334,7 +337,7 @@ def user_config(
     """
     import yaml
 
-    from psml_core.config import load_yaml
+    from psml_core.config.reading import load_yaml, parse_yaml, yaml_where
 
     user = load_yaml(configfile, empty_ok=False)
     if not isinstance(user, dict):
@@ -346,7 +349,11 @@ def user_config(
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        user[key] = yaml.safe_load(value)
+        try:
+            user[key] = parse_yaml(value)
+        except yaml.YAMLError as exc:
+            why = f"the value is not valid YAML{yaml_where(exc)}"
+            raise ConfigError(f"--set {item!r}: {why}") from None
     if tier is not None:
         user["tier"] = tier
     return user
@@ -452,7 +459,9 @@ def calibrated(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if not mark or "factor" in mark:
         return spec
     path = getattr(args, "calibration", None)
-    path = path or str(Path("results") / spec.tier / "calibration" / f"{mark['id']}.json")
+    if not path:
+        path = str(Path("results") / spec.tier / "calibration" / f"{mark['id']}.json")
+        inside([path], what=f"run {spec.run_id!r}: calibration file")
     if not Path(path).is_file():
         raise DataError(
             f"{path}: run {spec.run_id!r} takes {mark['params'][0]} from calibration "

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.config.experiment import Experiment
-from psml_core.config.schema import load_yaml
+from psml_core.config.reading import load_json, load_yaml
 from psml_core.config.specs import MethodRecipe, RunSpec, build
 from psml_core.errors import ConfigError, DataError
 
@@ -178,9 +178,9 @@ def read_factor(path: str | Path, key: str) -> float:
     p = Path(path)
     fix = f"run `psml calibrate` again (the workflow's calibrate rule writes {p})"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = load_json(p, "calibration")
         got, factor = data["key"], float(data["factor"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ConfigError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{p}: not a readable calibration ({exc}); {fix}") from None
     if got != key:
         raise DataError(f"{p}: holds calibration {got!r}, not {key!r}; {fix}")

@@ -13,6 +13,7 @@ from typing import Any
 from psml_core.config.calibration import CalibrationSpec, calibration_spec
 from psml_core.config.claim_uses import ClaimUse, read_claim_uses
 from psml_core.config.experiment import Experiment, ExperimentSpec
+from psml_core.config.paths import inside
 from psml_core.config.points import TuningSpec
 from psml_core.config.schema import (
     config_root,
@@ -356,16 +357,22 @@ SPARSE_MODELS = {"sparse_mlp": SPARSE_SOURCES}
 """Models that take sparse rows (an embedding row per feature), and the sources that give them."""
 
 
-def _check_files(exp: Experiment) -> None:
-    """Every data file the tier's runs read exists, unless a ``url`` downloads it.
+DIRECTORY_SOURCES = {"mnist": True, "cifar10": None}
+"""Data sources whose ``path`` is a directory (True), may be either (None); others: a file."""
 
-    Checked when the config loads, so that a wrong path stops the workflow before any job
+
+def _check_files(exp: Experiment) -> None:
+    """Every file the tier's runs read exists, is a file (or a directory where one is meant).
+
+    Data files may be missing where a ``url`` downloads them. Checked when the config loads, so
+    that a wrong path stops the workflow before any job
     runs instead of when the prepare job reaches it. Relative paths are read from the working
     directory, as the prepare job reads them.
     """
     used = sorted({exp.workloads[w].dataset for w, _m, _s, _seed in exp.grid()})
     for name in used:
         ds = exp.datasets[name]
+        kind = DIRECTORY_SOURCES.get(ds.source, False)
         for prefix, path, url in (("", ds.path, ds.url), ("test_", ds.test_path, ds.test_url)):
             if path and not url and not Path(path).exists():
                 shown = "" if Path(path).is_absolute() else f" (read from {Path.cwd()})"
@@ -374,6 +381,42 @@ def _check_files(exp: Experiment) -> None:
                     f"exist{shown}; fix the path, or give {prefix}url and {prefix}sha256 to "
                     "download the file"
                 )
+            _check_kind(f"datasets.{name}.{prefix}path", path, kind)
+    for s in sorted({cell[2] for cell in exp.grid()}):
+        sc = exp.scenarios[s]
+        for block, spec in (("delay", sc.delay), ("cross_traffic", sc.cross_traffic)):
+            path = (spec or {}).get("path") if (spec or {}).get("kind") == "trace" else None
+            if path and not Path(path).exists():
+                raise ConfigError(
+                    f"invalid config: key 'scenarios.{s}.{block}.path': {path!r} does not exist "
+                    f"(read from {Path.cwd()}); fix the path to the trace CSV"
+                )
+            _check_kind(f"scenarios.{s}.{block}.path", path, False)
+    _check_validation(exp.report.get("validation"))
+
+
+def _check_kind(key: str, path: str | None, directory: bool | None) -> None:
+    """An existing ``path`` is a directory where ``directory``, a file where not (None: either)."""
+    if not path or directory is None or not Path(path).exists():
+        return
+    if Path(path).is_dir() != directory:
+        want, got = ("a directory", "a file") if directory else ("a file", "a directory")
+        raise ConfigError(f"invalid config: key {key!r}: {path!r} is {got}; give {want}")
+
+
+def _check_validation(path: str | None) -> None:
+    """``report.validation`` is a JSON file under the working directory (the repository).
+
+    Its contents are checked one layer up (:func:`psml_core.recipes.load_experiment`).
+    """
+    if not path:
+        return
+    key = "invalid config: key 'report.validation'"
+    inside([path], what=key + ":", fix="give a table under the working directory (the repository)")
+    if Path(path).exists() and not Path(path).is_file():
+        raise ConfigError(f"{key}: {path!r} is a directory; give a table of `psml validate`")
+    if not path.endswith(".json"):
+        raise ConfigError(f"{key}: {path!r} is not a .json file; give a table of `psml validate`")
 
 
 def _check_runs(exp: Experiment) -> None:

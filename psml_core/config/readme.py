@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from psml_core.config.reading import MAX_BYTES, MAX_DEPTH, MAX_NODES
 from psml_core.config.schema import read_schema
 
 __all__ = ["config_readme"]
@@ -43,6 +44,12 @@ schemas of their own under `workflow/schemas/`. A deployed copy of the workflow 
 or a Snakemake `module` run in a directory of its own) reads its working directory's
 `config/` when that holds `methods.yaml`, and the workflow's own `config/` otherwise.
 
+Every settings file is read as YAML 1.2 numbers (`lr: 1e-3` is the number 0.001), with a key
+written twice refused, and bounded: at most @MIB@ MiB, nested at most @DEPTH@ levels, and at most
+@NODES@ entries with its aliases (`*anchor`) expanded; a file past a bound is refused in one
+line naming it. A name (of a data set, workload, scenario, recipe, experiment or device) is
+part of file paths, so it is letters, digits, `_`, `-` and `.` only ([name](#name)).
+
 Snakemake must run where `psml-core` is installed: the Snakefile checks this config and expands
 it into the run grid with `psml_core` while it is parsed, so that a config the backend cannot
 run stops with one line before any job starts.
@@ -73,7 +80,9 @@ def _type(node: Mapping[str, Any]) -> str:
     if kind == "object":
         extra = node.get("additionalProperties")
         if isinstance(extra, Mapping):
-            return f"map of {_type(extra)}"
+            keys = node.get("propertyNames")
+            named = f" (keys: {_type(keys)})" if isinstance(keys, Mapping) else ""
+            return f"map of {_type(extra)}{named}"
         return "mapping"
     return str(kind or "any")
 
@@ -114,7 +123,12 @@ def _table(props: Mapping[str, Any], required: set[str]) -> list[str]:
 def config_readme(schema: Mapping[str, Any] | None = None) -> str:
     """The Markdown page for ``schema`` (default: the config schema)."""
     schema = schema if schema is not None else read_schema("config")
-    out = [_INTRO, "## Top-level keys", ""]
+    intro = (
+        _INTRO.replace("@MIB@", str(MAX_BYTES // 2**20))
+        .replace("@DEPTH@", str(MAX_DEPTH))
+        .replace("@NODES@", f"{MAX_NODES:,}")
+    )
+    out = [intro, "## Top-level keys", ""]
     if schema.get("description"):
         out += [_cell(schema["description"]), ""]
     out += _table(schema["properties"], set(schema.get("required", [])))
@@ -126,5 +140,10 @@ def config_readme(schema: Mapping[str, Any] | None = None) -> str:
         if props:
             out += _table(props, set(node.get("required", [])))
         else:
-            out.append(f"Type: {_cell(_type(node))}.")
+            kind = _type(node)
+            if bounds := _bounds(node):
+                kind += f" ({bounds})"
+            if "pattern" in node:
+                kind += f", matching `{node['pattern']}`"
+            out.append(f"Type: {_cell(kind)}.")
     return "\n".join(out) + "\n"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
+import reprlib
 import typing
 from functools import cache
 from pathlib import Path
@@ -12,6 +14,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from psml_core.config.reading import (  # noqa: F401 - re-exported, read here before
+    UniqueKeyLoader,
+    load_yaml,
+    parse_yaml,
+    yaml_where,
+)
 from psml_core.errors import ConfigError, did_you_mean
 
 _PKG = Path(__file__).resolve().parents[1]  # psml_core/
@@ -55,77 +63,12 @@ def read_schema(name: str) -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key written twice in one mapping.
+def name_pattern() -> str:
+    """The one pattern of every name (data set, workload, scenario, recipe, experiment, device).
 
-    Plain YAML keeps the last of two equal keys, so ``workers: 8`` after ``workers: 4`` would
-    silently win; a settings file with both is a slip, and which one was meant is not ours to
-    guess.
+    Stated once, as ``$defs.name`` of the config schema; names become parts of file paths.
     """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """The mapping, or a ConstructorError at the second occurrence of a key."""
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark)
-            except TypeError:  # an unhashable key: the base class words that error
-                break
-            if first is not key_node.start_mark:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} is written twice (first at line {first.line + 1}); keep one",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
-def parse_yaml(text: str) -> Any:
-    """Parse YAML text with :class:`UniqueKeyLoader` (raises ``yaml.YAMLError``)."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-def load_yaml(path: str | Path, what: str = "config file", *, empty_ok: bool = True) -> Any:
-    """Read a YAML file, strictly.
-
-    A missing, non-UTF-8, malformed or (unless ``empty_ok``) empty file, or a key written twice
-    in one mapping, is a ConfigError naming the file.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what} {str(p)!r} does not exist")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{what} {str(p)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} on line "
-            f"{line}); save it as UTF-8"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{what} {str(p)!r} cannot be read ({exc.strerror})") from None
-    try:
-        data = parse_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{yaml_where(exc)}") from None
-    if data is None and not empty_ok:
-        raise ConfigError(
-            f"{what} {str(p)!r} is empty (no settings); write at least `tier: smoke` "
-            "(config/README.md lists every key)"
-        )
-    return data
-
-
-def yaml_where(exc: yaml.YAMLError) -> str:
-    """Where and what a YAML error is, on one line: `` at line L, column C: <problem>``."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"{where}: {' '.join(str(problem).split())}"
+    return str(read_schema("config")["$defs"]["name"]["pattern"])
 
 
 def _key(path: typing.Iterable[Any]) -> str:
@@ -135,16 +78,24 @@ def _key(path: typing.Iterable[Any]) -> str:
     return out or "(top level)"
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 3, 6, 6
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 120, 120, 60
+"""A value shown in an error: a hostile one may be megabytes long."""
+
+
 def format_error(err: jsonschema.ValidationError) -> str:
     """Turn a jsonschema error into one line naming the key and what is allowed."""
     key = _key(err.absolute_path)
-    v, val, inst = err.validator, err.validator_value, err.instance
+    v, val = err.validator, err.validator_value
+    inst = err.instance
+    shown = _SHORT.repr(inst)
     if v == "enum":
-        return f"key {key!r}: {inst!r} is not allowed; {did_you_mean(inst, val)}" + (
+        return f"key {key!r}: {shown} is not allowed; {did_you_mean(inst, val)}" + (
             "allowed values: " + ", ".join(str(x) for x in val)
         )
     if v == "const":
-        return f"key {key!r}: must be {val!r}, got {inst!r}"
+        return f"key {key!r}: must be {val!r}, got {shown}"
     if v == "additionalProperties" and isinstance(inst, dict):
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(k for k in inst if k not in err.schema.get("properties", {}))
@@ -154,15 +105,15 @@ def format_error(err: jsonschema.ValidationError) -> str:
             f"{hint}allowed keys: {', '.join(allowed)}"
         )
     if v == "type" and isinstance(inst, float) and not math.isfinite(inst):
-        return f"key {key!r}: expected a finite {val}, got {inst!r}"
+        return f"key {key!r}: expected a finite {val}, got {shown}"
     if v == "type":
-        return f"key {key!r}: expected {val}, got {inst!r} ({type(inst).__name__})"
+        return f"key {key!r}: expected {val}, got {shown} ({type(inst).__name__})"
     if v == "required":
         missing = [r for r in val if r not in inst]
         return f"key {key!r}: missing required key(s) {', '.join(missing)}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
-        return f"key {key!r}: {inst!r} is out of range; must be {op[v]} {val}"
+        return f"key {key!r}: {shown} is out of range; must be {op[v]} {val}"
     if v in ("minItems", "minProperties"):
         return f"key {key!r}: needs at least {val} entr{'y' if val == 1 else 'ies'}"
     if v == "oneOf" and all(set(b) == {"required"} for b in val):
@@ -183,9 +134,16 @@ def format_error(err: jsonschema.ValidationError) -> str:
         named = k if key == "(top level)" else f"{key}.{k}"  # the key that was given
         return f"key {named!r}: needs {', '.join(missing)} too"
     if v == "uniqueItems":
-        return f"key {key!r}: entries must be unique, got {inst!r}"
+        return f"key {key!r}: entries must be unique, got {shown}"
+    if v == "pattern" and val == name_pattern():
+        return (
+            f"key {key!r}: {shown} is not a valid name; names are letters, digits, _, - and . "
+            "(not first), at most 100 characters, as they become parts of file paths"
+        )
+    if v == "pattern" and str(val).startswith("^https://"):
+        return f"key {key!r}: {shown} is not an https:// address; downloads use https only"
     if v == "pattern":
-        return f"key {key!r}: {inst!r} does not match the pattern {val!r}"
+        return f"key {key!r}: {shown} does not match the pattern {val!r}"
     return f"key {key!r}: {err.message}"
 
 
@@ -230,6 +188,10 @@ _STRICT = ("config", "methods")
 """Schemas of files people write: integers written as integers, numbers finite."""
 
 
+_MAX_ERRORS = 100
+"""Errors :func:`first_error` chooses among (jsonschema's best match of these)."""
+
+
 def first_error(validator: Any, instance: Any) -> jsonschema.ValidationError | None:
     """The violation to report: jsonschema's best match, but a key's own error first.
 
@@ -237,7 +199,8 @@ def first_error(validator: Any, instance: Any) -> jsonschema.ValidationError | N
     report only "give exactly one of buckets, ratio". Where a key under that object is itself
     invalid, naming that key and its value is the more useful line.
     """
-    errors = list(validator.iter_errors(instance))
+    # The first errors only: a hostile list of 100,000 bad names need not make 100,000 errors.
+    errors = list(itertools.islice(validator.iter_errors(instance), _MAX_ERRORS))
     err = jsonschema.exceptions.best_match(errors)
     if err is not None and err.validator in ("oneOf", "anyOf"):
         depth = len(err.path)

@@ -13,6 +13,7 @@ from typing import Any
 from psml_core.config.build import build, plain
 from psml_core.config.paths import get_path, set_paths
 from psml_core.config.points import OperatingPoint
+from psml_core.config.reading import parse_json
 from psml_core.config.schema import StrictValidator, first_error, format_error, read_schema
 from psml_core.errors import ConfigError
 
@@ -425,10 +426,7 @@ class RunSpec:
         training. Its blocks are checked against the registries one layer up
         (:func:`psml_core.recipes.read_run_spec`).
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--run is not valid JSON: {exc}") from None
+        data = parse_json(text, "--run")
         check_part(data, "run", source="--run")
         return build(cls, data, "run")
 

@@ -23,6 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from psml_core.config.reading import load_json
 from psml_core.errors import ConfigError, RunError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _tune_job(args: argparse.Namespace) -> int:
     from psml_core.tuning.targets import TuneTarget, fingerprint
 
     try:
-        data = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+        data = load_json(args.spec, "--spec")
         spec = read_run_spec(json.dumps(data["run"]))
         tuning = build(TuningSpec, data["tuning"], "tuning")
         objective = build(Objective, data.get("objective") or {}, "objective")

@@ -17,7 +17,6 @@ with its error (the link model's, the one held to ``max_error``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.atomic import write_json
-from psml_core.errors import DataError
+from psml_core.config.reading import parse_json, read_text
+from psml_core.errors import ConfigError, DataError
 
 __all__ = [
     "FORMAT",
@@ -201,11 +201,11 @@ def read_table(path: str | Path) -> ValidationTable:
         DataError: the file is missing, not JSON, or not a validation table (names the file).
     """
     p = Path(path)
+    if not p.exists():
+        raise DataError(f"validation table {str(p)!r} does not exist")
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"validation table {str(p)!r} does not exist") from None
-    except (OSError, ValueError) as exc:
+        obj = parse_json(read_text(p, "the file"), "the text")
+    except ConfigError as exc:
         raise DataError(f"validation table {str(p)!r} is not readable JSON: {exc}") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise DataError(f"validation table {str(p)!r}: not a `psml validate` table (format 1)")

@@ -63,8 +63,10 @@ def test_yaml_files_psml_reads_refuse_a_key_written_twice(tmp_path):
 def test_more_workers_than_training_rows_is_refused():
     """workers: 100000 had no bound; digits has 1,437 training rows at the default split."""
     rows = ROWS - math.ceil(ROWS * 0.2)
-    with pytest.raises(ConfigError, match=rf"'workers': 100000 workers.*{rows} training rows"):
+    with pytest.raises(ConfigError, match=r"'workers': 100000 is out of range; must be <= 4096"):
         load_experiment({"tier": "smoke", "workers": 100000}, REPO / "config")
+    with pytest.raises(ConfigError, match=rf"'workers': 4000 workers.*{rows} training rows"):
+        load_experiment({"tier": "smoke", "workers": 4000}, REPO / "config")
     load_experiment({"tier": "smoke", "workers": rows, "shards": 2}, REPO / "config")
     with pytest.raises(ConfigError, match="'workers': 1438 workers"):
         load_experiment({"tier": "smoke", "workers": rows + 1}, REPO / "config")

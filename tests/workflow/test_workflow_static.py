@@ -147,7 +147,7 @@ def _tier_without_runs(wf: Path) -> None:
     [
         ({"shards": -1}, None, "key 'shards': -1 is out of range; must be >= 1"),
         ({"workers": 2.0}, None, "key 'workers': expected integer, got 2.0 (float)"),
-        ({"workers": 100000}, None, "key 'workers': 100000 workers, but data set 'digits'"),
+        ({"workers": 4000}, None, "key 'workers': 4000 workers, but data set 'digits'"),
         (
             {"datasets": {"digits": {"test_fraction": 1.5}}},
             None,

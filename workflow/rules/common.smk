@@ -16,6 +16,8 @@ import yaml
 from snakemake.utils import validate
 
 from psml_core.config import deployment_config_dir, effective_config
+from psml_core.config.paths import inside
+from psml_core.config.reading import parse_yaml, yaml12_numbers
 from psml_core.capabilities import check_backend
 from psml_core.recipes import load_experiment
 from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
@@ -73,6 +75,13 @@ def _overlay(merged, typed):
     return typed
 
 
+# The config files as config_file.smk read them (bounded, YAML 1.2), in Snakemake's order: the
+# numbers Snakemake's YAML 1.1 reader left as strings (lr: 1e-3) become numbers.
+_OURS = {}
+for _data in CONFIG_FILES.values():
+    _OURS = _overlay(_OURS, _data)
+config.update(yaml12_numbers(dict(config), _OURS))
+
 # --config values typed as YAML types them, like a config file or `psml --set`: Snakemake reads
 # a list or mapping with YAML's BaseLoader, which leaves every scalar in it a string
 # ('seeds=[0,1]' gave ['0', '1'], and {"rows": 60000} gave '60000'). The raw KEY=VALUE entries
@@ -83,7 +92,7 @@ for _entry in workflow.config_settings.config_args or ():
     _key, _, _text = str(_entry).partition("=")
     if _key in config and isinstance(config[_key], list | dict):
         try:
-            config[_key] = _overlay(config[_key], yaml.safe_load(_text))
+            config[_key] = _overlay(config[_key], parse_yaml(_text))
         except yaml.YAMLError:
             pass
 
@@ -137,11 +146,11 @@ CALIBRATIONS = sorted(EXP.calibrations)
 
 
 wildcard_constraints:
-    dataset="|".join(DATASETS),
-    hashing="|".join(HASHINGS) or "(?!)",
-    workload="|".join(WORKLOADS),
-    method="|".join(EXP.all_methods),
-    scenario="|".join(SCENARIOS),
+    dataset="|".join(map(re.escape, DATASETS)),
+    hashing="|".join(map(re.escape, HASHINGS)) or "(?!)",
+    workload="|".join(map(re.escape, WORKLOADS)),
+    method="|".join(map(re.escape, EXP.all_methods)),
+    scenario="|".join(map(re.escape, SCENARIOS)),
     seed=r"\d+",
     placement=r"[^/]+-[0-9a-f]{12}",
     calibration="|".join(map(re.escape, CALIBRATIONS)) or "(?!)",
@@ -255,8 +264,14 @@ def write_changed(files):
     """Write each settings file whose text differs from the file's (atomically), no other.
 
     An unchanged file keeps its time stamp, so that only the jobs whose settings changed re-run.
+    Every path must stay under the working directory (names from the config build them).
     """
     from psml_core.atomic import write_text
+
+    try:
+        inside(files, what="settings file")
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
 
     for path, text in files.items():
         text = f"{text}\n"
@@ -626,3 +641,20 @@ def figure_labels(wildcards, output):
 
 def table_labels(wildcards, output):
     return _labels(output.tables, wildcards)
+
+
+# Every path built from names in the config stays under the working directory: the schema's name
+# pattern already refuses slashes and a leading dot; this catches any name derived from them.
+try:
+    inside(
+        [
+            *(run_dir(run) for run in RUNS.values()),
+            *(prepared(SimpleNamespace(dataset=d))["data"] for d in DATASETS),
+            *(partition_of(SimpleNamespace(workload=w, method=m)) for w, m in PLACEMENT_OF),
+            *(tune_file(key) for key in TUNING.pending),
+            *(f"results/{TIER}/calibration/{name}.json" for name in CALIBRATIONS),
+        ],
+        what="workflow path",
+    )
+except ConfigError as _err:
+    sys.exit(f"error: {_err}")

@@ -1,6 +1,7 @@
 """Data set files named by URL (downloaded once, checked by SHA-256) and compressed LIBSVM files.
 
-Every URL here is a file:// URL: nothing reaches the network.
+Every URL here is a file:// URL, or port 0 of the loopback address (a spec given to
+`psml prepare` is https only): nothing reaches the network.
 """
 
 from __future__ import annotations
@@ -208,7 +209,9 @@ def test_prepare_with_a_bad_url_exits_3_and_writes_nothing(tmp_path) -> None:
     spec = {
         "name": "svm",
         "source": "libsvm",
-        "url": (tmp_path / "missing.bz2").as_uri(),
+        # A spec's url is https only (file:// is refused as config); port 0 of the loopback
+        # address refuses the connection at once, so nothing leaves the machine.
+        "url": "https://127.0.0.1:0/missing.bz2",
         "sha256": "0" * 64,
     }
     out = tmp_path / "prepared"
