@@ -44,8 +44,8 @@ def main() -> None:
         dst = np.empty(size, dtype=np.uint8)
         src = np.frombuffer(body, dtype=np.uint8)
         memcpy = _best(lambda s=src, d=dst: np.copyto(d, s), args.repeats)
-        sealed = seal(body)
-        t_seal = _best(lambda b=body: seal(b), args.repeats)
+        sealed = seal(body, n=size)  # the count bound is the one the check is told
+        t_seal = _best(lambda b=body, n=size: seal(b, n=n), args.repeats)
         t_check = _best(lambda b=sealed, n=size: unseal(b, "bench", n), args.repeats)
         print(
             f"{size / 2**20:>8.2f}MB {size / memcpy / 1e9:>12.2f} {t_seal / memcpy:>14.2f} "

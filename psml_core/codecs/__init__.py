@@ -25,9 +25,9 @@ kv              PS-lite key/value entries (uint64 key, float32 value)  12 m
 :mod:`.formats`. Every variable-length payload (topk, threshold, dgc, omnireduce, dfs,
 value_bounded, topk_matched, kv, and the default broadcast) and random-k's (whose values land
 on indices regenerated from the step, the shared seed and the element count) is 4 bytes longer
-than its row says: its CRC-32 trailer, bound to the message's step (:mod:`.integrity`; random-k's
-also to its seed and count), so that a payload replayed from another step, or decoded with
-another seed or count, is refused. Any codec can be wrapped in
+than its row says: its CRC-32 trailer, bound to the message's step and element count
+(:mod:`.integrity`; random-k's also to its seed), so that a payload replayed from another step,
+or decoded with another count or seed, is refused. Any codec can be wrapped in
 :class:`ErrorFeedback` (``error_feedback: true``);
 a sparsifier in :class:`MomentumCorrection` instead (``momentum_correction: true``: DGC's
 momentum correction and factor masking, with the workload's momentum moved onto the workers).

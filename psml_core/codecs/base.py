@@ -220,10 +220,14 @@ class ServerCodec:
             from psml_core.codecs import torch_wire as tw
 
             t = tw.check_tensor(agg)  # type: ignore[arg-type]
-            down = tw.seal(tw.encode_dense_nonzeros(t), ctx.step, down=True)
+            down = tw.seal(tw.encode_dense_nonzeros(t), ctx.step, down=True, n=int(t.numel()))
             return Payload(f"{self.codec.name}/down", int(t.numel()), down)
         body = encode_auto(check_vector(agg))
-        return Payload(f"{self.codec.name}/down", int(agg.size), seal(body, ctx.step, down=True))
+        return Payload(
+            f"{self.codec.name}/down",
+            int(agg.size),
+            seal(body, ctx.step, down=True, n=int(agg.size)),
+        )
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast payload (workers and the server apply the same vector)."""

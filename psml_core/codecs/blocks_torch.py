@@ -67,7 +67,7 @@ def omni_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
         sparse[idx] = x[idx]
         x = sparse
     keep = torch.nonzero(block_maxabs(x, codec.block_size) > codec.threshold).reshape(-1)
-    return Payload(codec.name, n, seal(encode_blocks(x, keep, codec.block_size), ctx.step))
+    return Payload(codec.name, n, seal(encode_blocks(x, keep, codec.block_size), ctx.step, n=n))
 
 
 def omni_records(
@@ -116,7 +116,7 @@ def omni_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
     else:
         ids = torch.nonzero(block_maxabs(agg, b) > 0).reshape(-1)
     body = encode_blocks(agg, ids, b)
-    return Payload(f"{server.codec.name}/down", n, seal(body, ctx.step, down=True))
+    return Payload(f"{server.codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
 
 def omni_decode_down(server: Any, payload: Payload, ctx: Any, device: torch.device) -> Any:
@@ -184,7 +184,7 @@ def dfs_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     if codec.reports_due(ctx):
         head = to_device(_report(codec, x, ctx, b, prev, ids).to_bytes(), x.device)
         records = torch.cat([head, records])
-    return Payload(codec.name, n, seal(records, ctx.step))
+    return Payload(codec.name, n, seal(records, ctx.step, n=n))
 
 
 def dfs_parse(
@@ -271,7 +271,7 @@ def dfs_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
         server.residual = u
         body = encode_blocks(u32, ids, b)
     server.n, server.mask, server.mask_block = n, sent, b
-    return Payload(f"{codec.name}/down", n, seal(body, ctx.step, down=True))
+    return Payload(f"{codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
 
 def dfs_decode_down(server: Any, payload: Payload, ctx: Any, device: torch.device) -> Any:

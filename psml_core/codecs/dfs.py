@@ -307,9 +307,9 @@ class DFSCodec(Codec):
         ids = self.select(x, b, prev, self.budget(n, b, ctx))
         records = encode_blocks(x, ids, b)
         if not self.reports_due(ctx):
-            return Payload(self.name, n, seal(records, ctx.step))
+            return Payload(self.name, n, seal(records, ctx.step, n=n))
         report = self._report(x, ctx, b, prev, ids)
-        return Payload(self.name, n, seal(report.to_bytes() + records, ctx.step))
+        return Payload(self.name, n, seal(report.to_bytes() + records, ctx.step, n=n))
 
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.

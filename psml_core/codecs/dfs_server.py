@@ -168,7 +168,7 @@ class DFSServer(ServerCodec):
             self.residual = u
             buf = encode_blocks(u32, ids, b)
         self.n, self.mask, self.mask_block = n, sent, b
-        return Payload(f"{self.codec.name}/down", n, seal(buf, ctx.step, down=True))
+        return Payload(f"{self.codec.name}/down", n, seal(buf, ctx.step, down=True, n=n))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast vector (zeros outside the blocks sent down).

@@ -147,11 +147,11 @@ class DGCCodec(Codec):
         x = check_vector(x)
         n = int(x.size)
         if n == 0:
-            return Payload(self.name, 0, seal(b"", ctx.step))
+            return Payload(self.name, 0, seal(b"", ctx.step, n=0))
         ratio = ratio_in_force(self.ratio, ctx)
         _, mask = self.select(x, keep_count(n, ratio), ratio, ctx)
         idx = np.flatnonzero(mask)
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step, n=n))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""

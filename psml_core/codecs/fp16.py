@@ -52,7 +52,7 @@ def _to_half_bytes(x: np.ndarray) -> bytes:
 def _from_half_bytes(buf: bytes, n: int, what: str) -> np.ndarray:
     """Inverse of :func:`_to_half_bytes`: float32; a bad length or inf/NaN is a ValueError."""
     if len(buf) != 2 * n:
-        raise ValueError(f"{what} payload of {len(buf)} bytes cannot hold {n} fp16 values")
+        raise ValueError(f"codec {what!r}: payload of {len(buf)} bytes cannot hold {n} fp16 values")
     if n == 0:
         return np.zeros(0, dtype=np.float32)
     import torch
@@ -62,7 +62,7 @@ def _from_half_bytes(buf: bytes, n: int, what: str) -> np.ndarray:
         h = torch.frombuffer(buf, dtype=torch.float16)
     lo, hi = torch.aminmax(h)  # NaN propagates; inf shows up as an extreme
     if not (torch.isfinite(lo) and torch.isfinite(hi)):
-        raise ValueError(f"{what} payload holds inf or NaN, which this codec never sends")
+        raise ValueError(f"codec {what!r}: payload holds inf or NaN, which this codec never sends")
     out = np.zeros(n, dtype=np.float32)
     torch.from_numpy(out).copy_(h)
     return out
@@ -136,7 +136,7 @@ class FP16Server(ServerCodec):
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Widen the broadcast to float32 (``2n`` bytes, finite values only)."""
-        return _from_half_bytes(payload.buffer, payload.n, "fp16 down")
+        return _from_half_bytes(payload.buffer, payload.n, "fp16/down")
 
     def decode_down_on(
         self, payload: Payload, ctx: CodecContext, device: torch.device
@@ -144,4 +144,4 @@ class FP16Server(ServerCodec):
         """:meth:`decode_down` onto a torch ``device``."""
         from psml_core.codecs.quant_torch import decode_fp16
 
-        return decode_fp16(payload, device, "fp16 down")
+        return decode_fp16(payload, device, "fp16/down")

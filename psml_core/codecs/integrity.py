@@ -13,29 +13,44 @@ body is 0, so any payload that begins with four zero bytes (a first key or index
 to 4 bytes would read as a valid empty message. Seeded, an empty body's trailer is the seed
 itself, which a cut payload matches only by a 2^-32 coincidence, as for any other damage.
 
-**Bound to the step.** A codec seals with the seed of its message's step
-(:func:`crc_seed`: the CRC-32 of the direction's tag and the step, started from
-:data:`CRC_SEED`), which both ends know from the :class:`~psml_core.codecs.base.CodecContext`
-and which is never sent. A payload replayed from another step (a stale push delivered late, a
-broadcast of the previous round) therefore fails its trailer at no extra byte: for steps that
-differ modulo 2**32 the two seeds always differ (the step fills one 32-bit field of the seeded
-message, and CRC-32 tells apart any two messages that differ within 32 bits), and the CRC of
-one body under two seeds always differs (the seed enters the register through an invertible
-map). Pushes and broadcasts use different tags, so a push replayed as a broadcast of the same
-step is refused too. ``step=None`` is the unbound seal (:data:`CRC_SEED` itself): the touched
-pull's key list and answer use it, because the dist backend's worker rebuilds that answer
-without its context (it checks that the answer names exactly the keys it asked for).
+**Bound to the step and the element count.** A codec seals with the seed of its message
+(:func:`crc_seed`: the CRC-32, started from :data:`CRC_SEED`, of the direction's tag, the step
+and the element count ``n`` the payload encodes, :func:`counted`), which both ends know (the
+step from the :class:`~psml_core.codecs.base.CodecContext`, ``n`` from ``Payload.n``, sent out
+of band) and which is never sent. A payload replayed from another step (a stale push delivered
+late, a broadcast of the previous round) therefore fails its trailer at no extra byte: for
+steps that differ modulo 2**32 the two seeds always differ (the step fills one 32-bit field of
+the seeded message, and CRC-32 tells apart any two messages that differ within 32 bits), and
+the CRC of one body under two seeds always differs (the seed enters the register through an
+invertible map). Pushes and broadcasts use different tags, so a push replayed as a broadcast of
+the same step is refused too. A payload decoded with another element count than it was sealed
+for (``n - 1``, ``n + 1``, any other) is refused the same way, except by a 2^-32 coincidence
+(the count is a uint64 field; two counts give two seeds that differ except by such a
+coincidence), before the parser could read it as a shorter or longer vector. ``step=None`` is
+the seal not bound to a step: the touched pull's key list and answer use it, because the dist
+backend's worker rebuilds that answer without its context (it checks that the answer names
+exactly the keys it asked for); it still binds ``n`` (the seeded message is the bound values
+alone, so with nothing bound the seed is :data:`CRC_SEED` itself).
 
 Fixed-length formats carry no trailer: both ends know their exact length (``4n`` for ``none``,
-``2n`` for ``fp16``, ``ceil(n/8)`` for the sign codecs, QSGD's packed codes), their decoders
-refuse any other length, and every bit pattern of the right length is a message the codec could
-have sent (non-finite values aside, which they refuse); a replay of one is a stale but
-meaningful vector. Random-k is the exception: its ``4k`` values are placed at indices that the
-decoder regenerates from the step, the shared seed and the element count, so a payload replayed
-from another step, or decoded with another seed or count, would land on the wrong indices. It
-is sealed like the variable-length formats (``4k + 4`` bytes), and its trailer binds the seed
-and the count too (``bind=(seed, n)`` of :func:`crc_seed`): decoded with any other, it is
-refused (for two distinct bindings the seeds differ except by a 2^-32 coincidence).
+``2n`` for ``fp16``, ``ceil(n/8)`` for the sign codecs, plus 4 for ``efsignsgd``'s scale,
+``4 + ceil(n b / 8)`` for QSGD's ``b``-bit codes), their decoders refuse any other length, and
+every bit pattern of the right length is a message the codec could have sent (non-finite
+values and set padding bits aside, which they refuse); a replay of one is a stale but
+meaningful vector. A wrong element count is refused whenever it changes the byte size
+(``none``, ``fp16`` and 8- or 16-bit QSGD: always). Where codes are bit-packed (the sign
+codecs; QSGD at other widths) a count within the same bytes is refused only if a bit that the
+wrong count makes padding is set (the encoders zero the padding, the decoders refuse it set):
+a shorter count whose dropped codes are all zero bits (a sign codec's last element negative)
+or a longer count whose extra codes fit in the padding (they read its zero bits) decodes as a
+vector of that count, since those bytes are exactly what the encoder sends for one; no check
+can tell them apart without sending the count. Random-k is the exception: its
+``4k`` values are placed at indices that the decoder regenerates from the step, the shared
+seed and the element count, so a payload replayed from another step, or decoded with another
+seed or count, would land on the wrong indices. It is sealed like the variable-length formats
+(``4k + 4`` bytes), and its trailer binds the seed too (``bind=(seed,)``, after ``n``):
+decoded with another seed or count, it is refused (for two distinct bindings the seeds differ
+except by a 2^-32 coincidence).
 """
 
 from __future__ import annotations
@@ -43,7 +58,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-__all__ = ["CHECKSUM_BYTES", "CRC_SEED", "checksum", "crc_seed", "seal", "unseal"]
+__all__ = ["CHECKSUM_BYTES", "CRC_SEED", "checksum", "counted", "crc_seed", "seal", "unseal"]
 
 CHECKSUM_BYTES = 4
 """Bytes of the CRC-32 trailer on a variable-length payload."""
@@ -56,20 +71,19 @@ _TAGS = (b"push", b"down")
 
 
 def crc_seed(step: int | None = None, down: bool = False, bind: tuple[int, ...] = ()) -> int:
-    """The CRC's starting value for a message of ``step`` (None: unbound, :data:`CRC_SEED`).
+    """The CRC's starting value for a message of ``step`` (None: not bound to a step).
 
     ``zlib.crc32(tag + uint32_le(step mod 2**32) + uint64_le(b mod 2**64) for b in bind,
     CRC_SEED)``, the tag ``b"push"`` for what a worker sends and ``b"down"`` for what a server
     sends (``down``). Distinct steps modulo 2**32 give distinct seeds. ``bind`` adds more
-    values both ends know (random-k: its index seed and element count); empty, the seed is the
-    step's alone, so codecs that bind nothing more keep their bytes.
+    values both ends know: a seal binds :func:`counted` (the element count, then random-k's
+    index seed). ``step`` None: ``zlib.crc32(uint64_le(b) for b in bind, CRC_SEED)``, no tag
+    and no step (:data:`CRC_SEED` itself when nothing is bound).
     """
+    words = struct.pack(f"<{len(bind)}Q", *(int(b) & 0xFFFFFFFFFFFFFFFF for b in bind))
     if step is None:
-        return CRC_SEED
-    msg = _STEP.pack(_TAGS[bool(down)], int(step) & 0xFFFFFFFF)
-    if bind:
-        msg += struct.pack(f"<{len(bind)}Q", *(int(b) & 0xFFFFFFFFFFFFFFFF for b in bind))
-    return zlib.crc32(msg, CRC_SEED)
+        return zlib.crc32(words, CRC_SEED)
+    return zlib.crc32(_STEP.pack(_TAGS[bool(down)], int(step) & 0xFFFFFFFF) + words, CRC_SEED)
 
 
 def checksum(
@@ -86,14 +100,22 @@ def seal(
     body: bytes | bytearray | memoryview,
     step: int | None = None,
     *,
+    n: int,
     down: bool = False,
     bind: tuple[int, ...] = (),
 ) -> bytes:
     """``body`` followed by its CRC-32 (:data:`CHECKSUM_BYTES` more bytes), bound to ``step``.
 
+    ``n``: the element count the payload encodes, always bound (:func:`counted`), so a receiver
+    told another count refuses the payload instead of decoding a vector of the wrong length.
     ``bind``: further values the trailer binds (:func:`crc_seed`); the receiver passes the same.
     """
-    return b"".join((body, _CRC.pack(checksum(body, step, down, bind))))
+    return b"".join((body, _CRC.pack(checksum(body, step, down, counted(n, bind)))))
+
+
+def counted(n: int, bind: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """What a sealed trailer binds besides step and direction: the element count, then ``bind``."""
+    return (int(n), *bind)
 
 
 def unseal(
@@ -105,19 +127,23 @@ def unseal(
     down: bool = False,
     bind: tuple[int, ...] = (),
 ) -> memoryview:
-    """The body of a sealed payload, after checking its trailer against ``step``'s seed.
+    """The body of a sealed payload, after checking its trailer against ``step`` and ``n``.
+
+    The seed is :func:`crc_seed` of ``step``, ``down`` and :func:`counted` (``n``, then ``bind``).
 
     Args:
         buf: The payload's bytes as received.
         codec: The codec's name, for the error.
-        n: The length of the vector it encodes, for the error.
-        step: The step the receiver expects (``CodecContext.step``); None: the unbound seal.
+        n: The length of the vector it encodes (``Payload.n``), which the trailer binds.
+        step: The step the receiver expects (``CodecContext.step``); None: the seal without
+            a step (still bound to ``n``).
         down: Whether it is a server's message (a broadcast or pull answer).
         bind: The further values the sender bound (:func:`crc_seed`), as the receiver knows them.
 
     Raises:
         ValueError: an empty or short buffer, or a checksum mismatch (a buffer cut, extended
-            or changed in transit, or sealed for another step), naming the codec and the sizes.
+            or changed in transit, or sealed for another step, element count or ``bind``),
+            in one line naming the codec and the sizes.
     """
     size = len(buf)
     if size < CHECKSUM_BYTES:
@@ -129,9 +155,9 @@ def unseal(
     view = memoryview(buf)
     body = view[: size - CHECKSUM_BYTES]
     (sent,) = _CRC.unpack_from(view, size - CHECKSUM_BYTES)
-    if checksum(body, step, down, bind) != sent:
+    if checksum(body, step, down, counted(n, bind)) != sent:
         at = "" if step is None else f" of step {step}"
-        other = "another step, seed or element count" if bind else "another step"
+        other = "another step, seed or element count" if bind else "another step or count"
         raise ValueError(
             f"codec {codec!r}: the {size}-byte payload{at} for {n} elements fails its CRC-32 "
             f"(cut, extended or changed in transit, or sealed for {other})"

@@ -18,10 +18,11 @@ Wire format (no header, little-endian, a CRC-32 trailer):
 :meth:`KVCodec.encode` sends the non-zero entries of a vector (lossless on them);
 :meth:`KVCodec.encode_keys` sends the entries at given keys, zeros included — PS-lite's push and
 pull answer carry every key of a mini-batch, whatever its value, which is what the cost model
-("worker p pulls and pushes every k in N_p") counts. A push's trailer is bound to its step
-(:func:`~psml_core.codecs.integrity.crc_seed`); a touched pull's key list and its answer
-(``ctx=None``) are sealed unbound, because the dist backend's worker rebuilds that answer
-without its context; the worker checks that it names exactly the keys it asked for. The
+("worker p pulls and pushes every k in N_p") counts. A push's trailer is bound to its step and
+element count (:func:`~psml_core.codecs.integrity.crc_seed`); a touched pull's key list and its
+answer (``ctx=None``) are sealed without a step, because the dist backend's worker rebuilds
+that answer without its context (the worker checks that it names exactly the keys it asked
+for), but still bound to their count (the shard's key count; the answer's ``n``). The
 decoders are strict: a length that is not a whole number of entries, keys out of order or out
 of range, or a non-finite value is a ValueError naming the problem. The server side is the default
 :class:`~psml_core.codecs.base.ServerCodec` (the sum of the decoded pushes).
@@ -129,7 +130,7 @@ def pack_keys(keys: np.ndarray, n: int) -> bytes:
     Raises:
         ValueError: keys not strictly ascending or not in [0, n).
     """
-    return seal(_check_keys(keys, n, "key list").astype(_U64).tobytes())
+    return seal(_check_keys(keys, n, "key list").astype(_U64).tobytes(), n=n)
 
 
 def unpack_keys(buf: bytes | memoryview, n: int) -> np.ndarray:
@@ -166,24 +167,26 @@ class KVCodec(Codec):
         x = check_vector(x)
         keys = np.flatnonzero(x)
         body = encode_entries(int(x.size), keys, x[keys])
-        return Payload(self.name, int(x.size), seal(body, ctx.step))
+        return Payload(self.name, int(x.size), seal(body, ctx.step, n=int(x.size)))
 
     def encode_keys(self, x: np.ndarray, keys: np.ndarray, ctx: CodecContext | None) -> Payload:
         """The entries of ``x`` at ``keys`` (strictly ascending), zeros included.
 
-        ``ctx`` None seals the payload unbound (a touched pull's answer; see the module).
+        ``ctx`` None seals the payload without a step (a touched pull's answer; see the module).
         """
         x = check_vector(x)
         keys = _check_keys(keys, int(x.size), "kv entries")
         body = encode_entries(int(x.size), keys, x[keys])
-        return Payload(self.name, int(x.size), seal(body, None if ctx is None else ctx.step))
+        return Payload(
+            self.name, int(x.size), seal(body, None if ctx is None else ctx.step, n=int(x.size))
+        )
 
     def decode_entries(
         self, payload: Payload, ctx: CodecContext | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``(keys, values)`` of a payload (strict; see :func:`decode_entries`).
 
-        ``ctx`` None expects the unbound seal (a touched pull's answer).
+        ``ctx`` None expects the seal without a step (a touched pull's answer).
         """
         step = None if ctx is None else ctx.step
         return decode_entries(unseal(payload.buffer, self.name, payload.n, step), payload.n)

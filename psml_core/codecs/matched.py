@@ -67,7 +67,7 @@ class MatchedTopKCodec(Codec):
         self.residual = v
         self.residual[idx] = 0.0
         self.last_k = k
-        return Payload(self.name, n, seal(encode_sparse(n, idx, vals), ctx.step))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, vals), ctx.step, n=n))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The sent elements in place, zeros elsewhere (format from the length alone)."""

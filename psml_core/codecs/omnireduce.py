@@ -114,7 +114,7 @@ class OmniReduceCodec(Codec):
             sparse[idx] = x[idx]
             x = sparse
         keep = np.flatnonzero(block_maxabs(x, self.block_size) > self.threshold)
-        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size), ctx.step))
+        return Payload(self.name, n, seal(encode_blocks(x, keep, self.block_size), ctx.step, n=n))
 
     def decode_records(self, payload: Payload, ctx: CodecContext) -> tuple[np.ndarray, np.ndarray]:
         """Parse and validate an up payload: ``(block ids, dense float32 vector)``.
@@ -213,7 +213,7 @@ class OmniReduceServer(ServerCodec):
         else:
             ids = np.flatnonzero(block_maxabs(agg, b) > 0)
         body = encode_blocks(agg, ids, b)
-        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The broadcast aggregate (zeros outside the union)."""

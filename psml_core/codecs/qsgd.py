@@ -165,16 +165,16 @@ class QSGDCodec(Codec):
         expect = self.wire_bytes(n)
         if len(buf) != expect:
             raise ValueError(
-                f"qsgd payload of {len(buf)} bytes cannot encode {n} elements at {s} levels "
-                f"(expected {expect} = 4 + ceil({n} * {self.bits} / 8))"
+                f"codec {self.name!r}: payload of {len(buf)} bytes cannot encode {n} elements at "
+                f"{s} levels (expected {expect} = 4 + ceil({n} * {self.bits} / 8))"
             )
         (norm,) = np.frombuffer(buf, dtype=_F32, count=1)
         if not np.isfinite(norm) or np.signbit(norm):
-            raise ValueError(f"qsgd payload has an invalid norm {norm!r}")
+            raise ValueError(f"codec {self.name!r}: payload has an invalid norm {norm!r}")
         if self.bits in (8, 16):
             q = np.frombuffer(buf, dtype=self._sint.newbyteorder("<"), offset=4)
         else:  # sign-extend b-bit two's complement: (c ^ 2**(b-1)) - 2**(b-1)
-            q = unpack_codes(memoryview(buf)[4:], n, self.bits).view(np.int16)
+            q = unpack_codes(memoryview(buf)[4:], n, self.bits, self.name).view(np.int16)
             half = np.int16(1 << (self.bits - 1))
             np.bitwise_xor(q, half, out=q)
             np.subtract(q, half, out=q)
@@ -184,9 +184,9 @@ class QSGDCodec(Codec):
             top = s < (1 << (self.bits - 1)) - 1  # can a code above s be written at all?
             bad = n > 0 and (int(q.min()) < -s or (top and int(q.max()) > s))
         if bad:
-            raise ValueError(f"qsgd payload has a level outside [-{s}, {s}]")
+            raise ValueError(f"codec {self.name!r}: payload has a level outside [-{s}, {s}]")
         if norm == 0 and q.any():
-            raise ValueError("qsgd payload has non-zero levels under a zero norm")
+            raise ValueError(f"codec {self.name!r}: payload has non-zero levels under a zero norm")
         step = np.float32(np.float64(norm) / s)
         return np.multiply(q, step, dtype=np.float32)
 

@@ -98,19 +98,23 @@ def pack_codes(codes: np.ndarray, bits: int) -> bytes:
     return words.view(np.uint8)[:, :bits].tobytes()[:nbytes]
 
 
-def unpack_codes(buf: bytes | memoryview, n: int, bits: int) -> np.ndarray:
-    """Inverse of :func:`pack_codes`: ``n`` unsigned codes as uint16.
+def unpack_codes(buf: bytes | memoryview, n: int, bits: int, codec: str = "qsgd") -> np.ndarray:
+    """Inverse of :func:`pack_codes`: ``n`` unsigned codes as uint16 (``codec``: for the error).
 
     Raises:
         ValueError: for a buffer that is not ``ceil(n*bits/8)`` bytes or has padding bits set.
     """
     nbytes = (n * bits + 7) // 8
     if len(buf) != nbytes:
-        raise ValueError(f"{len(buf)} bytes cannot hold {n} codes of {bits} bits ({nbytes} B)")
+        raise ValueError(
+            f"codec {codec!r}: {len(buf)} bytes cannot hold {n} codes of {bits} bits ({nbytes} B)"
+        )
     raw = np.frombuffer(buf, dtype=np.uint8)
     tail = (n * bits) % 8
     if tail and raw[-1] >> tail:
-        raise ValueError("packed codes have padding bits set past the last element")
+        raise ValueError(
+            f"codec {codec!r}: packed codes have padding bits set past the last of {n} elements"
+        )
     groups = -(-n // 8)
     padded = np.zeros(groups * bits, dtype=np.uint8)
     padded[:nbytes] = raw

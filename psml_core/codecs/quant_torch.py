@@ -74,11 +74,11 @@ def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> t
     n = payload.n
     if len(payload.buffer) != 2 * n:
         size = len(payload.buffer)
-        raise ValueError(f"{what} payload of {size} bytes cannot hold {n} fp16 values")
+        raise ValueError(f"codec {what!r}: payload of {size} bytes cannot hold {n} fp16 values")
     if n == 0:
         return torch.zeros(0, dtype=torch.float32, device=device)
     h = to_device(payload.buffer, device).clone().view(torch.float16)
-    check_finite(h, f"{what} payload holds inf or NaN, which this codec never sends")
+    check_finite(h, f"codec {what!r}: payload holds inf or NaN, which this codec never sends")
     return h.to(torch.float32)
 
 

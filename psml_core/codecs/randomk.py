@@ -93,7 +93,7 @@ class RandomKCodec(Codec):
 
     Wire format: the ``k`` kept values as little-endian float32 in ascending index order, no
     indices, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity` bound to the
-    step, the shared seed and the element count (:meth:`binding`): ``wire_bytes = 4k + 4``
+    step, the element count and the shared seed (:meth:`binding`): ``wire_bytes = 4k + 4``
     exactly. The length alone is known to both ends, but the values land on indices regenerated
     from the step, seed and count, so a payload replayed from another step, or decoded with
     another seed or count, would be decoded onto the wrong indices without its bound trailer
@@ -124,13 +124,13 @@ class RandomKCodec(Codec):
         return keep_count(n, ratio_in_force(self.ratio, ctx))
 
     @staticmethod
-    def binding(n: int, ctx: CodecContext) -> tuple[int, int]:
-        """What the trailer binds besides the step: the index seed and the element count.
+    def binding(ctx: CodecContext) -> tuple[int]:
+        """What the trailer binds besides the step and count (which every seal binds): the seed.
 
-        The indices are drawn from both, so a payload decoded with another seed or count
-        would scatter its values onto other indices; bound, it fails its CRC-32 instead.
+        The indices are drawn from seed, step and count, so a payload decoded with another
+        seed would scatter its values onto other indices; bound, it fails its CRC-32 instead.
         """
-        return int(ctx.seed), int(n)
+        return (int(ctx.seed),)
 
     def indices(self, n: int, ctx: CodecContext) -> np.ndarray:
         """The step's shared indices (ascending, read-only)."""
@@ -153,7 +153,7 @@ class RandomKCodec(Codec):
         idx = self.indices(int(x.size), ctx)
         body = x[idx].astype(F32, copy=False).tobytes()
         n = int(x.size)
-        return Payload(self.name, n, seal(body, ctx.step, bind=self.binding(n, ctx)))
+        return Payload(self.name, n, seal(body, ctx.step, bind=self.binding(ctx), n=n))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Scatter the values to the regenerated indices; the length must be ``4k + 4``."""
@@ -178,14 +178,16 @@ def _scatter_values(
     size = 4 * idx.size + CHECKSUM_BYTES
     if len(payload.buffer) != size:
         raise ValueError(
-            f"{what} payload of {len(payload.buffer)} bytes; {idx.size} values take {size} "
-            "(with the checksum)"
+            f"codec {what!r}: payload of {len(payload.buffer)} bytes; {idx.size} values take "
+            f"{size} (with the checksum)"
         )
-    bind = RandomKCodec.binding(payload.n, ctx)
+    bind = RandomKCodec.binding(ctx)
     body = unseal(payload.buffer, what, payload.n, ctx.step, down=down, bind=bind)
     vals = np.frombuffer(body, dtype=F32)
     if not np.isfinite(vals).all():
-        raise ValueError(f"{what} payload holds non-finite values, which this codec cannot send")
+        raise ValueError(
+            f"codec {what!r}: payload holds non-finite values, which this codec cannot send"
+        )
     out = np.zeros(payload.n, dtype=np.float32)
     out[idx] = vals
     return out
@@ -214,13 +216,15 @@ class RandomKServer(ServerCodec):
         if np.count_nonzero(agg) != np.count_nonzero(vals):
             raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
         body = vals.astype(F32, copy=False).tobytes()
-        bind = self.codec.binding(n, ctx)
-        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True, bind=bind))
+        bind = self.codec.binding(ctx)
+        return Payload(
+            f"{self.codec.name}/down", n, seal(body, ctx.step, down=True, bind=bind, n=n)
+        )
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Scatter the broadcast values to the step's indices (``4k + 4`` bytes)."""
         idx = self.codec.indices(payload.n, ctx)
-        return _scatter_values(payload, idx, "randomk down", ctx, down=True)
+        return _scatter_values(payload, idx, "randomk/down", ctx, down=True)
 
     # ----------------------------------------------------------------------------------- threshold
 
@@ -237,8 +241,10 @@ class RandomKServer(ServerCodec):
         if int(torch.count_nonzero(agg)) != int(torch.count_nonzero(vals)):
             raise ValueError("randomk server: the aggregate has non-zeros off the shared indices")
         body = tw.as_bytes(vals)
-        bind = self.codec.binding(n, ctx)
-        return Payload(f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True, bind=bind))
+        bind = self.codec.binding(ctx)
+        return Payload(
+            f"{self.codec.name}/down", n, tw.seal(body, ctx.step, down=True, bind=bind, n=n)
+        )
 
     def decode_down_on(
         self, payload: Payload, ctx: CodecContext, device: torch.device

@@ -52,20 +52,25 @@ def encode_signs(x: np.ndarray) -> bytes:
     return pack_bits(x >= 0)
 
 
-def decode_signs(buf: bytes | memoryview, n: int, scale: float = 1.0) -> np.ndarray:
+def decode_signs(
+    buf: bytes | memoryview, n: int, scale: float = 1.0, codec: str = "signsgd"
+) -> np.ndarray:
     """``scale * (+1 | -1)`` per bit of an :func:`encode_signs` buffer, as float32.
 
     One table gather per byte (8 outputs), about memory speed; the same layout as
     :func:`~psml_core.codecs.formats.unpack_bits`, which is 5x slower here.
 
     Raises:
-        ValueError: for a buffer that is not ``ceil(n/8)`` bytes or has padding bits set.
+        ValueError: for a buffer that is not ``ceil(n/8)`` bytes or has padding bits set (the
+            encoder zeroes them: a count too short for the bits sent), naming ``codec``.
     """
     if len(buf) != bitmap_bytes(n):
-        raise ValueError(f"{len(buf)} bytes are not the {bitmap_bytes(n)}-byte sign bits of {n}")
+        raise ValueError(
+            f"codec {codec!r}: {len(buf)} bytes are not the {bitmap_bytes(n)}-byte sign bits of {n}"
+        )
     raw = np.frombuffer(buf, dtype=np.uint8)
     if n % 8 and raw[-1] >> (n % 8):
-        raise ValueError("sign bits are set past the vector's end")
+        raise ValueError(f"codec {codec!r}: sign bits are set past the vector's end ({n} elements)")
     table = _SIGN_TABLE if scale == 1.0 else _SIGN_TABLE * np.float32(scale)
     return np.take(table, raw, axis=0).reshape(-1)[:n]
 
@@ -108,7 +113,7 @@ class SignSGDCodec(Codec):
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """+-1.0 per element; a buffer of the wrong length or with padding bits is a ValueError."""
-        return decode_signs(payload.buffer, payload.n)
+        return decode_signs(payload.buffer, payload.n, codec=self.name)
 
     def server(self) -> MajorityVoteServer:
         """The majority-vote server."""
@@ -141,7 +146,7 @@ class MajorityVoteServer(ServerCodec):
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The vote as +-1.0."""
-        return decode_signs(payload.buffer, payload.n)
+        return decode_signs(payload.buffer, payload.n, codec=f"{self.codec.name}/down")
 
 
 @CODECS.register("efsignsgd")
@@ -186,10 +191,10 @@ class ScaledSignCodec(Codec):
         buf, n = payload.buffer, payload.n
         if len(buf) != 4 + bitmap_bytes(n):
             raise ValueError(
-                f"efsignsgd payload of {len(buf)} bytes is not 4 + ceil({n}/8) = "
+                f"codec {self.name!r}: payload of {len(buf)} bytes is not 4 + ceil({n}/8) = "
                 f"{4 + bitmap_bytes(n)}"
             )
         (scale,) = np.frombuffer(buf, dtype=_F32, count=1)
         if not np.isfinite(scale) or np.signbit(scale):
-            raise ValueError(f"efsignsgd payload has an invalid scale {scale!r}")
-        return decode_signs(memoryview(buf)[4:], n, float(scale))
+            raise ValueError(f"codec {self.name!r}: payload has an invalid scale {scale!r}")
+        return decode_signs(memoryview(buf)[4:], n, float(scale), self.name)

@@ -80,7 +80,7 @@ def _finite(v: torch.Tensor) -> torch.Tensor:
 
 
 def _sealed(name: str, n: int, idx: torch.Tensor, vals: torch.Tensor, ctx: Any) -> Payload:
-    return Payload(name, n, seal(encode_sparse(n, idx, vals), ctx.step))
+    return Payload(name, n, seal(encode_sparse(n, idx, vals), ctx.step, n=n))
 
 
 # ------------------------------------------------------------------------------------- top-k
@@ -137,7 +137,7 @@ def encode_randomk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     idx = device_indices(codec, int(x.numel()), ctx, x.device)
     body = as_bytes(x[idx])
     n = int(x.numel())
-    return Payload(codec.name, n, seal(body, ctx.step, bind=codec.binding(n, ctx)))
+    return Payload(codec.name, n, seal(body, ctx.step, bind=codec.binding(ctx), n=n))
 
 
 def decode_randomk(
@@ -145,17 +145,17 @@ def decode_randomk(
 ) -> torch.Tensor:
     """Random-k's decoder (push or broadcast) onto ``device``: values at the step's indices."""
     idx = device_indices(codec, payload.n, ctx, device)
-    what = "randomk down" if down else "randomk"
+    what = "randomk/down" if down else "randomk"
     size = 4 * int(idx.numel()) + CHECKSUM_BYTES
     if len(payload.buffer) != size:
         raise ValueError(
-            f"{what} payload of {len(payload.buffer)} bytes; {idx.numel()} values take {size} "
-            "(with the checksum)"
+            f"codec {what!r}: payload of {len(payload.buffer)} bytes; {idx.numel()} values take "
+            f"{size} (with the checksum)"
         )
-    bind = codec.binding(payload.n, ctx)
+    bind = codec.binding(ctx)
     body = unseal_to(payload.buffer, what, payload.n, ctx.step, device, down=down, bind=bind)
     vals = body.clone().view(torch.float32) if body.numel() else body.view(torch.float32)
-    check_finite(vals, f"{what} payload holds non-finite values, which this codec cannot send")
+    check_finite(vals, f"codec {what!r}: payload holds non-finite values, which it cannot send")
     out = torch.zeros(payload.n, dtype=torch.float32, device=device)
     out[idx] = vals
     return out
@@ -219,7 +219,7 @@ def encode_dgc(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     x = check_tensor(x)
     n = int(x.numel())
     if n == 0:
-        return Payload(codec.name, 0, seal(torch.empty(0, dtype=torch.uint8), ctx.step))
+        return Payload(codec.name, 0, seal(torch.empty(0, dtype=torch.uint8), ctx.step, n=0))
     ratio = ratio_in_force(codec.ratio, ctx)
     idx = torch.nonzero(_dgc_select(codec, x, keep_count(n, ratio), ratio, ctx)).reshape(-1)
     return _sealed(codec.name, n, idx, x[idx], ctx)

@@ -71,7 +71,7 @@ class ThresholdCodec(Codec):
         x = check_vector(x)
         n = int(x.size)
         idx = np.flatnonzero(magnitude_mask(x, self._t32, strict=True))
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step, n=n))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere."""

@@ -87,7 +87,7 @@ class TopKCodec(Codec):
         if self._scratch is None or self._scratch.size != n:
             self._scratch = np.empty(n, dtype=np.float32)
         idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
-        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step))
+        return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step, n=n))
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""
@@ -152,7 +152,7 @@ class TopKDownServer(ServerCodec):
             raise ValueError("topk server: aggregate plus residual overflows float32")
         v[idx] -= sent
         body = encode_sparse(n, idx, sent)
-        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True))
+        return Payload(f"{self.codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast; its length must be ``sparse_size(n, k_down) + 4`` (the trailer)."""

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from psml_core.codecs.formats import bitmap_bytes, block_count, coo_max_k
-from psml_core.codecs.integrity import crc_seed, unseal
+from psml_core.codecs.integrity import counted, crc_seed, unseal
 from psml_core.codecs.integrity import seal as seal_host
 from psml_core.codecs.tensors import is_tensor
 
@@ -88,17 +88,23 @@ def _device_crc(device: torch.device) -> bool:
 
 
 def seal(
-    body: torch.Tensor, step: int | None, down: bool = False, bind: tuple[int, ...] = ()
+    body: torch.Tensor,
+    step: int | None,
+    down: bool = False,
+    bind: tuple[int, ...] = (),
+    *,
+    n: int,
 ) -> bytes:
     """The body (uint8 on its device) followed by its step-bound CRC-32, as host bytes.
 
-    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes (``bind`` as there).
+    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes (``n`` and ``bind``
+    as there).
     """
     if _device_crc(body.device) and body.numel() >= 4:
         from psml_core.codecs.torch_crc import crc32_bytes
 
-        return to_host(body, crc32_bytes(body, crc_seed(step, down, bind)))
-    return seal_host(to_host(body) if body.numel() else b"", step, down=down, bind=bind)
+        return to_host(body, crc32_bytes(body, crc_seed(step, down, counted(n, bind))))
+    return seal_host(to_host(body) if body.numel() else b"", step, n=n, down=down, bind=bind)
 
 
 def unseal_to(

@@ -271,7 +271,9 @@ class ValueBoundedCodec(Codec):
 
             return filter_elements(self, self._state, x, ctx, down=False)
         x = check_vector(x)
-        return Payload(self.name, int(x.size), seal(self._filter(self._state, x, ctx), ctx.step))
+        return Payload(
+            self.name, int(x.size), seal(self._filter(self._state, x, ctx), ctx.step, n=int(x.size))
+        )
 
     def reset(self) -> None:
         """Forget the carried-over residual (a new run; benchmarks of one vector)."""
@@ -416,7 +418,9 @@ class ValueBoundedServer(ServerCodec):
             return filter_elements(self.codec, self._state, agg, ctx, down=True)
         u = check_vector(agg)
         buf = self.codec._filter(self._state, u, ctx)
-        return Payload(f"{self.codec.name}/down", int(u.size), seal(buf, ctx.step, down=True))
+        return Payload(
+            f"{self.codec.name}/down", int(u.size), seal(buf, ctx.step, down=True, n=int(u.size))
+        )
 
     def decode_down(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """Decode a broadcast (same format as the push)."""

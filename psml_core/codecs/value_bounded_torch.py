@@ -69,7 +69,7 @@ def filter_elements(codec: Any, state: Any, u: torch.Tensor, ctx: Any, down: boo
     r[idx] = v - v32.to(r.dtype) if r.dtype == torch.float64 else 0
     state.last_sent = int(idx.numel())
     name = f"{codec.name}/down" if down else codec.name
-    return Payload(name, n, seal(encode_sparse(n, idx, v32), ctx.step, down=down))
+    return Payload(name, n, seal(encode_sparse(n, idx, v32), ctx.step, down=down, n=n))
 
 
 def decode_elements(

@@ -59,7 +59,7 @@ def reference_records(
     v: np.ndarray, b: int, ids: list[int], step: int = 0, down: bool = False
 ) -> bytes:
     """The sealed payload (CRC-32 trailer, bound to ``step``) of the block records."""
-    return sealed(reference_body(v, b, ids), step, down)
+    return sealed(reference_body(v, b, ids), step, down, n=v.size)
 
 
 def reference_body(v: np.ndarray, b: int, ids: list[int]) -> bytes:
@@ -260,13 +260,13 @@ def test_truncated_and_corrupted_rejected():
     for cut in (1, 3, 4, 7, 12):
         with pytest.raises(ValueError, match="CRC-32"):
             codec.decode(Payload("dfs", 10, sent[:-cut]), ctx)
-    buf = body_of(sent)
+    buf = body_of(sent, n=10)
     with pytest.raises(ValueError):
-        codec.decode(Payload("dfs", 10, sealed(struct.pack("<I", 9) + buf[4:])), ctx)
+        codec.decode(Payload("dfs", 10, sealed(struct.pack("<I", 9) + buf[4:], n=10)), ctx)
     with pytest.raises(ValueError, match="budget"):
         codec.decode(Payload("dfs", 10, sent), ctx_for(0.1, 4))  # one block expected
     with pytest.raises(ValueError, match="budget"):
-        codec.decode(Payload("dfs", 10, sealed(b"")), ctx)
+        codec.decode(Payload("dfs", 10, sealed(b"", n=10)), ctx)
     with pytest.raises(ValueError, match="checksum"):
         codec.decode(Payload("dfs", 10, b""), ctx)
 
@@ -437,7 +437,7 @@ def test_server_down_ratio_rejects_too_many_blocks():
     codec = DFSCodec(down_ratio=0.1)
     ctx = ctx_for(1.0, 4)
     full = codec.encode(np.ones(40, np.float32), ctx)
-    as_down = sealed(body_of(full.buffer), down=True)
+    as_down = sealed(body_of(full.buffer, n=40), down=True, n=40)
     with pytest.raises(ValueError, match="down_ratio"):
         codec.server().decode_down(Payload("dfs/down", 40, as_down), ctx)
 

@@ -170,7 +170,7 @@ def test_push_with_report_matches_reference(seed, eta):
     per_b = ref_report_ids(v, b, prev, rho, cands, eta=eta)
     ids = ref_select(v, b, rho, prev, eta=eta)
     words = struct.pack("<4I", *(ref_word(n, c, per_b[c]) for c in cands))
-    assert p.buffer == sealed(words + ref_records(v, b, ids))
+    assert p.buffer == sealed(words + ref_records(v, b, ids), n=n)
     assert p.wire_bytes == 16 + ref_bytes(n, b, ids) + TRAILER
     report, got_ids, dense = codec.parse(p, ctx)
     assert report.costs == {c: ref_bytes(n, c, per_b[c]) for c in cands}
@@ -179,7 +179,7 @@ def test_push_with_report_matches_reference(seed, eta):
     np.testing.assert_array_equal(codec.decode(p, ctx), dense)
     # Without the request the same push has no report: the ctx alone decides the layout.
     plain = codec.encode(v, ctx_with(ratio=rho, b=b, mask=prev))
-    assert body_of(plain.buffer) == body_of(p.buffer)[16:]
+    assert body_of(plain.buffer, n=n) == body_of(p.buffer, n=n)[16:]
 
 
 @st.composite
@@ -239,29 +239,29 @@ def test_tampered_reports_rejected():
     n, rho = 1024, 0.05
     codec = DFSCodec(candidates=(16, 64, 256))
     ctx = ctx_with(ratio=rho, b=64, report=True)
-    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer)
+    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer, n=n)
     words = list(struct.unpack("<3I", good[:12]))
 
     def with_words(ws):
-        return Payload("dfs", n, sealed(struct.pack("<3I", *ws) + good[12:]))
+        return Payload("dfs", n, sealed(struct.pack("<3I", *ws) + good[12:], n=n))
 
     with pytest.raises(ValueError, match="budget"):
         codec.decode(with_words([words[0] + 1, words[1], words[2]]), ctx)
     with pytest.raises(ValueError, match="short last block"):  # 256 divides 1024
         codec.decode(with_words([words[0], words[1], words[2] | 2**31]), ctx)
     n = 1000  # 1000 = 15 * 64 + 40: the flag is possible, but the records disagree with it
-    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer)
+    good = body_of(codec.encode(rng.standard_normal(n).astype(np.float32), ctx).buffer, n=n)
     words = list(struct.unpack("<3I", good[:12]))
     assert not words[1] & 2**31
     with pytest.raises(ValueError, match="follow"):
         codec.decode(with_words([words[0], words[1] | 2**31, words[2]]), ctx)
     with pytest.raises(ValueError):  # the report is missing though the ctx asks for one
-        codec.decode(Payload("dfs", n, sealed(good[12:])), ctx)
+        codec.decode(Payload("dfs", n, sealed(good[12:], n=n)), ctx)
     with pytest.raises(ValueError, match="cost report"):
-        codec.decode(Payload("dfs", n, sealed(good[:8])), ctx)
+        codec.decode(Payload("dfs", n, sealed(good[:8], n=n)), ctx)
     # a report where none is due is not taken for records
     with pytest.raises(ValueError):
-        codec.decode(Payload("dfs", n, sealed(good)), ctx_with(ratio=rho, b=64))
+        codec.decode(Payload("dfs", n, sealed(good, n=n)), ctx_with(ratio=rho, b=64))
 
 
 # ---------------------------------------------------------------- the server's choice

@@ -55,7 +55,7 @@ def ref_dgc(x, ratio, seed, step, sf=0.01, rounds=10, upper=1.3, lower=0.7) -> l
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float], step: int = 0) -> bytes:
     """The sealed payload (CRC-32 trailer bound to ``step``) of :func:`ref_sparse_body`."""
-    return sealed(ref_sparse_body(n, idx, vals), step)
+    return sealed(ref_sparse_body(n, idx, vals), step, n=n)
 
 
 def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
@@ -133,7 +133,7 @@ def test_non_convergence_sends_the_last_thresholds_set():
     # max_rounds the last threshold (here above every |x|) decides: nothing is sent.
     x = np.random.default_rng(0).uniform(-1, 1, 10_000).astype(np.float32)
     p = DGCCodec().encode(x, CodecContext(ratio=0.01))
-    assert ref_dgc(x, 0.01, 0, 0) == [] and p.buffer == sealed(b"")
+    assert ref_dgc(x, 0.01, 0, 0) == [] and p.buffer == sealed(b"", n=x.size)
     # max_rounds=0: the sampled threshold as is
     p0 = DGCCodec(max_rounds=0).encode(x, CodecContext(ratio=0.01))
     assert p0.wire_bytes == ref_size(10_000, len(ref_dgc(x, 0.01, 0, 0, rounds=0))) > 0
@@ -150,7 +150,7 @@ def test_mostly_zero_vector_sends_all_non_zeros():
 
 def test_all_zeros_send_nothing():
     p = DGCCodec().encode(np.zeros(5000, dtype=np.float32), CodecContext(ratio=0.01))
-    assert p.buffer == sealed(b"")
+    assert p.buffer == sealed(b"", n=5000)
     np.testing.assert_array_equal(DGCCodec().decode(p, CodecContext()), np.zeros(5000))
 
 
@@ -164,7 +164,7 @@ def test_one_huge_value():
 
 def test_empty_vector():
     p = DGCCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == sealed(b"")
+    assert p.buffer == sealed(b"", n=0)
     assert DGCCodec().decode(p, CodecContext()).size == 0
 
 
@@ -250,7 +250,7 @@ def test_truncated_payload_rejected(cut):
 @pytest.mark.parametrize("value", [0.0, float("nan"), float("-inf")])
 def test_value_the_codec_cannot_send_rejected(value):
     p = _payload()
-    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value))
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value), n=p.n)
     with pytest.raises(ValueError, match="cannot send"):
         DGCCodec().decode(Payload("dgc", 1000, buf), CodecContext())
 

@@ -143,5 +143,5 @@ def test_server_sums_and_broadcasts_fp16():
     assert down.wire_bytes == 200 and down.buffer == ref_encode(agg)
     out = server.decode_down(down, ctx)
     assert out[7] == FP16_MAX
-    with pytest.raises(ValueError, match="fp16 down payload"):
+    with pytest.raises(ValueError, match="codec .fp16/down.: payload"):
         server.decode_down(Payload(down.codec, 100, down.buffer[:-2]), ctx)

@@ -1,15 +1,19 @@
 """No codec decodes a damaged payload silently: mutation tests over every registered codec.
 
-Variable-length formats are sealed with a CRC-32 trailer (``psml_core.codecs.integrity``):
-truncation, extension, a flipped byte and an empty buffer are all refused. Fixed-length formats
-(``none``, ``fp16``, ``qsgd``, the sign codecs, random-k) stay header-free: both ends know their
-length, so truncation, extension and an empty buffer are refused by length; a flipped byte is a
+Variable-length formats are sealed with a CRC-32 trailer (``psml_core.codecs.integrity``)
+bound to the step and the element count: truncation, extension, a flipped byte, an empty
+buffer and a wrong count are all refused. Fixed-length formats (``none``, ``fp16``, ``qsgd``,
+the sign codecs; random-k too, though sealed) are refused by length; a flipped byte is a
 different message the encoder could have sent (every bit pattern of the right length is one,
-non-finite values aside, which the decoders refuse), so for them the test checks only that a
-flipped payload never decodes to something that is not a finite vector of length n.
+non-finite values and set padding bits aside, which the decoders refuse), so for them the test
+checks only that a flipped payload never decodes to something that is not a finite vector of
+length n. A wrong element count is refused on every decode path, except exactly the sign
+codecs' counts that no byte can tell (:data:`COUNT_BLIND`).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -110,9 +114,21 @@ def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
 
 
 def test_an_empty_body_does_not_seal_to_zero():
-    assert seal(b"") != b"\0" * CHECKSUM_BYTES
+    assert seal(b"", n=0) != b"\0" * CHECKSUM_BYTES
     with pytest.raises(ValueError, match="CRC-32"):
         unseal(b"\0" * CHECKSUM_BYTES, "kv", 10)
+
+
+@pytest.mark.parametrize("step", [None, 0, 3])
+def test_every_seal_binds_the_element_count(step):
+    """With or without a step (a touched pull's key list and answer have none)."""
+    body = bytes(range(24))
+    for down in (False, True):
+        buf = seal(body, step, n=10, down=down)
+        assert bytes(unseal(buf, "kv", 10, step, down=down)) == body
+        for other in (9, 11, 0, 2**32 + 10):
+            with pytest.raises(ValueError, match=r"^codec 'kv': .* for \d+ elements fails"):
+                unseal(buf, "kv", other, step, down=down)
 
 
 @pytest.mark.parametrize("name", sorted(set(CODECS.names()) - HEADER_FREE))
@@ -121,7 +137,7 @@ def test_sealed_payloads_count_their_trailer(name):
     body = unseal(p.buffer, name, N, CTX.step)
     assert p.wire_bytes == len(p.buffer) == len(body) + CHECKSUM_BYTES
     np.testing.assert_array_equal(
-        codec.decode(p, CTX), codec.decode(Payload(p.codec, p.n, seal(body, CTX.step)), CTX)
+        codec.decode(p, CTX), codec.decode(Payload(p.codec, p.n, seal(body, CTX.step, n=N)), CTX)
     )
 
 
@@ -151,9 +167,28 @@ def test_the_error_names_the_codec_and_the_sizes():
 PATHS = ("decode", "decode_on", "aggregate", "aggregate_on")
 """The decode paths: a worker's (NumPy, torch) and a server's sum of pushes (NumPy, torch)."""
 
-COUNT_BLIND = {("kv", "longer")}
-"""What no byte can tell: a key/value list names no element count, and keys that lie below
-``n`` lie below any larger count too (the format has no padding and no trailer binding)."""
+SIZES = (1000, 1001, 1003)
+"""Vector lengths for the wrong-count test: ``n % 8`` is 0, 1 and 3, so a count one off
+changes a sign bitmap's byte count (``n + 1`` at 1000, ``n - 1`` at 1001) or keeps it."""
+SEEDS = range(6)
+"""Random vectors per length: standard-normal, so a sign codec's last bit is 0 in some."""
+
+SIGN_CODECS = ("signsgd", "efsignsgd")
+COUNT_BLIND = frozenset(
+    (name, path, delta) for name in SIGN_CODECS for path in PATHS for delta in (-1, 1)
+)
+"""The only (codec, decode path, wrong count - n) that ever decode, each only when the bytes
+are exactly what the encoder sends for a vector of the wrong count (:func:`_sign_bits_fit`):
+the sign codecs' bitmap carries no count (no trailer, no header) and its padding bits are
+zero, so a count one short whose dropped bit is 0 (a negative last element) or a count one
+longer within the same bytes (the new bit is the zero padding) is a valid message of that
+count. Their decoders refuse a changed byte count and any set padding bit, which is all the
+bytes can tell; every other codec refuses every wrong count (the sealed ones by their
+trailer, which binds the count; ``none``, ``fp16`` and 8-bit ``qsgd`` by their length)."""
+
+
+def _codec(name: str) -> object:
+    return make_codec(BlockSpec(name, PARAMS.get(name, {})))
 
 
 def _decode_via(path: str, codec: object, payload: Payload, ctx: CodecContext) -> object:
@@ -170,27 +205,51 @@ def _decode_via(path: str, codec: object, payload: Payload, ctx: CodecContext) -
     return server.aggregate_on([payload], ctx, cpu)
 
 
-def _tail_heavy(seed: int) -> np.ndarray:
-    """A vector whose last element is its largest and positive: every codec sends it, so
-    a count one short has an entry (index, bit, block value) past its end."""
-    x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
-    x[-1] = 8.0
-    return x
+def _sign_bits_fit(name: str, buf: bytes, m: int) -> bool:
+    """Whether ``buf`` is bit for bit a sign codec's message for an ``m``-vector: ``ceil(m/8)``
+    bytes of bits (after ``efsignsgd``'s 4-byte scale) whose bits past ``m`` are all zero."""
+    bits = buf[4:] if name == "efsignsgd" else buf
+    return len(bits) == -(-m // 8) and (m % 8 == 0 or bits[-1] >> (m % 8) == 0)
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", sorted(CODECS.names()))
 def test_a_wrong_element_count_is_refused_on_every_decode_path(name, path):
-    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
-    p = codec.encode(_tail_heavy(0), CTX)
-    out = _decode_via(path, make_codec(BlockSpec(name, PARAMS.get(name, {}))), p, CTX)
-    assert tuple(out.shape) == (N,)  # the control: the right count decodes
-    for wrong in (N - 1, N + 1, N // 2, 2 * N, 0):
-        if (name, "longer" if wrong > N else "shorter") in COUNT_BLIND:
-            continue
-        fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
-        with pytest.raises(ValueError):
-            _decode_via(path, fresh, Payload(p.codec, wrong, p.buffer), CTX)
+    """Random vectors, counts n - 1 and n + 1 (and farther off): refused in one line naming the
+    codec, except exactly :data:`COUNT_BLIND`, where no byte tells the count."""
+    slipped = set()
+    for n, seed in itertools.product(SIZES, SEEDS):
+        x = np.random.default_rng([seed, n]).standard_normal(n).astype(np.float32)
+        p = _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
+        assert tuple(_decode_via(path, _codec(name), p, CTX).shape) == (n,)  # the control
+        for m in (n - 1, n + 1, n // 2, 2 * n, 0):
+            try:
+                out = _decode_via(path, _codec(name), Payload(p.codec, m, p.buffer), CTX)
+            except ValueError as err:
+                msg = str(err)
+                assert msg.startswith(f"codec '{name}'") and "\n" not in msg, msg
+                continue
+            assert (name, path, m - n) in COUNT_BLIND, (n, seed, m)
+            assert _sign_bits_fit(name, p.buffer, m), (n, seed, m)  # indistinguishable
+            assert tuple(out.shape) == (m,)
+            slipped.add((name, path, m - n))
+    assert slipped == {case for case in COUNT_BLIND if case[:2] == (name, path)}
+
+
+@pytest.mark.parametrize("name", SIGN_CODECS)
+def test_a_sign_codec_refuses_every_count_its_bytes_contradict(name):
+    """The other side of :data:`COUNT_BLIND`: a count whose byte count differs, or that makes
+    a set bit padding, is refused."""
+    for n in range(1, 40):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        p = _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
+        for m in range(0, 50):
+            payload = Payload(p.codec, m, p.buffer)
+            if _sign_bits_fit(name, p.buffer, m):
+                assert _codec(name).decode(payload, CTX).shape == (m,)  # type: ignore[attr-defined]
+                continue
+            with pytest.raises(ValueError, match=f"^codec '{name}': "):
+                _codec(name).decode(payload, CTX)  # type: ignore[attr-defined]
 
 
 @settings(max_examples=60, deadline=None)

@@ -25,9 +25,9 @@ CTX = CodecContext()
 # ---------------------------------------------------------------- plain references
 
 
-def ref_entries(idx: list[int], vals: list[float]) -> bytes:
-    """The sealed payload (CRC-32 trailer) of :func:`ref_entries_body`."""
-    return sealed(ref_entries_body(idx, vals))
+def ref_entries(idx: list[int], vals: list[float], n: int) -> bytes:
+    """The sealed payload (CRC-32 trailer) of :func:`ref_entries_body` for ``n`` elements."""
+    return sealed(ref_entries_body(idx, vals), n=n)
 
 
 def ref_entries_body(idx: list[int], vals: list[float]) -> bytes:
@@ -57,7 +57,7 @@ def test_encode_matches_reference_and_round_trips(x):
     codec = KVCodec()
     idx = ref_nonzeros(x)
     p = codec.encode(x, CTX)
-    assert p.buffer == ref_entries(idx, [float(x[i]) for i in idx])
+    assert p.buffer == ref_entries(idx, [float(x[i]) for i in idx], x.size)
     assert p.wire_bytes == 12 * len(idx) + TRAILER and p.n == x.size
     out = codec.decode(p, CTX)
     assert out.dtype == np.float32
@@ -71,7 +71,7 @@ def test_encode_matches_reference_and_round_trips(x):
 def test_encode_keys_sends_exactly_those_keys_zeros_included(xk):
     x, keys = xk
     p = KVCodec().encode_keys(x, np.array(keys, dtype=np.int64), CTX)
-    assert p.buffer == ref_entries(keys, [float(x[i]) for i in keys])
+    assert p.buffer == ref_entries(keys, [float(x[i]) for i in keys], x.size)
     assert p.wire_bytes == 12 * len(keys) + TRAILER
     expect = np.zeros(x.size, dtype=np.float32)
     expect[keys] = x[keys]
@@ -87,7 +87,7 @@ def test_key_list_round_trip(n_keys):
     ks = np.array(sorted(keys), dtype=np.int64)
     buf = pack_keys(ks, n)
     body = b"".join(struct.pack("<Q", k) for k in sorted(keys))
-    assert buf == sealed(body, None)  # a request: unbound (see psml_core.codecs.kv)
+    assert buf == sealed(body, None, n=n)  # a request: no step (see psml_core.codecs.kv)
     assert len(buf) == 8 * len(keys) + TRAILER
     np.testing.assert_array_equal(unpack_keys(memoryview(buf), n), ks)
 
@@ -131,13 +131,13 @@ def test_large_sparse_vector_against_numpy():
     idx = np.sort(rng.choice(x.size, 3000, replace=False))
     x[idx] = rng.standard_normal(idx.size).astype(np.float32)
     p = KVCodec().encode(x, CTX)
-    expect = sealed(idx.astype("<u8").tobytes() + x[idx].astype("<f4").tobytes())
+    expect = sealed(idx.astype("<u8").tobytes() + x[idx].astype("<f4").tobytes(), n=x.size)
     assert p.buffer == expect and p.wire_bytes == 12 * 3000 + TRAILER
     np.testing.assert_array_equal(KVCodec().decode(p, CTX), x)
 
 
 def test_empty_and_all_zero_vectors():
-    assert KVCodec().encode(np.zeros(0, np.float32), CTX).buffer == sealed(b"")
+    assert KVCodec().encode(np.zeros(0, np.float32), CTX).buffer == sealed(b"", n=0)
     p = KVCodec().encode(np.zeros(7, np.float32), CTX)
     assert p.wire_bytes == TRAILER
     np.testing.assert_array_equal(KVCodec().decode(p, CTX), np.zeros(7))
@@ -200,17 +200,17 @@ def test_bad_keys_rejected(keys, match):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_value_rejected(bad):
     with pytest.raises(ValueError, match="non-finite value .* at key 7"):
-        KVCodec().decode(Payload("kv", 10, ref_entries([1, 4, 7], [0.5, -1.0, bad])), CTX)
+        KVCodec().decode(Payload("kv", 10, ref_entries([1, 4, 7], [0.5, -1.0, bad], 10)), CTX)
 
 
 def test_key_list_rejections():
     """A list whose checksum holds is still checked: whole keys, in order, in range."""
     with pytest.raises(ValueError, match="not a whole number of uint64 keys"):
-        unpack_keys(sealed(b"\x00" * 12, None), 10)
+        unpack_keys(sealed(b"\x00" * 12, None, n=10), 10)
     with pytest.raises(ValueError, match="strictly ascending"):
-        unpack_keys(sealed(struct.pack("<QQ", 3, 2), None), 10)
+        unpack_keys(sealed(struct.pack("<QQ", 3, 2), None, n=10), 10)
     with pytest.raises(ValueError, match="outside"):
-        unpack_keys(sealed(struct.pack("<Q", 10), None), 10)
+        unpack_keys(sealed(struct.pack("<Q", 10), None, n=10), 10)
 
 
 def test_encode_entries_checks_lengths():

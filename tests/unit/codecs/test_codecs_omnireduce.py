@@ -38,7 +38,7 @@ def reference_kept_blocks(x: np.ndarray, b: int, threshold: float) -> list[int]:
 
 def reference_records(x: np.ndarray, b: int, ids: list[int], down: bool = False) -> bytes:
     """The sealed payload (CRC-32 trailer, bound to step 0) of the block records."""
-    return sealed(reference_body(x, b, ids), 0, down)
+    return sealed(reference_body(x, b, ids), 0, down, n=x.size)
 
 
 def reference_body(x: np.ndarray, b: int, ids: list[int]) -> bytes:
@@ -135,7 +135,7 @@ def test_adversarial_inputs():
     codec = OmniReduceCodec(block_size=4)
     assert codec.encode(np.zeros(10, dtype=np.float32), CTX).wire_bytes == TRAILER
     assert codec.encode(np.zeros(0, dtype=np.float32), CTX).wire_bytes == TRAILER
-    assert codec.decode(Payload("omnireduce", 0, sealed(b"")), CTX).size == 0
+    assert codec.decode(Payload("omnireduce", 0, sealed(b"", n=0)), CTX).size == 0
     with pytest.raises(ValueError, match="cannot hold its 4-byte checksum"):
         codec.decode(Payload("omnireduce", 0, b""), CTX)  # an empty buffer is no message
     huge = np.zeros(10, dtype=np.float32)
@@ -196,21 +196,21 @@ def test_truncated_and_corrupted_rejected():
     for cut in (1, 3, 4, 7, 12, 13):
         with pytest.raises(ValueError, match="CRC-32|checksum"):
             codec.decode(Payload("omnireduce", 10, sent[:-cut]), CTX)
-    buf = body_of(sent)  # behind the checksum, the records' own checks
+    buf = body_of(sent, n=10)  # behind the checksum, the records' own checks
     swapped = buf[20:40] + buf[:20] + buf[40:]  # records out of order
     with pytest.raises(ValueError, match="ascending"):
-        codec.decode(Payload("omnireduce", 10, sealed(swapped)), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(swapped, n=10)), CTX)
     bad_id = struct.pack("<I", 7) + buf[4:]
     with pytest.raises(ValueError):
-        codec.decode(Payload("omnireduce", 10, sealed(bad_id)), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(bad_id, n=10)), CTX)
     zero_block = struct.pack("<I", 0) + bytes(16)
     with pytest.raises(ValueError, match="never sends"):
-        codec.decode(Payload("omnireduce", 10, sealed(zero_block)), CTX)
+        codec.decode(Payload("omnireduce", 10, sealed(zero_block, n=10)), CTX)
 
 
 def test_small_block_rejected_under_threshold():
     codec = OmniReduceCodec(block_size=2, threshold=1.0)
-    rec = sealed(struct.pack("<I", 0) + np.array([0.5, -1.0], dtype="<f4").tobytes())
+    rec = sealed(struct.pack("<I", 0) + np.array([0.5, -1.0], dtype="<f4").tobytes(), n=4)
     with pytest.raises(ValueError, match="threshold"):
         codec.decode(Payload("omnireduce", 4, rec), CTX)
 

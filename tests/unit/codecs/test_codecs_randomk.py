@@ -29,9 +29,9 @@ def ref_k(n: int, ratio: float) -> int:
 
 def ref_encode(x: np.ndarray, idx: list[int], ctx: CodecContext) -> bytes:
     """Plain reference: the float32 values at the (ascending) indices, then the seal bound to
-    the step, the shared seed and the element count."""
+    the step, the element count and the shared seed."""
     body = b"".join(struct.pack("<f", float(x[i])) for i in idx)
-    return sealed(body, ctx.step, bind=(ctx.seed, x.size))
+    return sealed(body, ctx.step, bind=(ctx.seed,), n=x.size)
 
 
 @settings(max_examples=100, deadline=None)
@@ -123,7 +123,7 @@ def test_all_zeros_and_one_huge_value():
 
 def test_empty_vector():
     p = RandomKCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == sealed(b"", bind=(0, 0))
+    assert p.buffer == sealed(b"", bind=(0,), n=0)
     assert RandomKCodec().decode(p, CodecContext(ratio=0.1)).size == 0
 
 
@@ -177,7 +177,7 @@ def test_corrupted_value_rejected():
     with pytest.raises(ValueError, match="CRC-32"):  # a changed value fails the trailer
         changed = p.buffer[:-8] + struct.pack("<f", 2.0) + p.buffer[-4:]
         RandomKCodec().decode(Payload("randomk", 100, changed), ctx)
-    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("inf")), bind=(0, 100))
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("inf")), bind=(0,), n=100)
     with pytest.raises(ValueError, match="non-finite"):
         RandomKCodec().decode(Payload("randomk", 100, buf), ctx)
 

@@ -27,7 +27,7 @@ def ref_kept(x: np.ndarray, t: float) -> list[int]:
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
     """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
-    return sealed(ref_sparse_body(n, idx, vals))
+    return sealed(ref_sparse_body(n, idx, vals), n=n)
 
 
 def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
@@ -99,7 +99,7 @@ def test_default_is_grace_0_01_and_ignores_ratio():
 
 def test_all_zeros_send_nothing():
     p = ThresholdCodec().encode(np.zeros(1000, dtype=np.float32), CodecContext())
-    assert p.buffer == sealed(b"")
+    assert p.buffer == sealed(b"", n=1000)
     np.testing.assert_array_equal(ThresholdCodec().decode(p, CodecContext()), np.zeros(1000))
 
 
@@ -123,7 +123,7 @@ def test_one_huge_value_and_dense_output():
 
 def test_empty_vector():
     p = ThresholdCodec().encode(np.zeros(0, dtype=np.float32), CodecContext())
-    assert p.buffer == sealed(b"")
+    assert p.buffer == sealed(b"", n=0)
     assert ThresholdCodec().decode(p, CodecContext()).size == 0
 
 
@@ -170,13 +170,13 @@ def test_truncated_payload_rejected(cut):
 @pytest.mark.parametrize("value", [0.005, 0.0, -0.01, float("nan"), float("inf")])
 def test_value_the_codec_cannot_send_rejected(value):
     p = _payload()
-    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value))
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", value), n=1000)
     with pytest.raises(ValueError, match="cannot send"):
         ThresholdCodec().decode(Payload("threshold", 1000, buf), CodecContext())
 
 
 def test_dense_payload_below_threshold_rejected():
-    buf = sealed(np.array([0.5, 0.0, 0.001, 1.0], dtype="<f4").tobytes())
+    buf = sealed(np.array([0.5, 0.0, 0.001, 1.0], dtype="<f4").tobytes(), n=4)
     with pytest.raises(ValueError, match="cannot send"):
         ThresholdCodec().decode(Payload("threshold", 4, buf), CodecContext())
 

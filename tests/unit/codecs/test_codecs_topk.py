@@ -35,7 +35,7 @@ def ref_topk(x: np.ndarray, k: int) -> list[int]:
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
     """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
-    return sealed(ref_sparse_body(n, idx, vals))
+    return sealed(ref_sparse_body(n, idx, vals), n=n)
 
 
 def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
@@ -144,7 +144,7 @@ def test_one_huge_value():
 
 def test_empty_vector():
     p = TopKCodec().encode(np.zeros(0, dtype=np.float32), CodecContext(ratio=0.1))
-    assert p.buffer == sealed(b"") and p.n == 0
+    assert p.buffer == sealed(b"", n=0) and p.n == 0
     assert TopKCodec().decode(p, CodecContext(ratio=0.1)).size == 0
 
 
@@ -205,14 +205,15 @@ def test_payload_for_another_ratio_rejected():
 
 def test_corrupted_indices_rejected():
     p, ctx = _payload()
-    buf = resealed(p.buffer, lambda b: struct.pack("<i", 5000) + b[4:])  # out of range, order
+    # out of range, order
+    buf = resealed(p.buffer, lambda b: struct.pack("<i", 5000) + b[4:], n=p.n)
     with pytest.raises(ValueError, match="ascending"):
         TopKCodec().decode(Payload("topk", 1000, buf), ctx)
 
 
 def test_non_finite_value_in_payload_rejected():
     p, ctx = _payload()
-    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("nan")))
+    buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("nan")), n=p.n)
     with pytest.raises(ValueError, match="cannot send"):
         TopKCodec().decode(Payload("topk", 1000, buf), ctx)
 
@@ -227,7 +228,7 @@ def test_dense_payload_with_too_many_nonzeros_rejected():
     ok = TopKCodec().encode(np.ones(n, dtype=np.float32), ctx)
     assert ok.wire_bytes == 4 * n + TRAILER
     with pytest.raises(ValueError, match="cannot send"):
-        TopKCodec().decode(Payload("topk", n, sealed(np.ones(n, dtype="<f4").tobytes())), ctx)
+        TopKCodec().decode(Payload("topk", n, sealed(np.ones(n, dtype="<f4").tobytes(), n=n)), ctx)
 
 
 # ---------------------------------------------------------------- server side

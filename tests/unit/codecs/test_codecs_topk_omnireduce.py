@@ -47,7 +47,7 @@ def ref_records(x: np.ndarray, b: int, step: int = 0) -> tuple[bytes, list[int]]
         if any(float(t) != 0.0 for t in x[s:e]):
             ids.append(bid)
             out += struct.pack("<I", bid) + b"".join(struct.pack("<f", float(t)) for t in x[s:e])
-    return sealed(out, step), ids
+    return sealed(out, step, n=x.size), ids
 
 
 def ref_bytes(n: int, b: int, ids) -> int:

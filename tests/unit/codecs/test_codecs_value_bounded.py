@@ -83,7 +83,7 @@ def ref_key_buffer(
     """MXNet's dense-key message: uint32 key count, uint64 key numbers, float32 values."""
     keys = [j for j in range(len(bounds) - 1) if bounds[j] in set(keep)]
     head = struct.pack("<I", len(keys)) + b"".join(struct.pack("<Q", j) for j in keys)
-    return sealed(head + b"".join(struct.pack("<f", v) for v in vals), step, down)
+    return sealed(head + b"".join(struct.pack("<f", v) for v in vals), step, down, n=bounds[-1])
 
 
 def ref_key_size(keep: list[int], bounds: list[int]) -> int:
@@ -400,13 +400,13 @@ def _key_payload() -> tuple[ValueBoundedCodec, Payload]:
 
 def _with(p: Payload, body: bytes) -> Payload:
     """``p`` with another body, sealed: the decoder's own checks behind the checksum."""
-    return Payload(p.codec, p.n, sealed(body))
+    return Payload(p.codec, p.n, sealed(body, n=p.n))
 
 
 def test_key_mode_rejects_truncated_and_corrupted_buffers():
     c, p = _key_payload()
     ctx = ctx_at(0)
-    body = body_of(p.buffer)
+    body = body_of(p.buffer, n=p.n)
     count = int(np.frombuffer(body, dtype="<u4", count=1)[0])
     keys = np.frombuffer(body, dtype="<u8", count=count, offset=4).copy()
     vals = np.frombuffer(body, dtype="<f4", offset=4 + 8 * count).copy()
@@ -462,7 +462,7 @@ def test_element_mode_rejects_truncated_and_corrupted_buffers():
     c = ValueBoundedCodec(schedule="fixed", theta0=1.0, warmup=0)
     p = c.encode(x, ctx_at(0))
     assert p.wire_bytes == 24 + TRAILER
-    body = body_of(p.buffer)
+    body = body_of(p.buffer, n=p.n)
     with pytest.raises(ValueError):
         c.decode(_with(p, body[:-1]), ctx_at(0))
     idx = np.frombuffer(body, dtype="<i4", count=3).copy()

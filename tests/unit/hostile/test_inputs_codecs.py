@@ -1,5 +1,5 @@
-"""Hostile payloads: a wrong element count or a wrong seed is refused in one line, never
-decoded into a vector of another length or onto other indices."""
+"""Hostile payloads: a wrong element count or a wrong seed is refused in one line that names
+the codec, never decoded into a vector of another length or onto other indices."""
 
 from __future__ import annotations
 
@@ -32,17 +32,21 @@ def _payload(name: str) -> Payload:
     return _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("wrong", [N - 1, N + 1])
 @pytest.mark.parametrize("name", sorted(CODECS.names()))
-def test_a_count_one_short_is_refused_on_host_and_device(name: str) -> None:
+def test_a_count_one_off_is_refused_on_host_and_device(name: str, wrong: int) -> None:
+    """``N`` is a multiple of 8, so even the sign codecs' bitmap tells ``N + 1`` (one byte
+    more) and ``N - 1`` (its last bit, set, would be padding) from ``N``."""
     p = _payload(name)
-    bad = Payload(p.codec, N - 1, p.buffer)
+    bad = Payload(p.codec, wrong, p.buffer)
     for decode in (
         lambda c: c.decode(bad, CTX),
         lambda c: c.decode_on(bad, CTX, torch.device("cpu")),
     ):
         with pytest.raises(ValueError) as err:
             decode(_codec(name))
-        assert "\n" not in str(err.value)
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"codec '{name}': "), msg
 
 
 def test_random_k_decoded_with_another_seed_or_count_is_refused() -> None:
