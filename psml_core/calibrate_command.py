@@ -1,4 +1,4 @@
-"""``psml calibrate-sweep``: the command that fits a calibrated sweep's factor (its arguments, light).
+"""``psml calibrate-sweep``: the command fitting a calibrated sweep's factor (arguments, light).
 
 The work is :func:`psml_core.engine.calibrate.fit_factor`, imported when the command runs, so
 that ``psml --help`` and the other commands do not load the engine.

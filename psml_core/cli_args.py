@@ -125,7 +125,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
     )
     p.add_argument("--out", help="output directory (by name: the workflow's)")
-    p.add_argument("--calibration", help="a calibrated recipe's factor (`psml calibrate-sweep --out`)")
+    p.add_argument(
+        "--calibration", help="a calibrated recipe's factor (`psml calibrate-sweep --out`)"
+    )
     p.add_argument(
         "--launcher",
         choices=["local", "srun", "torchrun"],

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional, TextIO
+from typing import TextIO
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
@@ -60,8 +60,8 @@ class LogHandler(LogHandlerBase):
         self.status_shown = False  # a terminal's in-place status line is on screen
         self.last_output = time.time()
         self.stop = threading.Event()
-        self.ticker: Optional[threading.Thread] = None
-        self.classic: Optional[logging.Handler] = None
+        self.ticker: threading.Thread | None = None
+        self.classic: logging.Handler | None = None
         if self.full:
             self.classic = _classic_handler(self.common_settings, self.stream)
 
@@ -120,7 +120,7 @@ class LogHandler(LogHandlerBase):
                 if line is None:
                     continue
                 if self.tty:
-                    self.stream.write("\r\033[K" + line[:_width()])
+                    self.stream.write("\r\033[K" + line[: _width()])
                     self.stream.flush()
                     self.status_shown = True
                 elif now - self.last_output >= HEARTBEAT_S:
@@ -173,7 +173,11 @@ def _classic_handler(settings: object, stream: TextIO) -> logging.Handler:
         stream=stream,
         formatter=DefaultFormatter(s.quiet, s.show_failed_logs),  # type: ignore[attr-defined]
         filter=DefaultFilter(  # type: ignore[arg-type]
-            s.quiet, s.debug_dag, s.verbose, s.dryrun, s.printshellcmds  # type: ignore[attr-defined]
+            s.quiet,
+            s.debug_dag,
+            s.verbose,
+            s.dryrun,
+            s.printshellcmds,  # type: ignore[attr-defined]
         ),
     )
     return handler

@@ -92,7 +92,9 @@ class Progress:
             self.total = max(self.total, total)
             return []
         self.total, self.per_rule = total, stats
-        counts = ", ".join(f"{rule} {n}" for rule, n in sorted(stats.items(), key=lambda kv: -kv[1]))
+        counts = ", ".join(
+            f"{rule} {n}" for rule, n in sorted(stats.items(), key=lambda kv: -kv[1])
+        )
         return [f"{total} steps to run: {counts}"]
 
     def _job_info(self, record: logging.LogRecord) -> list[str]:
@@ -119,7 +121,7 @@ class Progress:
         self.finished = []
         pct = 100 * self.done // max(self.total, 1)
         head = f"[{self.done:>{len(str(self.total))}}/{self.total} {pct:>3}%]"
-        elapsed = record.created - (self.started_at or record.created)
+        elapsed = record.created - (record.created if self.started_at is None else self.started_at)
         eta = self.eta_s(record.created)
         tail = f"elapsed {clock(elapsed)}" + (f", ETA {clock(eta)}" if eta is not None else "")
         return [f"{head} done: {what} | wall-clock {tail}"]
@@ -134,7 +136,7 @@ class Progress:
         if self.done >= self.total > 0:
             return 0.0
         finished = [t for ts in self.durations.values() for t in ts]
-        elapsed = now - (self.started_at or now)
+        elapsed = now - (now if self.started_at is None else self.started_at)
         if not finished or elapsed <= 0:
             return None
         overall = sum(finished) / len(finished)
@@ -144,8 +146,10 @@ class Progress:
             mean = sum(ts) / len(ts) if ts else overall
             left += max(count - len(ts), 0) * mean
         # Running jobs have done part of their share already.
-        left -= sum(min(now - j.started, _mean(self.durations, j.rule, overall)) for j in
-                    self.running.values())
+        left -= sum(
+            min(now - j.started, _mean(self.durations, j.rule, overall))
+            for j in self.running.values()
+        )
         parallel = max(self.busy_s / elapsed, 1.0)
         return max(left, 0.0) / parallel
 
