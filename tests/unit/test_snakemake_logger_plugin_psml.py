@@ -153,3 +153,15 @@ def test_a_dry_run_gets_snakemakes_full_output_without_shell_command_none():
         "Shell command: psml x",
         "Select jobs to execute...",
     ]
+
+
+def test_snakemake_finds_the_plugin_the_workflow_profile_selects():
+    from pathlib import Path
+
+    import yaml
+    from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
+
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "default" / "config.yaml"
+    assert yaml.safe_load(profile.read_text())["logger"] == ["psml"]
+    plugin = LoggerPluginRegistry().get_plugin("psml")
+    assert plugin.log_handler is LogHandler
