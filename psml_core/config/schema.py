@@ -55,7 +55,12 @@ def read_schema(name: str) -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+# LibYAML's parser where PyYAML has it: 3-4x faster on the config (`psml runs` parses every
+# tier file and the operating-point record); the constructor, and so the checks, stay Python's.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
     """YAML's safe loader, refusing a key written twice in one mapping.
 
     Plain YAML keeps the last of two equal keys, so ``workers: 8`` after ``workers: 4`` would
