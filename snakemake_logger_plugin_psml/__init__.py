@@ -79,8 +79,11 @@ class LogHandler(LogHandlerBase):
             return
         event = getattr(record, "event", None)
         if self.classic is not None:
-            # Rules without a shell command (run: blocks, the target rule) print "None".
-            if not (event == LogEvent.SHELLCMD and not getattr(record, "shellcmd", "x")):
+            # Rules without a shell command (run: blocks, the target rule) print "None": skip
+            # it, keeping the blank line Snakemake's handler puts before the next job.
+            if event == LogEvent.SHELLCMD and not getattr(record, "shellcmd", "x"):
+                self.classic.last_msg_was_job_info = False  # type: ignore[attr-defined]
+            else:
                 self.classic.handle(record)
         else:
             if event == LogEvent.JOB_INFO and self.ticker is None:

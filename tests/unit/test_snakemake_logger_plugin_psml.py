@@ -155,6 +155,37 @@ def test_a_dry_run_gets_snakemakes_full_output_without_shell_command_none():
     ]
 
 
+def _job_info(jobid: int, rule: str):
+    fields = {
+        "rule_msg": None,
+        "local": True,
+        "is_checkpoint": False,
+        "input": ["a"],
+        "output": [f"out{jobid}"],
+        "log": [],
+        "benchmark": None,
+        "reason": "missing",
+        "wildcards": {},
+        "priority": 0,
+        "threads": 1,
+        "resources": {},
+        "indent": False,
+    }
+    return _rec(0, "job", event=LogEvent.JOB_INFO, jobid=jobid, rule_name=rule, **fields)
+
+
+def test_a_rule_without_shell_command_keeps_the_blank_line_between_jobs():
+    """Tests (and people) split a dry run's jobs at blank lines, as Snakemake prints them."""
+    handler, out = _handler(dryrun=True)
+    handler.handle(_job_info(1, "all_specs"))
+    handler.handle(_rec(0, "Shell command: None", event=LogEvent.SHELLCMD, shellcmd=None))
+    handler.handle(_job_info(2, "train"))
+    handler.close()
+    jobs = out.getvalue().strip().split("\n\n")
+    assert len(jobs) == 2 and "rule all_specs:" in jobs[0] and "rule train:" in jobs[1]
+    assert "None" not in out.getvalue()
+
+
 def test_snakemake_finds_the_plugin_the_workflow_profile_selects():
     from pathlib import Path
 
