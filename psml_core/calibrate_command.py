@@ -1,4 +1,4 @@
-"""``psml calibrate``: the command that fits a calibrated sweep's factor (its arguments, light).
+"""``psml calibrate-sweep``: the command fitting a calibrated sweep's factor (arguments, light).
 
 The work is :func:`psml_core.engine.calibrate.fit_factor`, imported when the command runs, so
 that ``psml --help`` and the other commands do not load the engine.
@@ -42,7 +42,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def calibrate_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``psml calibrate``."""
+    """The arguments of ``psml calibrate-sweep``."""
     p.add_argument(
         "--spec", required=True, help="the calibration and its two runs (the workflow writes it)"
     )

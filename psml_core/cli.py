@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -309,10 +310,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Collect run summaries into runs.csv and aggregate.csv."""
     from psml_core.analysis.aggregate import aggregate_experiments, collect_runs, write_runs_csv
 
-    runs = collect_runs(_paths_arg(args.summaries))
+    summaries = _paths_arg(args.summaries)
+    runs = collect_runs(summaries)
     write_runs_csv(runs, args.out)
+    print(f"psml compare: {len(runs)} runs from {len(summaries)} summaries -> {args.out}")
     config = _json_arg(args.experiment, "--experiment") if args.experiment else None
-    write_runs_csv(aggregate_experiments(runs, config), args.aggregate)
+    agg = aggregate_experiments(runs, config)
+    write_runs_csv(agg, args.aggregate)
+    print(f"psml compare: {len(agg)} aggregate rows -> {args.aggregate}")
     if args.claims:
         import pandas as pd
 
@@ -343,12 +348,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
             res.regime_map = said.get(res.claim, "")
         table = pd.DataFrame([r.row() for r in results])
         write_runs_csv(table, args.claims)
+        print(f"psml compare: {_verdict_counts(results)} -> {args.claims}")
         if args.regime_map:
             from psml_core.atomic import atomic_path
 
             with atomic_path(args.regime_map) as tmp:
                 rmap.to_parquet(tmp, index=False)
+            print(f"psml compare: regime map, {len(rmap)} rows -> {args.regime_map}")
     return 0
+
+
+def _verdict_counts(results: Sequence[Any]) -> str:
+    """``12 claims judged: 5 REPRODUCED, 4 NOT REPRODUCED, ...``, most frequent first."""
+    from collections import Counter
+
+    counts = Counter(str(r.verdict) for r in results).most_common()
+    said = ", ".join(f"{n} {verdict}" for verdict, n in counts)
+    return f"{len(results)} claims judged" + (f": {said}" if said else "")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -408,7 +424,13 @@ _COMMANDS: tuple[
         _partition_args,
         "compute a run's placement and predicted traffic",
     ),
-    ("calibrate", cmd_calibrate, calibrate_args, "fit a calibrated sweep's factor (tuning seed)"),
+    (
+        "calibrate-sweep",
+        cmd_calibrate,
+        calibrate_args,
+        "fit a calibrated sweep's factor on its tuning seed (a workflow step; to measure this "
+        "machine into a device profile: `psml bench calibrate`)",
+    ),
     ("train", cmd_train, _train_args, "train one run; writes metrics.parquet and summary.json"),
     (
         "tune",
@@ -433,8 +455,29 @@ _COMMANDS: tuple[
 """Each subcommand: its name, its function, its arguments and its help line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" error suggests the closest choice.
+
+    Python 3.14's ``suggest_on_error`` does this; psml supports 3.11 and 3.12.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print usage and the one error line (with "did you mean ...?"), exit with status 2."""
+        import difflib
+
+        found = re.search(r"invalid choice: '?([^' ]*)'? \(choose from (.*)\)$", message)
+        if found:
+            choices = [c.strip(" '") for c in found.group(2).split(",")]
+            close = difflib.get_close_matches(found.group(1), choices, n=1)
+            if close:
+                message = message.replace(
+                    f" (choose from {found.group(2)})", f"; did you mean {close[0]!r}?"
+                )
+        super().error(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="psml", description=__doc__.splitlines()[0].replace("``", ""))
+    ap = _Parser(prog="psml", description=__doc__.splitlines()[0].replace("``", ""))
     ap.add_argument("--version", action="version", version=f"psml {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, fn, add_args, help_ in _COMMANDS:

@@ -87,8 +87,12 @@ def _hash_args(p: argparse.ArgumentParser) -> None:
 def _analyze_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml analyze``."""
     p.add_argument("--data", required=True, help="prepared data directory")
-    p.add_argument("--workers", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--workers", type=int, required=True, help="workers the rows are split over (overlaps)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the row split and of the hashes (default 0)"
+    )
     p.add_argument(
         "--hashing",
         action="append",
@@ -121,7 +125,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--partition", help="assignment from `psml partition` (else the workflow's/computed)"
     )
     p.add_argument("--out", help="output directory (by name: the workflow's)")
-    p.add_argument("--calibration", help="a calibrated recipe's factor (`psml calibrate --out`)")
+    p.add_argument(
+        "--calibration", help="a calibrated recipe's factor (`psml calibrate-sweep --out`)"
+    )
     p.add_argument(
         "--launcher",
         choices=["local", "srun", "torchrun"],
@@ -163,7 +169,9 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics", nargs="+", required=True, help="metrics.parquet files, or @FILE listing them"
     )
-    p.add_argument("--sparsity", nargs="*", default=[])
+    p.add_argument(
+        "--sparsity", nargs="*", default=[], help="sparsity JSON files from `psml analyze`"
+    )
     p.add_argument(
         "--partition", nargs="*", default=[], help="predicted-traffic JSON files, or @FILE"
     )

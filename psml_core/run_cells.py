@@ -301,6 +301,7 @@ def format_summary(path: Path) -> str:
             ("final test loss", "n/a" if loss is None else f"{loss:.4g}"),
             ("final train loss", f"{s['final_train_loss']:.4g}"),
             (time_label, f"{s['total_time_s']:.4g} s"),
+            (f"{time_label} to target", _to_target(s)),
             ("bytes up / down", f"{s['bytes_up']} B / {s['bytes_down']} B"),
             ("iterations", str(s["iterations"])),
         ]
@@ -317,6 +318,18 @@ def format_summary(path: Path) -> str:
     ]
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label.ljust(width)}  {value}" for label, value in lines)
+
+
+def _to_target(s: dict[str, Any]) -> str:
+    """When the run first reached its workload's target accuracy, or that it did not."""
+    target, tts = s.get("target_accuracy"), s.get("time_to_target_s")
+    goal = "no target accuracy" if target is None else f"accuracy {float(target):.4g}"
+    if tts is None or s.get("target_censored"):
+        return f"not reached ({goal})"
+    it, sent = s.get("iteration_to_target"), s.get("bytes_to_target")
+    where = f", iteration {it}" if it is not None else ""
+    sent_txt = f", {sent} B sent" if sent is not None else ""
+    return f"{float(tts):.4g} s ({goal}{where}{sent_txt})"
 
 
 # --------------------------------------------------------------------------- sub-commands

@@ -13,7 +13,7 @@ Where it lives:
   tuning seed (:class:`CalibrationSpec`);
 * a tier's experiment ``sweep`` names it (``calibration: <paper>.<id>``) and lists its values in
   the paper's units; every derived recipe carries the marker ``calibrated: {id, params, value}``;
-* the workflow's ``calibrate`` rule fits the factor (``psml calibrate``,
+* the workflow's ``calibrate`` rule fits the factor (``psml calibrate-sweep``,
   :mod:`psml_core.engine.calibrate`) on the experiment's first workload and scenario, and every
   training run of a calibrated recipe reads it (``psml train --calibration``), which sets each
   path to ``value x factor`` (:func:`apply_calibration`) and records the factor in the spec.
@@ -170,13 +170,13 @@ def apply_calibration(spec: RunSpec, factor: float) -> RunSpec:
 
 
 def read_factor(path: str | Path, key: str) -> float:
-    """The factor of calibration ``key`` from its result file (``psml calibrate --out``).
+    """The factor of calibration ``key`` from its result file (``psml calibrate-sweep --out``).
 
     Raises:
         DataError: the file is missing, unreadable or of another calibration.
     """
     p = Path(path)
-    fix = f"run `psml calibrate` again (the workflow's calibrate rule writes {p})"
+    fix = f"run `psml calibrate-sweep` again (the workflow's calibrate rule writes {p})"
     try:
         data = load_json(p, "calibration")
         got, factor = data["key"], float(data["factor"])
@@ -216,7 +216,7 @@ def calibration_runs(exp: Experiment, key: str) -> tuple[RunSpec, RunSpec]:
 
 
 def calibration_json(exp: Experiment, key: str) -> str:
-    """``psml calibrate --spec``'s input: the calibration and its two runs, as JSON."""
+    """``psml calibrate-sweep --spec``'s input: the calibration and its two runs, as JSON."""
     method, baseline = calibration_runs(exp, key)
     return json.dumps(
         {

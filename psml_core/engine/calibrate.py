@@ -1,4 +1,4 @@
-"""``psml calibrate``: fit a calibrated sweep's factor on its tuning seed (see config.calibration).
+"""``psml calibrate-sweep``: fit a calibrated sweep's factor (tuning seed; see config.calibration).
 
 The factor ``f`` is searched by bisection in ``log f`` over ``[low, high]``: each trial trains
 the method with every calibrated path at ``point x f`` on the tuning seed and measures its

@@ -33,17 +33,21 @@ def validate_args(p: argparse.ArgumentParser) -> None:
         help="a link given directly, e.g. 500:1 (repeatable)",
     )
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma-separated recipes")
-    p.add_argument("--workload", default="digits_mlp")
+    p.add_argument("--workload", default="digits_mlp", help="the workload (default digits_mlp)")
     p.add_argument(
         "--hidden",
         metavar="H1,H2,...",
         help="replace the workload's hidden layer widths (e.g. 512,512: a 1.2 MB gradient on "
         "digits), so that the link rather than the ranks' software sets the time",
     )
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--shards", type=int, default=1)
-    p.add_argument("--iterations", type=int, default=60)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--shards", type=int, default=1, help="server shard processes (default 1)")
+    p.add_argument(
+        "--iterations", type=int, default=60, help="training iterations per run (default 60)"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=3, help="real runs per method and link (default 3)"
+    )
     p.add_argument("--max-error", type=float, default=0.10, help="the bound on |sim/real - 1|")
     p.add_argument(
         "--rt-priority", type=int, default=10, help="the delay line's SCHED_FIFO priority (0: off)"

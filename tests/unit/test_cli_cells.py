@@ -202,12 +202,18 @@ def test_show_prints_a_trained_runs_summary(trained, smoke, monkeypatch, capsys)
     for target in (run_id, str(run_dir), str(run_dir / "summary.json")):
         assert main(["show", target, *SMOKE]) == 0
         out = capsys.readouterr().out
-        assert f"run               {run_id}" in out
-        assert f"final accuracy    {summary['final_test_accuracy']:.4f}" in out
-        assert f"simulated time    {summary['total_time_s']:.4g} s" in out
-        assert f"{summary['bytes_up']} B / {summary['bytes_down']} B" in out
-        assert f"iterations        {summary['iterations']}" in out
-        assert str(run_dir / "metrics.parquet") in out and "wall-clock time" in out
+        shown = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+        assert shown["run"] == run_id
+        assert shown["final accuracy"] == f"{summary['final_test_accuracy']:.4f}"
+        assert shown["simulated time"] == f"{summary['total_time_s']:.4g} s"
+        to_target = shown["simulated time to target"]
+        if summary["target_censored"]:
+            assert to_target.startswith("not reached (accuracy")
+        else:
+            assert to_target.startswith(f"{summary['time_to_target_s']:.4g} s (accuracy")
+        assert shown["bytes up / down"] == f"{summary['bytes_up']} B / {summary['bytes_down']} B"
+        assert shown["iterations"] == str(summary["iterations"])
+        assert str(run_dir / "metrics.parquet") in out and "wall-clock time" in shown
 
 
 @pytest.mark.parametrize(
@@ -223,3 +229,20 @@ def test_show_refuses_an_unknown_run(target, code, fragment, tmp_path, monkeypat
     assert main(["show", target, *SMOKE]) == code
     err = capsys.readouterr().err
     assert err.strip().count("\n") == 0 and fragment in err
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"time_to_target_s": 0.5, "target_accuracy": 0.85, "iteration_to_target": 19}, "0.5 s"),
+        ({"time_to_target_s": 2.0, "target_accuracy": 0.85, "target_censored": True}, "not"),
+        ({"time_to_target_s": None, "target_accuracy": None}, "not reached (no target"),
+    ],
+)
+def test_show_says_when_the_target_was_reached_or_that_it_was_not(fields, said):
+    from psml_core.run_cells import _to_target
+
+    text = _to_target(fields)
+    assert text.startswith(said)
+    if fields.get("iteration_to_target"):
+        assert "iteration 19" in text and "accuracy 0.85" in text

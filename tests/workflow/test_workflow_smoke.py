@@ -117,6 +117,8 @@ def test_every_rule_logged_and_benchmarked(two_runs):
     for rule in ("prepare", "analyze", "partition", "train"):
         assert any((logs / rule).rglob("*.log")), rule
         assert any((logs / "bench" / rule).rglob("*.tsv")), rule
+    # psml compare says what it wrote and how the claims were judged.
+    assert "claims judged" in (logs / "compare.log").read_text()
     manifest = json.loads(next((two_runs[0] / "data").rglob("manifest.json")).read_text())
     assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
 

@@ -284,12 +284,12 @@ def test_a_deployed_copy_runs_and_its_conda_envs_install_psml_from_the_checkout(
 
 
 def test_dry_run_fits_a_calibration_before_the_sweep_it_maps(workflow_copy: Path):
-    """The paper tier's pf_theta sweep is calibrated: psml calibrate, then --calibration."""
+    """The paper tier's pf_theta sweep is calibrated: psml calibrate-sweep, then --calibration."""
     proc = snakemake_cli(["-n", "--config", "tier=paper"], workflow_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [ln.removeprefix("Shell command: ") for ln in proc.stdout.splitlines()]
     fit = "results/paper/calibration/ratatouille.theta0.json"
-    assert any(ln.startswith("psml calibrate") and f"--out {fit}" in ln for ln in lines)
+    assert any(ln.startswith("psml calibrate-sweep") and f"--out {fit}" in ln for ln in lines)
     swept = [ln for ln in lines if ln.startswith("psml train") and "/ratatouille_async__t0p" in ln]
     assert swept and all(f"--calibration {fit}" in ln for ln in swept)
     plain = [ln for ln in lines if ln.startswith("psml train") and "/dense_asp/" in ln]

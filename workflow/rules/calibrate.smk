@@ -1,4 +1,4 @@
-# Calibrated sweeps: each calibration's factor, fitted once on its tuning seed (psml calibrate);
+# Calibrated sweeps: each calibration's factor, fitted once on its tuning seed (psml calibrate-sweep);
 # every training run of the sweep reads it (train.smk). Trial runs stay in <key>.runs/.
 
 
@@ -23,4 +23,4 @@ rule calibrate:
     params:
         data_dir=parent_dir,
     shell:
-        "psml calibrate --spec {input.spec} --data {params.data_dir} --out {output} > {log} 2>&1"
+        "psml calibrate-sweep --spec {input.spec} --data {params.data_dir} --out {output} > {log} 2>&1"

@@ -540,7 +540,7 @@ def calibration_arg(wildcards, input):
 
 
 def calibration_json_of(wildcards):
-    """A calibration and its two runs on the tuning seed, as JSON, for `psml calibrate`."""
+    """A calibration and its two runs on the tuning seed, as JSON, for `psml calibrate-sweep`."""
     from psml_core.config.calibration import calibration_json
 
     return calibration_json(EXP, wildcards.calibration)

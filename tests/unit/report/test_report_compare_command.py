@@ -8,6 +8,7 @@ against, and prints one warning line per claim decided by a defect of ours.
 from __future__ import annotations
 
 import copy
+import csv
 import json
 from pathlib import Path
 
@@ -49,7 +50,18 @@ def test_compare_reads_oracle_bounds_and_warns_about_defects_of_ours(
                  "--partition", f"digits_mlp/dc2_topk={part}"])  # fmt: skip
     assert code == 0
     assert seen["oracles"] == {("digits_mlp", "dc2_topk"): BOUND}
-    err = capsys.readouterr().err.splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    # What it did, in a few lines (the workflow's compare.log): runs, rows, verdicts, files.
+    said = captured.out.splitlines()
+    with open(tmp_path / "claims.csv", newline="", encoding="utf-8") as fh:
+        n_claims = sum(1 for _ in csv.DictReader(fh))
+    assert said[0] == (
+        f"psml compare: {len(summaries)} runs from {len(summaries)} summaries -> "
+        f"{tmp_path / 'runs.csv'}"
+    )
+    assert said[2].startswith(f"psml compare: {n_claims} claims judged: ") and n_claims > 0
+    assert said[2].endswith(f"-> {tmp_path / 'claims.csv'}") and len(said) == 3
     warned = [ln for ln in err if ln.startswith("psml compare: warning: claim dc2/dc2_vs_none")]
     assert len(warned) == 1 and "our toy link is far too fast" in warned[0]
     assert not any("dc2_bytes" in ln for ln in err)  # its cause is the seeds, no defect
