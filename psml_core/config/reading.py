@@ -56,12 +56,46 @@ _FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]
 """YAML 1.2's core-schema float: ``1e-3`` and ``2E5`` too (YAML 1.1 needs a dot)."""
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, bounded, with YAML 1.2 floats, refusing a key written twice.
+class _Checked:
+    """What both loaders check while constructing: the expanded size, and keys written twice.
 
     Plain YAML keeps the last of two equal keys, so ``workers: 8`` after ``workers: 4`` would
     silently win; a settings file with both is a slip, and which one was meant is not ours to
     guess.
+    """
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        """The document, once its expanded size and depth are known to be bounded."""
+        _check_expanded(node)
+        return super().construct_document(node)  # type: ignore[misc]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping, or a ConstructorError at the second occurrence of a key."""
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: the base class words that error
+                break
+            if first is not key_node.start_mark:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} is written twice (first at line {first.line + 1}); keep one",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class UniqueKeyLoader(_Checked, yaml.SafeLoader):
+    """YAML's safe loader, bounded, with YAML 1.2 floats, refusing a key written twice.
+
+    Pure Python: the composer counts depth and nodes as it goes. :func:`parse_yaml` uses
+    :class:`_LibYamlLoader` instead where PyYAML has libyaml (7x faster on the operating-point
+    records), after the same bounds are checked on libyaml's event stream.
     """
 
     def __init__(self, stream: str) -> None:
@@ -79,44 +113,59 @@ class UniqueKeyLoader(yaml.SafeLoader):
         self._nodes += 1
         try:
             if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
-                mark = self.peek_event().start_mark
-                what = (
-                    f"nested deeper than {MAX_DEPTH} levels"
-                    if self._depth > MAX_DEPTH
-                    else f"more than {MAX_NODES:,} entries"
-                )
-                raise yaml.composer.ComposerError(None, None, what, mark)
+                raise _too_big(self._depth, self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
-    def construct_document(self, node: yaml.Node) -> Any:
-        """The document, once its expanded size and depth are known to be bounded."""
-        _check_expanded(node)
-        return super().construct_document(node)
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """The mapping, or a ConstructorError at the second occurrence of a key."""
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark)
-            except TypeError:  # an unhashable key: the base class words that error
-                break
-            if first is not key_node.start_mark:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} is written twice (first at line {first.line + 1}); keep one",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
+def _too_big(depth: int, mark: yaml.Mark | None) -> yaml.composer.ComposerError:
+    what = (
+        f"nested deeper than {MAX_DEPTH} levels"
+        if depth > MAX_DEPTH
+        else f"more than {MAX_NODES:,} entries"
+    )
+    return yaml.composer.ComposerError(None, None, what, mark)
 
 
 UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+_LibYamlLoader: type | None = None
+if hasattr(yaml, "CSafeLoader"):
+
+    class _LibYamlLoader(_Checked, yaml.CSafeLoader):  # type: ignore[no-redef]
+        """:class:`UniqueKeyLoader`'s checks over libyaml's parser and composer."""
+
+    _LibYamlLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789.")
+    )
+
+
+def _check_events(text: str) -> None:
+    """Refuse, from libyaml's event stream, what :class:`UniqueKeyLoader` refuses composing.
+
+    libyaml's composer recurses in C; the events come from its state machine, which does not,
+    so the depth and the written node count are bounded before anything is composed.
+    """
+    depth = nodes = 0
+    opens = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    closes = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    try:
+        events = list(yaml.parse(text, Loader=yaml.CSafeLoader))
+    except yaml.MarkedYAMLError as exc:  # libyaml's own nesting bound (1,000) comes first
+        if "maximum nesting depth" not in str(exc.problem):
+            raise
+        raise _too_big(MAX_DEPTH + 1, exc.problem_mark) from None
+    for event in events:
+        if isinstance(event, closes):
+            depth -= 1
+            continue
+        if not isinstance(event, (*opens, yaml.ScalarEvent, yaml.AliasEvent)):
+            continue
+        nodes += 1
+        if depth + 1 > MAX_DEPTH or nodes > MAX_NODES:
+            raise _too_big(depth + 1, event.start_mark)
+        depth += isinstance(event, opens)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -168,8 +217,11 @@ def _check_expanded(root: yaml.Node) -> None:
 
 
 def parse_yaml(text: str) -> Any:
-    """Parse YAML text with :class:`UniqueKeyLoader` (raises ``yaml.YAMLError``)."""
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML text, bounded, with the checks of :class:`UniqueKeyLoader` (YAMLError)."""
+    if _LibYamlLoader is None:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    _check_events(text)
+    return yaml.load(text, Loader=_LibYamlLoader)  # noqa: S506 - a CSafeLoader subclass
 
 
 def yaml_where(exc: yaml.YAMLError) -> str:

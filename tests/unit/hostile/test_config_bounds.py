@@ -140,3 +140,21 @@ def test_psml_config_refuses_deep_nesting_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0
     _one_line(proc.stderr, "deep.yaml", "nested deeper than")
     assert set(tmp_path.rglob("*")) == before
+
+
+def test_libyaml_and_python_read_every_shipped_file_alike(monkeypatch) -> None:
+    """parse_yaml's libyaml path (events checked, then composed in C) reads what the bounded
+    pure-Python loader reads, on every shipped settings file and on the bounds' edge cases."""
+    paths = sorted((REPO / "config").rglob("*.yaml")) + sorted((REPO / "config").glob("*.yaml"))
+    texts = [p.read_text(encoding="utf-8") for p in paths]
+    texts.append("lr: 1e-3\nx: &a {k: [1, 2.5E2, .5]}\ny: *a\n")
+    edge = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    texts.append(edge)
+    fast = [parse_yaml(t) for t in texts]
+    monkeypatch.setattr(reading, "_LibYamlLoader", None)
+    assert fast == [parse_yaml(t) for t in texts]
+    for loader in (None, "libyaml"):
+        if loader:
+            monkeypatch.undo()
+        with pytest.raises(yaml.YAMLError, match=f"nested deeper than {MAX_DEPTH}"):
+            parse_yaml("[" + edge + "]")
