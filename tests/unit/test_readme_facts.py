@@ -38,7 +38,7 @@ def test_the_attachments_listed_are_every_attachment():
 
 
 def test_the_cli_list_is_every_command():
-    (entry,) = re.findall(r"cli\.py\s+psml ([\w|\s]+?) \(", TEXT)
+    (entry,) = re.findall(r"cli\.py\s+psml ([\w|\s-]+?) \(", TEXT)
     listed = re.sub(r"\s+", "", entry).split("|")
     assert sorted(listed) == sorted(_commands()), "README.md: psml's commands in the layout"
 
