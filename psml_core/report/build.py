@@ -334,24 +334,63 @@ def _figure_fonts(workdir: Path) -> Path:
     return fonts
 
 
+FLOATS_FILE = "floats.txt"
+"""In the work directory: the figures that float, chosen by :func:`_choose_floats`."""
+
+
+def typst_options(workdir: Path) -> dict[str, Any]:
+    """The options every compile of the report's sources uses (the PDF, and tests' renders).
+
+    Only the wheel's fonts and matplotlib's DejaVu Sans (:func:`_figure_fonts`): the same
+    layout on every machine; and the figures' placement as chosen (:data:`FLOATS_FILE`).
+    """
+    options: dict[str, Any] = {
+        "root": str(workdir),
+        "ignore_system_fonts": True,
+        "font_paths": [str(_figure_fonts(workdir))],
+    }
+    floats = workdir / FLOATS_FILE
+    if floats.is_file():
+        options["sys_inputs"] = {"floats": floats.read_text(encoding="utf-8").strip()}
+    return options
+
+
+def _choose_floats(workdir: Path) -> None:
+    """Choose once which figures float, from a first layout, and fix it for the PDF.
+
+    The template places a figure in the text where it fits the page, or where the page's rest
+    is under a quarter of it, and floats it otherwise; chosen inside one layout, each choice
+    moves the text that later ones read and Typst's passes need not settle. Fixed, the
+    document has no such loop and settles.
+    """
+    (workdir / FLOATS_FILE).unlink(missing_ok=True)
+    choices = json.loads(
+        typst.query(
+            str(workdir / "report.typ"), "<figure-choice>", field="value", **typst_options(workdir)
+        )  # fmt: skip
+    )
+    floats = sorted({int(k) for k, float_ in choices if float_})
+    write_text(workdir / FLOATS_FILE, ",".join(map(str, floats)) + "\n")
+
+
 def _compile(workdir: Path, out_pdf: Path) -> None:
-    fonts = _figure_fonts(workdir)
     with atomic_path(out_pdf) as tmp:
         try:
-            typst.compile(
+            _choose_floats(workdir)
+            _, warnings = typst.compile_with_warnings(
                 str(workdir / "report.typ"),
                 output=str(tmp),
-                root=str(workdir),
                 format="pdf",
-                ignore_system_fonts=True,  # the wheel's and matplotlib's: same PDF everywhere
-                font_paths=[str(fonts)],
                 # No PDF tags: the tag tree fails on some float placements, depending only on
                 # where pages break ("this element's PDF tag would be split up"; typst issues
                 # 7789, 8776), so a report would fail to build for one more run in its table.
                 pdf_tags=False,
+                **typst_options(workdir),
             )
         except typst.TypstError as exc:  # a template or data bug, not a user error
             raise RuntimeError(f"typst could not compile {workdir / 'report.typ'}: {exc}") from exc
+    for warning in warnings:  # e.g. a layout that did not converge: pages from different passes
+        print(f"report: typst warning: {' '.join(str(warning).split())}", file=sys.stderr)
 
 
 def _read_runs(runs_csv: Path) -> pd.DataFrame:

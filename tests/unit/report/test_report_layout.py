@@ -24,6 +24,7 @@ from report_inputs import make_inputs
 
 from psml_core.analysis.claim_result import VERDICTS
 from psml_core.report import build_report
+from psml_core.report.build import typst_options
 from psml_core.report.format import decoded, variant_meanings
 from psml_core.report.glossary import ABBREVIATIONS, VERDICT_MEANINGS, unexplained
 from psml_core.report.reported_vs_ours import fmt_robust, read_claims, verdict_table
@@ -45,8 +46,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "<layout>",
             field="value",
             one=True,
-            root=str(work),
-            ignore_system_fonts=True,
+            **typst_options(work),
         )  # fmt: skip
     )
     reader = PdfReader(root / "report.pdf")
@@ -80,10 +80,18 @@ def _empty_share(png: bytes) -> float:
     return 1.0 - (ink.max() + 1 if ink.size else 0) / (bottom - top)
 
 
+def test_the_layout_converges(report: dict[str, Any]) -> None:
+    """Typst lays the document out again until positions settle (at most five passes); one that
+    does not settle mixes pages from different passes (a figure's choice to float flipping)."""
+    work = report["work"]
+    _, warnings = typst.compile_with_warnings(str(work / "report.typ"), format="pdf",
+                                              **typst_options(work))  # fmt: skip
+    assert [str(w) for w in warnings] == []
+
+
 def test_no_page_is_more_than_a_third_empty_but_a_parts_last(report: dict[str, Any]) -> None:
     work = report["work"]
-    pngs = typst.compile(str(work / "report.typ"), root=str(work), format="png", ppi=24,
-                         ignore_system_fonts=True)  # fmt: skip
+    pngs = typst.compile(str(work / "report.typ"), format="png", ppi=24, **typst_options(work))
     # A part starts on a page of its own (the regime maps): the page before it may end early.
     starts = {h["page"] for h in report["layout"]["headings"] if h["text"].startswith("Regime")}
     exempt = {len(pngs)} | {p - 1 for p in starts}
