@@ -8,7 +8,6 @@ line naming the culprit and the fix, and exit non-zero without a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -32,45 +31,20 @@ from psml_core.cli_args import (
     _report_args,
     _show_args,
     _train_args,
+    json_arg,
 )
 from psml_core.config import RunSpec
-from psml_core.config.reading import parse_json
 from psml_core.deploy import cmd_deploy, deploy_args
-from psml_core.errors import ConfigError, DataError, PsmlError, RunError
+from psml_core.errors import ConfigError, PsmlError, RunError
 from psml_core.heap import configure_heap
 from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
+from psml_core.results_command import cmd_compare, cmd_report
 from psml_core.run_cells import cmd_runs, cmd_show, train_spec
 from psml_core.tuning.command import cmd_tune, tune_args
 from psml_core.validate.command import cmd_validate, validate_args
 
 __all__ = ["main"]
-
-
-def _json_arg(text: str, what: str) -> Any:
-    """JSON given inline or as the path of a JSON file (the workflow passes files)."""
-    if not text.lstrip().startswith(("{", "[")):
-        try:
-            text = Path(text).read_text(encoding="utf-8")
-        except OSError as exc:
-            why = f"neither JSON nor a readable file ({exc})"
-            raise ConfigError(f"{what} {text!r}: {why}") from None
-    return parse_json(text, what)
-
-
-def _paths_arg(paths: Sequence[str]) -> list[Path]:
-    """Paths given one by one, or ``@list``: a file holding one path per line."""
-    out: list[Path] = []
-    for item in paths:
-        if item.startswith("@"):
-            try:
-                lines = Path(item[1:]).read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise ConfigError(f"{item!r}: cannot read the list of paths ({exc})") from None
-            out += [Path(line) for line in lines if line.strip()]
-        else:
-            out.append(Path(item))
-    return out
 
 
 # --------------------------------------------------------------------------- sub-commands
@@ -108,7 +82,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from psml_core.config import DatasetSpec, build, check_part
     from psml_core.data.prepare import prepare_dataset
 
-    data = _json_arg(args.spec, "--spec")
+    data = json_arg(args.spec, "--spec")
     check_part(data, "dataset", source="--spec")
     spec = build(DatasetSpec, data, "dataset")
     manifest = prepare_dataset(spec, args.out)
@@ -122,7 +96,7 @@ def cmd_hash(args: argparse.Namespace) -> int:
     from psml_core.data.hashing import hashed_dataset
     from psml_core.data.store import load_prepared, save_prepared
 
-    spec = build(HashingSpec, _json_arg(args.hashing, "--hashing"), "hashing")
+    spec = build(HashingSpec, json_arg(args.hashing, "--hashing"), "hashing")
     with stage_lines("hash", f"hashing {args.data} (seed {args.seed})"):
         raw = load_prepared(args.data)
         if "hashing" in raw.meta:
@@ -143,7 +117,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from psml_core.placement.sparsity import analyze, write_analysis
 
     hashing = [
-        build(HashingSpec, _json_arg(text, "--hashing"), "hashing") for text in args.hashing or []
+        build(HashingSpec, json_arg(text, "--hashing"), "hashing") for text in args.hashing or []
     ]
     with stage_lines("analyze", f"sparsity statistics of {args.data}"):
         ds = load_prepared(args.data)
@@ -302,106 +276,6 @@ def _torchrun(spec: RunSpec, n: int, rank_cmd: list[str], out: Path) -> int:
         raise RunError(
             f"dist run {spec.run_id!r} failed (torchrun exited with code {code}); each rank's "
             f"output and torchrun's report are in {logs}/"
-        )
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """Collect run summaries into runs.csv and aggregate.csv."""
-    from psml_core.analysis.aggregate import aggregate_experiments, collect_runs, write_runs_csv
-
-    summaries = _paths_arg(args.summaries)
-    runs = collect_runs(summaries)
-    write_runs_csv(runs, args.out)
-    print(f"psml compare: {len(runs)} runs from {len(summaries)} summaries -> {args.out}")
-    config = _json_arg(args.experiment, "--experiment") if args.experiment else None
-    agg = aggregate_experiments(runs, config)
-    write_runs_csv(agg, args.aggregate)
-    print(f"psml compare: {len(agg)} aggregate rows -> {args.aggregate}")
-    if args.claims:
-        import pandas as pd
-
-        from psml_core.analysis.claims import evaluate_claims, load_papers
-
-        if not args.papers or not args.experiment:
-            raise ConfigError("psml compare --claims needs --papers and --experiment")
-        from psml_core.analysis.causes import defect_warnings
-        from psml_core.analysis.partition_files import oracle_bounds, partition_files
-        from psml_core.analysis.regime_map import map_rows, map_statements
-        from psml_core.plugins import paper_files
-
-        exp = _json_arg(args.experiment, "--experiment")
-        papers = load_papers(args.papers, paper_files())
-        results = evaluate_claims(
-            papers,
-            runs,
-            exp.get("experiments", {}),
-            sorted(exp.get("scenarios", {})),
-            config=exp,
-            oracles=oracle_bounds(partition_files(_paths_arg(args.partition))),
-        )
-        for line in defect_warnings(results):
-            print(f"psml compare: {line}", file=sys.stderr)
-        rmap = map_rows(papers, runs, exp)
-        said = map_statements(rmap)
-        for res in results:
-            res.regime_map = said.get(res.claim, "")
-        table = pd.DataFrame([r.row() for r in results])
-        write_runs_csv(table, args.claims)
-        print(f"psml compare: {_verdict_counts(results)} -> {args.claims}")
-        if args.regime_map:
-            from psml_core.atomic import atomic_path
-
-            with atomic_path(args.regime_map) as tmp:
-                rmap.to_parquet(tmp, index=False)
-            print(f"psml compare: regime map, {len(rmap)} rows -> {args.regime_map}")
-    return 0
-
-
-def _verdict_counts(results: Sequence[Any]) -> str:
-    """``12 claims judged: 5 REPRODUCED, 4 NOT REPRODUCED, ...``, most frequent first."""
-    from collections import Counter
-
-    counts = Counter(str(r.verdict) for r in results).most_common()
-    said = ", ".join(f"{n} {verdict}" for verdict, n in counts)
-    return f"{len(results)} claims judged" + (f": {said}" if said else "")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Build the PDF report from the results."""
-    from psml_core.plugins import paper_files
-    from psml_core.report import build_report
-
-    metrics = {}
-    for path in _paths_arg(args.metrics):
-        summary = path.with_name("summary.json")
-        if not summary.is_file():
-            raise DataError(f"{summary}: missing next to {path}; re-run its training job")
-        metrics[json.loads(summary.read_text())["run_id"]] = path
-    build_report(
-        runs_csv=Path(args.runs),
-        aggregate_csv=Path(args.aggregate),
-        metrics=metrics,
-        sparsity=[Path(p) for p in args.sparsity],
-        partition=_paths_arg(args.partition),
-        experiment=_json_arg(args.experiment, "--experiment"),
-        claims_csv=Path(args.claims),
-        papers_dir=Path(args.papers),
-        out_pdf=Path(args.out),
-        workdir=Path(args.workdir),
-        regime_map=Path(args.regime_map) if args.regime_map else None,
-        validation=Path(args.validation) if args.validation else None,
-        extra_papers=paper_files(),
-    )
-    if args.figures or args.tables:
-        from psml_core.report.export import export_outputs
-
-        if not (args.figures and args.tables):
-            raise ConfigError("psml report: give --figures and --tables together, or neither")
-        n = export_outputs(args.workdir, args.figures, args.tables)
-        print(
-            f"report: {n} figure and table files in {args.figures}/, {args.tables}/",
-            file=sys.stderr,
         )
     return 0
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from psml_core.config.reading import parse_json, read_text
+from psml_core.errors import ConfigError
 from psml_core.run_cells import DEFAULT_CONFIGFILE
 
 __all__ = [
+    "json_arg",
+    "paths_arg",
     "_config_args",
     "_config_command_args",
     "_show_args",
@@ -19,6 +25,34 @@ __all__ = [
     "_compare_args",
     "_report_args",
 ]
+
+
+# --------------------------------------------------------------------------- values
+
+
+def json_arg(text: str, what: str) -> Any:
+    """JSON given inline or as the path of a JSON file (the workflow passes files)."""
+    if not text.lstrip().startswith(("{", "[")):
+        text = read_text(text, f"{what} (neither JSON nor a readable file)")
+    return parse_json(text, what)
+
+
+def paths_arg(paths: Sequence[str]) -> list[Path]:
+    """Paths given one by one, or ``@list``: a file holding one path per line."""
+    out: list[Path] = []
+    for item in paths:
+        if item.startswith("@"):
+            try:
+                lines = Path(item[1:]).read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise ConfigError(f"{item!r}: cannot read the list of paths ({exc})") from None
+            out += [Path(line) for line in lines if line.strip()]
+        else:
+            out.append(Path(item))
+    return out
+
+
+# --------------------------------------------------------------------------- arguments
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:

@@ -2,8 +2,8 @@
 
 :func:`build_report` reads only the files it is given. It writes the figures (``fig_*.svg``),
 the tables (``table_*.csv``), ``report_data.json`` and ``report.typ`` into a work directory,
-compiles them with the ``typst`` wheel (embedded fonts only, no date) and moves the PDF into
-place atomically. Identical inputs give a byte-identical PDF.
+compiles them with the ``typst`` wheel (:mod:`psml_core.report.typeset`: fixed fonts, no date)
+and moves the PDF into place atomically. Identical inputs give a byte-identical PDF.
 
 The report: a title page with the verdicts of every claim; the setup; one section per paper
 (its claims, our setup and deviations, the figures of its experiment and the trade-off of each
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -25,15 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import pandas as pd
-import typst
 
 from psml_core.analysis.aggregate import RUN_KEYS, read_aggregate_csv, read_runs_csv
 from psml_core.analysis.claims import load_papers
 from psml_core.analysis.experiments import ALL_RUNS, experiment_grid
 from psml_core.analysis.regime_map import map_summaries
-from psml_core.atomic import atomic_path, write_json, write_text
+from psml_core.atomic import write_json, write_text
 from psml_core.errors import DataError
 from psml_core.report import attachments as at
 from psml_core.report import reported_vs_ours as vd
@@ -57,6 +54,7 @@ from psml_core.report.inputs import (
 )
 from psml_core.report.regime_maps import regime_map_section
 from psml_core.report.sections import experiment_aggregate, head_to_head_section, paper_sections
+from psml_core.report.typeset import compile_pdf
 from psml_core.report.validation import validation_block
 from psml_core.validate.table import read_table
 
@@ -320,79 +318,6 @@ def _remove_stale(workdir: Path) -> None:
             old.unlink()
 
 
-def _figure_fonts(workdir: Path) -> Path:
-    """Copy DejaVu Sans (matplotlib's) beside the sources, for Typst to draw the figures' text.
-
-    The figures keep their text as SVG text (searchable in the PDF and the HTML report); Typst
-    draws it in the font matplotlib measured it in, not a wheel font of other widths.
-    """
-    fonts = workdir / "fonts"
-    fonts.mkdir(exist_ok=True)
-    for src in sorted((Path(matplotlib.get_data_path()) / "fonts" / "ttf").glob("DejaVuSans*.ttf")):
-        if not (fonts / src.name).exists():
-            shutil.copyfile(src, fonts / src.name)
-    return fonts
-
-
-FLOATS_FILE = "floats.txt"
-"""In the work directory: the figures that float, chosen by :func:`_choose_floats`."""
-
-
-def typst_options(workdir: Path) -> dict[str, Any]:
-    """The options every compile of the report's sources uses (the PDF, and tests' renders).
-
-    Only the wheel's fonts and matplotlib's DejaVu Sans (:func:`_figure_fonts`): the same
-    layout on every machine; and the figures' placement as chosen (:data:`FLOATS_FILE`).
-    """
-    options: dict[str, Any] = {
-        "root": str(workdir),
-        "ignore_system_fonts": True,
-        "font_paths": [str(_figure_fonts(workdir))],
-    }
-    floats = workdir / FLOATS_FILE
-    if floats.is_file():
-        options["sys_inputs"] = {"floats": floats.read_text(encoding="utf-8").strip()}
-    return options
-
-
-def _choose_floats(workdir: Path) -> None:
-    """Choose once which figures float, from a first layout, and fix it for the PDF.
-
-    The template places a figure in the text where it fits the page, or where the page's rest
-    is under a quarter of it, and floats it otherwise; chosen inside one layout, each choice
-    moves the text that later ones read and Typst's passes need not settle. Fixed, the
-    document has no such loop and settles.
-    """
-    (workdir / FLOATS_FILE).unlink(missing_ok=True)
-    choices = json.loads(
-        typst.query(
-            str(workdir / "report.typ"), "<figure-choice>", field="value", **typst_options(workdir)
-        )  # fmt: skip
-    )
-    floats = sorted({int(k) for k, float_ in choices if float_})
-    write_text(workdir / FLOATS_FILE, ",".join(map(str, floats)) + "\n")
-
-
-def _compile(workdir: Path, out_pdf: Path) -> None:
-    with atomic_path(out_pdf) as tmp:
-        try:
-            _choose_floats(workdir)
-            _, warnings = typst.compile_with_warnings(
-                str(workdir / "report.typ"),
-                output=str(tmp),
-                format="pdf",
-                # No PDF tags: the tag tree fails on some float placements, depending only on
-                # where pages break ("this element's PDF tag would be split up"; typst issues
-                # 7789, 8776), so a report would fail to build for one more run in its table.
-                pdf_tags=False,
-                **typst_options(workdir),
-            )
-        except typst.TypstError as exc:  # a template or data bug, not a user error
-            raise RuntimeError(f"typst could not compile {workdir / 'report.typ'}: {exc}") from exc
-    for warning in warnings:  # e.g. a layout that did not converge: pages from different passes
-        print(f"report: typst warning: {' '.join(str(warning).split())}", file=sys.stderr)
-
-
 def _read_runs(runs_csv: Path) -> pd.DataFrame:
     """The runs table in (workload, method, scenario, seed) order; refused when empty."""
     runs = read_runs_csv(runs_csv)
@@ -491,7 +416,7 @@ def build_report(*, out_pdf: Path, workdir: Path, **inputs: Any) -> None:
     write_json(workdir / "report_data.json", data)
     write_text(workdir / "report.typ", TEMPLATE.read_text(encoding="utf-8"))
     _stage("typst compile")
-    _compile(workdir, Path(out_pdf))
+    compile_pdf(workdir, Path(out_pdf))
     _stage(f"wrote {out_pdf} ({time.perf_counter() - t0:.1f} s)")
 
 

@@ -37,6 +37,7 @@ from psml_core.report.html import (
     table_page,
     write_captions,
 )
+from psml_core.report.typeset import figure_fonts
 
 __all__ = ["GENERAL", "INDEX", "PNG_PPI", "export_outputs", "file_groups"]
 
@@ -73,8 +74,8 @@ def file_groups(report_data: dict[str, Any]) -> dict[str, str]:
     return {n: g for n, g in groups.items() if n.endswith((".svg", ".csv"))}
 
 
-def _png(svg: Path, png: Path) -> None:
-    """Render ``svg`` to ``png`` with Typst, on a page the figure's size."""
+def _png(svg: Path, png: Path, fonts: Path) -> None:
+    """Render ``svg`` to ``png`` with Typst, on a page the figure's size, its text in ``fonts``."""
     page = svg.with_name(f".{svg.stem}.png.typ")
     write_text(
         page,
@@ -89,6 +90,7 @@ def _png(svg: Path, png: Path) -> None:
             format="png",
             ppi=PNG_PPI,
             ignore_system_fonts=True,
+            font_paths=[str(fonts)],
         )
     except typst.TypstError as exc:
         raise RuntimeError(f"typst could not render {svg} to PNG: {exc}") from exc
@@ -117,6 +119,7 @@ def export_outputs(workdir: str | Path, figures: str | Path, tables: str | Path)
     data = json.loads(data_file.read_text(encoding="utf-8"))
     groups = file_groups(data)
     captions = file_captions(data)
+    fonts = figure_fonts(workdir)
     written = 0
     for dest, suffix in ((Path(figures), ".svg"), (Path(tables), ".csv")):
         tmp = dest.with_name(dest.name + ".tmp")
@@ -130,7 +133,7 @@ def export_outputs(workdir: str | Path, figures: str | Path, tables: str | Path)
             (tmp / group).mkdir(parents=True, exist_ok=True)
             if suffix == ".svg":  # larger for the HTML report; the PNG's width is fixed
                 write_text(tmp / group / name, readable_svg(src.read_text(encoding="utf-8")))
-                _png(tmp / group / name, tmp / group / f"{src.stem}.png")
+                _png(tmp / group / name, tmp / group / f"{src.stem}.png", fonts)
             else:
                 shutil.copy2(src, tmp / group / name)
                 write_text(tmp / group / f"{src.stem}.html", table_page(src, data))

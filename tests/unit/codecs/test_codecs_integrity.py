@@ -19,23 +19,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sending import sending_codec
 
-from psml_core.codecs import CODECS, make_codec
+from psml_core.codecs import CODECS
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.integrity import CHECKSUM_BYTES, seal, unseal
-from psml_core.config import BlockSpec
 
 N = 1000
 CTX = CodecContext(step=3, ratio=0.05, seed=7)
 
-PARAMS = {
-    "threshold": {"threshold": 1.0},
-    "omnireduce": {"block_size": 16},
-    "value_bounded": {"schedule": "fixed", "theta0": 1.0, "warmup": 0},
-    "topk_matched": {"schedule": "fixed", "theta0": 1.0, "warmup": 0},
-    "dfs": {"block_size": 16},
-}
-"""Parameters that make each codec send something from a standard-normal vector."""
 
 HEADER_FREE = {"none", "fp16", "qsgd", "signsgd", "efsignsgd", "randomk"}
 """Fixed-length formats: the length is known to both ends, every bit pattern is a message."""
@@ -49,7 +41,7 @@ def test_every_codec_is_classified():
 
 
 def _payload(name: str, seed: int) -> tuple[object, Payload]:
-    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    codec = sending_codec(name)
     x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
     return codec, codec.encode(x, CTX)
 
@@ -103,7 +95,7 @@ def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
     """A payload whose first entry is at index 0 starts with four zero bytes: cut to any
     length (4 bytes included, which an unseeded CRC-32 took for a sealed empty body), it is
     refused."""
-    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    codec = sending_codec(name)
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
     x[1:20] = 0.0
     x[0] = 3.0  # the largest entry, so every sparse codec sends index 0 first
@@ -143,7 +135,7 @@ def test_sealed_payloads_count_their_trailer(name):
 
 @pytest.mark.parametrize("name", ["topk", "value_bounded"])
 def test_broadcasts_are_sealed_too(name):
-    codec = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    codec = sending_codec(name)
     server = codec.server()
     x = np.random.default_rng(1).standard_normal(N).astype(np.float32)
     down = server.encode_down(x, CTX)
@@ -187,10 +179,6 @@ bytes can tell; every other codec refuses every wrong count (the sealed ones by 
 trailer, which binds the count; ``none``, ``fp16`` and 8-bit ``qsgd`` by their length)."""
 
 
-def _codec(name: str) -> object:
-    return make_codec(BlockSpec(name, PARAMS.get(name, {})))
-
-
 def _decode_via(path: str, codec: object, payload: Payload, ctx: CodecContext) -> object:
     import torch
 
@@ -220,11 +208,11 @@ def test_a_wrong_element_count_is_refused_on_every_decode_path(name, path):
     slipped = set()
     for n, seed in itertools.product(SIZES, SEEDS):
         x = np.random.default_rng([seed, n]).standard_normal(n).astype(np.float32)
-        p = _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
-        assert tuple(_decode_via(path, _codec(name), p, CTX).shape) == (n,)  # the control
+        p = sending_codec(name).encode(x, CTX)
+        assert tuple(_decode_via(path, sending_codec(name), p, CTX).shape) == (n,)  # the control
         for m in (n - 1, n + 1, n // 2, 2 * n, 0):
             try:
-                out = _decode_via(path, _codec(name), Payload(p.codec, m, p.buffer), CTX)
+                out = _decode_via(path, sending_codec(name), Payload(p.codec, m, p.buffer), CTX)
             except ValueError as err:
                 msg = str(err)
                 assert msg.startswith(f"codec '{name}'") and "\n" not in msg, msg
@@ -242,14 +230,14 @@ def test_a_sign_codec_refuses_every_count_its_bytes_contradict(name):
     a set bit padding, is refused."""
     for n in range(1, 40):
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        p = _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
+        p = sending_codec(name).encode(x, CTX)
         for m in range(0, 50):
             payload = Payload(p.codec, m, p.buffer)
             if _sign_bits_fit(name, p.buffer, m):
-                assert _codec(name).decode(payload, CTX).shape == (m,)  # type: ignore[attr-defined]
+                assert sending_codec(name).decode(payload, CTX).shape == (m,)
                 continue
             with pytest.raises(ValueError, match=f"^codec '{name}': "):
-                _codec(name).decode(payload, CTX)  # type: ignore[attr-defined]
+                sending_codec(name).decode(payload, CTX)
 
 
 @settings(max_examples=60, deadline=None)
@@ -261,9 +249,9 @@ def test_a_wrong_seed_is_refused_or_changes_nothing(data):
     path = data.draw(st.sampled_from(PATHS), label="path")
     other = data.draw(st.integers(0, 2**64 - 1).filter(lambda s: s != CTX.seed), label="seed")
     codec, p = _payload(name, data.draw(st.integers(0, 2**16), label="vector"))
-    right = np.asarray(_decode_via(path, make_codec(BlockSpec(name, PARAMS.get(name, {}))), p, CTX))
+    right = np.asarray(_decode_via(path, sending_codec(name), p, CTX))
     ctx = CodecContext(step=CTX.step, ratio=CTX.ratio, seed=other)
-    fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
+    fresh = sending_codec(name)
     if name == "randomk":
         with pytest.raises(ValueError, match="another step, seed or element count"):
             _decode_via(path, fresh, p, ctx)

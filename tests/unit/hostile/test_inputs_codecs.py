@@ -3,33 +3,27 @@ the codec, never decoded into a vector of another length or onto other indices."
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from psml_core.codecs import CODECS, make_codec
+from psml_core.codecs import CODECS
 from psml_core.codecs.base import CodecContext, Payload
-from psml_core.config import BlockSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codecs"))  # sending
+from sending import sending_codec  # noqa: E402
 
 N = 400
 CTX = CodecContext(step=2, ratio=0.05, seed=5)
-PARAMS = {
-    "threshold": {"threshold": 1.0},
-    "omnireduce": {"block_size": 16},
-    "value_bounded": {"schedule": "fixed", "theta0": 1.0, "warmup": 0},
-    "topk_matched": {"schedule": "fixed", "theta0": 1.0, "warmup": 0},
-    "dfs": {"block_size": 16},
-}
-
-
-def _codec(name: str) -> object:
-    return make_codec(BlockSpec(name, PARAMS.get(name, {})))
 
 
 def _payload(name: str) -> Payload:
     x = np.random.default_rng(1).standard_normal(N).astype(np.float32)
     x[-1] = 9.0  # sent by every codec: a count one short has an entry past its end
-    return _codec(name).encode(x, CTX)  # type: ignore[attr-defined]
+    return sending_codec(name).encode(x, CTX)
 
 
 @pytest.mark.parametrize("wrong", [N - 1, N + 1])
@@ -44,7 +38,7 @@ def test_a_count_one_off_is_refused_on_host_and_device(name: str, wrong: int) ->
         lambda c: c.decode_on(bad, CTX, torch.device("cpu")),
     ):
         with pytest.raises(ValueError) as err:
-            decode(_codec(name))
+            decode(sending_codec(name))
         msg = str(err.value)
         assert "\n" not in msg and msg.startswith(f"codec '{name}': "), msg
 
@@ -57,7 +51,7 @@ def test_random_k_decoded_with_another_seed_or_count_is_refused() -> None:
             lambda c: c.decode_on(Payload(p.codec, n, p.buffer), ctx, torch.device("cpu")),  # noqa: B023
         ):
             with pytest.raises(ValueError) as err:
-                decode(_codec("randomk"))
+                decode(sending_codec("randomk"))
             msg = str(err.value)
             assert "\n" not in msg and msg.startswith("codec 'randomk'")
             assert "another step, seed or element count" in msg

@@ -24,10 +24,10 @@ from report_inputs import make_inputs
 
 from psml_core.analysis.claim_result import VERDICTS
 from psml_core.report import build_report
-from psml_core.report.build import typst_options
 from psml_core.report.format import decoded, variant_meanings
 from psml_core.report.glossary import ABBREVIATIONS, VERDICT_MEANINGS, unexplained
 from psml_core.report.reported_vs_ours import fmt_robust, read_claims, verdict_table
+from psml_core.report.typeset import typst_options
 
 BOTTOM_MARGIN_PT = 1.9 / 2.54 * 72  # the template's page margins
 TOP_MARGIN_PT = 1.7 / 2.54 * 72
