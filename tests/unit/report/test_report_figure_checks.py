@@ -32,7 +32,7 @@ def drawn(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Figure, str, s
     root = tmp_path_factory.mktemp("figures")
     inputs = make_inputs(root / "results")
     with pytest.MonkeyPatch.context() as mp, recording_figures() as kept:
-        mp.setattr(build, "_compile", lambda workdir, out: None)  # the figures, not the PDF
+        mp.setattr(build, "compile_pdf", lambda workdir, out: None)  # the figures, not the PDF
         build.build_report(**inputs, out_pdf=root / "report.pdf", workdir=root / "work")
     captions = _captions(json.loads((root / "work" / "report_data.json").read_text()), {})
     return [(fig, path.name, captions[path.name]) for fig, path in kept]
