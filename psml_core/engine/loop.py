@@ -7,8 +7,9 @@
 2. **pull** every shard's answer and install it in the replica (:meth:`Transport.pull`); under
    a round policy (PCP) shard 0's answer grants the step budget, and a budget of 0 ends the
    run: that last pull's bytes and time join the worker's last record;
-3. **compute** one gradient, or the round's granted local steps
-   (:func:`~psml_core.engine.step.compute_step`), timed by the transport;
+3. **compute** one gradient, or the round's granted local steps (:meth:`Transport.compute`:
+   :func:`~psml_core.engine.step.compute_step` where it is, or batched with other workers'
+   gradients by the simulator), timed by the transport;
 4. **push** the result, encoded per shard (:meth:`Transport.push`);
 5. **record** the iteration (:func:`~psml_core.engine.step.step_row`) through the transport's
    hook, which keeps the row and feeds progress, the controller and the dynamic placement.
@@ -130,6 +131,14 @@ class Transport(ABC):
     def pull(self, t: int) -> Steps:
         """Step ``t``'s pull from every shard, answers installed; returns :class:`Pulled`."""
 
+    def compute(self, worker: Worker, t: int, steps: int, rounds: bool) -> Steps:
+        """Step ``t``'s gradient, or a round's ``steps`` local steps: (loss, vector, cost).
+
+        Default: computed here and now (:func:`~psml_core.engine.step.compute_step`); a
+        simulated transport may hand it to the device with other workers' gradients.
+        """
+        return done(compute_step(worker, steps, rounds, self.step_cost, t, self.stops_diverged))
+
     def step_cost(self, batch: Matrix) -> float:
         """A gradient step's modelled seconds (sim), or an injected delay's hook (0)."""
         return 0.0
@@ -176,9 +185,7 @@ class WorkerLoop:
                 return
             # compute: one gradient, or a round's granted local steps
             steps = step_budget(pulled.extra, self.rounds)
-            loss, vector, cost = compute_step(
-                self.worker, steps, self.rounds, tr.step_cost, t, check=tr.stops_diverged
-            )
+            loss, vector, cost = yield from tr.compute(self.worker, t, steps, self.rounds)
             compute = tr.computed(t, cost)
             report = RoundReport(steps, compute / steps, prev_comm) if self.rounds else None
             pushed: Pushed = yield from tr.push(t, vector, compute, report)

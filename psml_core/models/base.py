@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -60,6 +61,18 @@ class Model(ABC):
         """
         out = [self.loss_grad(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
         return np.array([o[0] for o in out]), np.stack([o[1] for o in out])
+
+    def loss_grads(
+        self,
+        params: Sequence[np.ndarray] | Sequence[torch.Tensor],
+        Xs: Sequence[Matrix],
+        ys: Sequence[np.ndarray],
+        *,
+        batched: bool = False,
+    ) -> list[tuple[float, np.ndarray | torch.Tensor]]:
+        """Each replica's :meth:`loss_grad` (NumPy parameters) or :meth:`loss_grad_tensor`."""
+        one = self.loss_grad_tensor if params and isinstance(params[0], torch.Tensor) else self.loss_grad
+        return [one(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
 
     def loss_grad_tensor(
         self, params: torch.Tensor, X: Matrix, y: np.ndarray

@@ -11,8 +11,9 @@ consumers (rows, progress, the placement's traffic).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,10 +21,13 @@ from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.loop import Pulled, Pushed, Transport
 from psml_core.engine.sim.processes import RunState, Served
 from psml_core.engine.sim.started import Started
-from psml_core.engine.step import budget_spent, encode_pushes
+from psml_core.engine.step import budget_spent, compute_step, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
+
+if TYPE_CHECKING:
+    from psml_core.engine.worker import Worker
 
 __all__ = ["SimTransport"]
 
@@ -110,6 +114,14 @@ class SimTransport(Transport):
             migration_bytes=moved,
             **figures,
         )
+
+    def compute(self, worker: Worker, t: int, steps: int, rounds: bool) -> Generator[Any, Any, Any]:
+        """The step's gradient, from the run's batched gradients where it has them."""
+        st = self.state
+        if st.gradients is None or rounds:
+            return (yield from super().compute(worker, t, steps, rounds))
+        gradient = functools.partial(st.gradients.compute, worker, t)
+        return compute_step(worker, steps, rounds, self.step_cost, t, gradient=gradient)
 
     def step_cost(self, batch: Matrix) -> float:
         """The compute model's seconds for one gradient on ``batch``."""
