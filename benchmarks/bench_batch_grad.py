@@ -15,9 +15,14 @@ backward, milliseconds of wall-clock time per iteration (all P replicas):
 
 Each path runs once untimed (allocations, cuDNN's choice of kernels), then ``--trials`` times in
 turn; the table gives each path's median and the median of its per-trial ratio to the floor of
-the same trial. It also gives the largest deviation of the batched gradients from the
-per-replica ones (relative to the largest entry). Default: the paper tier's ResNet-18 (width
-64, 32 GroupNorm groups, 32x32 images) at P = 16, B = 32; smaller with the flags.
+the same trial. It also gives how far the batched gradients are from the per-replica ones
+(per replica, the largest difference over the largest entry; median and largest). Default:
+the paper tier's ResNet-18 (width 64, 32 GroupNorm groups, 32x32 images) at P = 16, B = 32;
+smaller with the flags. ``--workers`` is another name for ``--replicas``.
+
+``--json FILE`` writes ``device``, ``setting`` (the flags), ``n_params``, ``tf32`` (on a GPU:
+whether convolutions and matrix products may use TF32), ``batched_deviation`` (one number per
+replica) and ``rows``: one ``{"path", "ms", "x_floor"}`` per line of the table, in its order.
 
 Usage: python benchmarks/bench_batch_grad.py [--device cpu|cuda|auto] [--model resnet18|cnn|mlp]
        [--replicas 16] [--batch 32] [--width 64] [--groups 32] [--side 32] [--trials 5]
@@ -109,6 +114,14 @@ def paths(
     }
 
 
+def tf32() -> dict[str, bool]:
+    """Whether cuDNN's convolutions and cuBLAS's matrix products may use TF32."""
+    return {
+        "convolutions": bool(torch.backends.cudnn.allow_tf32),
+        "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+    }
+
+
 def timed(fn: Callable[[], object], device: torch.device) -> float:
     """Seconds of one call, the device's queue drained before and after."""
     sync(device)
@@ -118,15 +131,15 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def deviation(model: TorchNet, params: list, Xs: list, ys: list) -> float:
-    """Largest |batched - per-replica| gradient entry over the largest per-replica entry."""
+def deviations(model: TorchNet, params: list, Xs: list, ys: list) -> list[float]:
+    """Per replica, largest |batched - per-replica| gradient entry over the largest entry."""
     looped = model.loss_grads(params, Xs, ys)
     batched = model.loss_grads(params, Xs, ys, batched=True)
-    worst = 0.0
+    out = []
     for (_, a), (_, b) in zip(looped, batched, strict=True):
         a64, b64 = torch.as_tensor(a).double(), torch.as_tensor(b).double()
-        worst = max(worst, float((b64 - a64).abs().max() / a64.abs().max().clamp_min(1e-30)))
-    return worst
+        out.append(float((b64 - a64).abs().max() / a64.abs().max().clamp_min(1e-30)))
+    return out
 
 
 def measure(args: argparse.Namespace, device: torch.device) -> dict:
@@ -164,9 +177,9 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict:
         "device": device_provenance(device),
         "setting": setting,
         "n_params": model.n_params,
-        "tf32_conv": bool(torch.backends.cudnn.allow_tf32),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "batched_deviation": deviation(model, params, Xs, ys),
+        # TF32 (a GPU's reduced-precision float32 products) changes every path's numerics.
+        "tf32": None if device.type != "cuda" else tf32(),
+        "batched_deviation": deviations(model, params, Xs, ys),
         "rows": rows,
     }
 
@@ -177,16 +190,17 @@ def table(result: dict) -> str:
     lines = [
         f"device: {result['device']}; {s['model']} ({result['n_params']:,} parameters), "
         f"P = {s['replicas']} replicas x B = {s['batch']} rows; median of {s['trials']} "
-        f"trials, wall-clock; TF32 convolutions {result['tf32_conv']}, "
-        f"matmul {result['tf32_matmul']}",
+        "trials, wall-clock" + ("" if result["tf32"] is None else f"; TF32 {result['tf32']}"),
         "",
         "| path | ms per iteration | x floor |",
         "|---|---:|---:|",
     ]
     lines += [f"| {r['path']} | {r['ms']:.1f} | {r['x_floor']:.2f} |" for r in result["rows"]]
+    dev = result["batched_deviation"]
     lines.append(
-        f"\nbatched against per-replica gradients: largest deviation "
-        f"{result['batched_deviation']:.1e} of the largest entry"
+        f"\nbatched against per-replica gradients, relative to the largest entry: median "
+        f"{statistics.median(dev):.1e}, largest {max(dev):.1e} (a replica with a ReLU input "
+        "within float32 rounding of zero jumps on either path: TorchNet's docstring)"
     )
     return "\n".join(lines)
 
@@ -215,12 +229,19 @@ def main() -> None:
     args = ap.parse_args()
     if min(args.replicas, args.batch, args.trials, args.threads) < 1:
         ap.error("--replicas, --batch, --trials and --threads must be at least 1")
+    if args.model == "resnet18" and (
+        args.side < 8 or args.groups < 1 or args.width < 1 or args.width % args.groups
+    ):
+        ap.error("resnet18 needs --side of at least 8 and --groups dividing --width")
     torch.set_num_threads(args.threads)
     with one_line_errors():
         result = measure(args, resolve_device(args.device))
     print(table(result), flush=True)
     if args.json:
-        write_json(args.json, result)
+        try:
+            write_json(args.json, result)
+        except OSError as exc:
+            sys.exit(f"bench_batch_grad: --json {args.json}: {exc.strerror}; give a writable path")
 
 
 if __name__ == "__main__":
