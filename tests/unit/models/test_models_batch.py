@@ -7,13 +7,14 @@ ReLU input lies within rounding of zero (``TorchNet``'s docstring), so each case
 float64 that no ReLU input is that close (its data are chosen so), then holds the batched error
 to a small multiple of the per-replica float32 path's own error plus a floor of float32
 rounding. ``batched=False`` is the per-replica calls, bit for bit; where the batched pass
-cannot run, ``batched=True`` takes that loop.
+cannot run, ``batched=True`` takes that loop. Where torch sees a GPU, the comparison also runs on
+cuda, with deterministic algorithms as a run sets them (skipped elsewhere).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -38,7 +39,9 @@ def workload(model: str, **kw) -> WorkloadSpec:
     )
 
 
-def replicas(model: Model, p: int, rows: int, classes: int, seed: int, sparse: bool = False):
+def replicas(
+    model: Model, p: int, rows: int, classes: int, seed: int, sparse: bool = False
+) -> tuple[list[np.ndarray], list, list[np.ndarray]]:
     """P different replicas (perturbed copies of one initialisation), each with its batch."""
     rng = np.random.default_rng(seed)
     d = model.n_features
@@ -61,16 +64,20 @@ class ReluMargin(TorchFunctionMode):
         super().__init__()
         self.margin = np.inf
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None
+    ) -> object:
         if func in (torch.relu, nn.functional.relu):
             z = args[0].detach().abs()
             self.margin = min(self.margin, float(z.min() / z.max()))
         return func(*args, **(kwargs or {}))
 
 
-def float64_reference(model: TorchNet, p: np.ndarray, X, y) -> tuple[float, np.ndarray, float]:
+def float64_reference(
+    model: TorchNet, p: np.ndarray, X: np.ndarray, y: np.ndarray
+) -> tuple[float, np.ndarray, float]:
     """Loss, gradient and ReLU margin of one replica, computed in float64."""
-    net = copy.deepcopy(model.net).double()
+    net = copy.deepcopy(model.net).to(torch.device("cpu"), torch.float64)
     flat = torch.from_numpy(p.astype(np.float64))
     nn.utils.vector_to_parameters(flat, net.parameters())
     relus = ReluMargin()
@@ -136,6 +143,52 @@ def test_batched_gradients_match_a_float64_reference(
         assert abs(lb - l64) <= 1e-6 * max(1.0, abs(l64)) and abs(ll - l64) <= 1e-6 * abs(l64)
 
 
+@pytest.fixture
+def cuda_as_a_run_sets_it() -> Iterator[None]:
+    """Deterministic algorithms, as every run sets them (``configure_torch``); TF32 off.
+
+    TF32 moves every path about 1e-3 from float64 (a precision setting, not the batching).
+    """
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cuda.matmul.allow_tf32,
+    )
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved[1:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", list(CASES))
+def test_batched_gradients_on_cuda_match_a_float64_reference(
+    name: str, vmap_calls: list[int], cuda_as_a_run_sets_it: None
+) -> None:
+    build, p, rows, classes, seed = CASES[name]
+    model = build(1e-3)
+    params, Xs, ys = replicas(model, p, rows, classes, seed)
+    model.to(torch.device("cuda"))
+    tensors = [torch.from_numpy(q).cuda() for q in params]
+    looped = model.loss_grads(tensors, Xs, ys)
+    batched = model.loss_grads(tensors, Xs, ys, batched=True)
+    assert vmap_calls == [1]
+    for i, ((_, gl), (lb, gb)) in enumerate(zip(looped, batched, strict=True)):
+        assert gb.device.type == "cuda"
+        l64, g64, margin = float64_reference(model, params[i], Xs[i], ys[i])
+        assert margin >= MARGIN, f"replica {i}: a ReLU input at {margin:.1e}"
+        scale = np.abs(g64).max()
+        err_loop = np.abs(gl.cpu().numpy() - g64).max() / scale
+        err_batched = np.abs(gb.cpu().numpy() - g64).max() / scale
+        # cuDNN may choose Winograd or FFT kernels, rounding more, and differently for the
+        # batched pass's grouped convolutions than for the plain ones: a wider floor.
+        assert err_batched <= MULTIPLE * err_loop + 15 * FLOOR, (i, err_batched, err_loop)
+        assert abs(lb - l64) <= 1e-5 * max(1.0, abs(l64))
+
+
 def test_tensor_parameters_give_fresh_tensors_equal_to_the_array_path(
     vmap_calls: list[int],
 ) -> None:
@@ -167,7 +220,7 @@ def test_unbatched_is_one_loss_grad_per_replica_bit_for_bit() -> None:
         assert loss == one_loss and np.array_equal(grad, one_grad)
 
 
-def loop_only(model: Model, params, Xs, ys, vmap_calls: list[int]) -> None:
+def loop_only(model: Model, params: list, Xs: list, ys: list, vmap_calls: list[int]) -> None:
     """``batched=True`` must take the loop here: no batched pass, the loop's results exactly."""
     batched = model.loss_grads(params, Xs, ys, batched=True)
     assert not vmap_calls
