@@ -86,18 +86,6 @@ class Model(ABC):
             for p, X, y in zip(params, Xs, ys, strict=True)
         ]
 
-    def loss_grads(
-        self,
-        params: Sequence[np.ndarray] | Sequence[torch.Tensor],
-        Xs: Sequence[Matrix],
-        ys: Sequence[np.ndarray],
-        *,
-        batched: bool = False,
-    ) -> list[tuple[float, np.ndarray | torch.Tensor]]:
-        """Each replica's :meth:`loss_grad` (NumPy parameters) or :meth:`loss_grad_tensor`."""
-        one = self.loss_grad_tensor if params and isinstance(params[0], torch.Tensor) else self.loss_grad
-        return [one(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
-
     def loss_grad_tensor(
         self, params: torch.Tensor, X: Matrix, y: np.ndarray
     ) -> tuple[float, torch.Tensor]:

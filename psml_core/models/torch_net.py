@@ -133,24 +133,33 @@ class TorchNet(Model):
         more, the batches have one size, the parameters are all arrays or all tensors on the
         module's device, the model is :attr:`batchable` and the module keeps no buffers
         (batch-norm statistics, which a functional pass would not update); otherwise the
-        loop. Batched gradients are rows of one fresh (P, n_params) array or tensor, aliasing
+        loop. When every replica is the same object (``params[i] is params[0]``), the pass
+        maps over the batches only, with the one parameter vector shared, which runs each layer
+        once on all the batches' rows. Batched gradients are rows of one fresh (P, n_params)
+        array or tensor, aliasing
         no input; they equal the loop's within float32 rounding (the batched products sum in
         another order; see the class docstring for ReLU kinks).
         """
         if not batched or not self._can_batch(params, Xs, ys):
             return super().loss_grads(params, Xs, ys)
         tensors = isinstance(params[0], torch.Tensor)
+        # One parameter vector for every replica (the sim's batched step: every worker at the
+        # same replica): not stacked, so each layer runs once on all P batches' rows.
+        shared = all(p is params[0] for p in params)
+        chosen = params[:1] if shared else params
         if tensors:
-            flat = torch.stack([p.detach().to(self.device, torch.float32) for p in params])
+            flat = torch.stack([p.detach().to(self.device, torch.float32) for p in chosen])
         else:
-            stacked = np.stack([np.asarray(p, dtype=np.float32) for p in params])
+            stacked = np.stack([np.asarray(p, dtype=np.float32) for p in chosen])
             flat = torch.from_numpy(stacked).to(self.device)
         # Stacked on the host, then one copy each to the device.
         x = torch.stack([self._inputs(X) for X in Xs]).to(self.device)
         t = self._t(np.stack([np.asarray(y) for y in ys]))
-        grads, losses = torch.func.vmap(torch.func.grad_and_value(self._functional_loss()))(
-            flat, x, t
-        )
+        one = torch.func.grad_and_value(self._functional_loss())
+        if shared:
+            grads, losses = torch.func.vmap(one, in_dims=(None, 0, 0))(flat[0], x, t)
+        else:
+            grads, losses = torch.func.vmap(one)(flat, x, t)
         values: list[float] = losses.tolist()
         if tensors:
             return list(zip(values, grads.detach().unbind(0), strict=True))

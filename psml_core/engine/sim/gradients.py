@@ -136,7 +136,7 @@ class BatchedGradients:
         snapshot = _copy(worker.params)
         batches = [w.next_batch() for w in others]
         out = self.model.loss_grads(
-            [worker.params, *[snapshot] * len(others)],
+            [snapshot] * (len(others) + 1),  # one object: the model may share it in its pass
             [X, *[w.X[b] for w, b in zip(others, batches, strict=True)]],
             [y, *[w.y[b] for w, b in zip(others, batches, strict=True)]],
             batched=self.batched,

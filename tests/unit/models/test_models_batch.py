@@ -143,6 +143,31 @@ def test_batched_gradients_match_a_float64_reference(
         assert abs(lb - l64) <= 1e-6 * max(1.0, abs(l64)) and abs(ll - l64) <= 1e-6 * abs(l64)
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_shared_parameter_vector_matches_a_float64_reference(
+    name: str, vmap_calls: list[int]
+) -> None:
+    """The sim's batched step: every replica the same object, mapped over the batches only."""
+    torch.set_num_threads(1)
+    build, p, rows, classes, seed = CASES[name]
+    model = build(1e-3)
+    params, Xs, ys = replicas(model, p, rows, classes, seed)
+    shared = [params[0]] * p
+    looped = model.loss_grads(shared, Xs, ys)
+    batched = model.loss_grads(shared, Xs, ys, batched=True)
+    assert vmap_calls == [1]
+    for i, ((_, gl), (lb, gb)) in enumerate(zip(looped, batched, strict=True)):
+        l64, g64, margin = float64_reference(model, params[0], Xs[i], ys[i])
+        assert margin >= MARGIN, f"replica {i}: a ReLU input at {margin:.1e}; pick another seed"
+        scale = np.abs(g64).max()
+        err_loop = np.abs(gl - g64).max() / scale
+        err_batched = np.abs(gb - g64).max() / scale
+        assert err_batched <= MULTIPLE * err_loop + FLOOR, (i, err_batched, err_loop)
+        assert abs(lb - l64) <= 1e-6 * max(1.0, abs(l64))
+    # the gradients are the replicas' own: distinct batches give distinct gradients
+    assert not np.array_equal(batched[0][1], batched[1][1])
+
+
 @pytest.fixture
 def cuda_as_a_run_sets_it() -> Iterator[None]:
     """Deterministic algorithms, as every run sets them (``configure_torch``); TF32 off.
