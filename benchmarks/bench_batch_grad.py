@@ -9,6 +9,9 @@ backward, milliseconds of wall-clock time per iteration (all P replicas):
   backward one after another (no flat vector in or out);
 - ``psml batched fp32``: ``Model.loss_grads(batched=True)``, ``torch.func.vmap`` over the
   replicas' stacked parameters (``psml_core/models/torch_net.py``);
+- ``psml batched, one shared replica``: the same call with one parameter vector for every
+  replica (the sim's batched step under a barrier, ``engine/sim/gradients.py``): ``vmap`` over
+  the batches only, each layer running once on all P x B rows;
 - ``batched bf16 autocast``: the same call inside ``torch.autocast(bfloat16)``: what bf16 would
   buy; not a psml setting (it changes the numerics);
 - ``floor``: one module on all P x B rows at once, the FLOPs of the work without the replicas.
@@ -54,6 +57,7 @@ PATHS = (
     "psml per-replica",
     "module copies, one after another",
     "psml batched fp32",
+    "psml batched, one shared replica (the sim's step)",
     "batched bf16 autocast (not a psml setting)",
     "floor: one module on all P x B rows",
 )
@@ -109,8 +113,9 @@ def paths(
         PATHS[0]: lambda: model.loss_grads(params, Xs, ys),
         PATHS[1]: lambda: [one(n, x, t) for n, x, t in zip(copies, xs, ts, strict=True)],
         PATHS[2]: lambda: model.loss_grads(params, Xs, ys, batched=True),
-        PATHS[3]: bf16,
-        PATHS[4]: lambda: one(floor_net, x_all, t_all),
+        PATHS[3]: lambda: model.loss_grads([params[0]] * len(params), Xs, ys, batched=True),
+        PATHS[4]: bf16,
+        PATHS[5]: lambda: one(floor_net, x_all, t_all),
     }
 
 
