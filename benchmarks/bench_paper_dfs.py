@@ -6,8 +6,10 @@ method on the sim backend (``dc_10g``; the scenario changes the simulated clock,
 time), on CIFAR-shaped synthetic images (the rate does not depend on the pixels), times one
 evaluation of the test set, and projects the whole experiment's wall time on this machine:
 
-    run   = 3,000 x (mean wall-clock iteration) + (evaluations per run) x (one 10,000-image evaluation)
+    run   = 3,000 x (mean wall-clock iteration) + (evaluations per run) x (one evaluation)
     total = sum over the methods of run x 2 scenarios x 3 seeds
+
+(one evaluation: CIFAR-10's 10,000 test images).
 
 The mean iteration is taken after the first (a warm-up: allocations, kernels chosen), from the
 wall clock at each iteration's last record (``Progress.tick``). In the same run it times the
@@ -109,9 +111,7 @@ def gradient_paths(spec: Any, ds: Any, device: torch.device) -> dict[str, float]
     return {
         "floor": best_of(lambda: _one_pass(model, one, X_all, y_all), device),
         "per_replica": best_of(lambda: model.loss_grads(params, batches, labels), device),
-        "batched": best_of(
-            lambda: model.loss_grads(params, batches, labels, batched=True), device
-        ),
+        "batched": best_of(lambda: model.loss_grads(params, batches, labels, batched=True), device),
     }
 
 

@@ -50,9 +50,13 @@ def train_commands(tier_dir: Path) -> list[list[str]]:
         if record.get("rule") != "train" or not record.get("shellcmd"):
             continue
         cmd = shlex.split(record["shellcmd"].split(">", 1)[0])
-        if cmd[:2] == ["psml", "train"] and cmd not in out:
-            if (tier_dir / _arg(cmd, "--run")).is_file():  # not a run of an older config
-                out.append(cmd)
+        # A spec no longer there is a run of an older config.
+        if (
+            cmd[:2] == ["psml", "train"]
+            and cmd not in out
+            and (tier_dir / _arg(cmd, "--run")).is_file()
+        ):
+            out.append(cmd)
     return out
 
 

@@ -44,7 +44,8 @@ def _rows(records) -> list[dict]:
     out = []
     for r in records:
         row = dataclasses.asdict(r)
-        out.append({k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+        nan = {k for k, v in row.items() if isinstance(v, float) and math.isnan(v)}
+        out.append({k: "nan" if k in nan else v for k, v in row.items()})
     return out
 
 
