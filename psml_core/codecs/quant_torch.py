@@ -9,6 +9,7 @@ bytes must not depend on where the codec ran. On a GPU that host draw is most of
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,15 @@ import torch
 from psml_core.codecs.base import Payload
 from psml_core.codecs.qsgd_wire import pack_codes, qsgd_uniforms
 from psml_core.codecs.torch_select import tree_sum
-from psml_core.codecs.torch_wire import as_bytes, check_finite, check_tensor, to_device, to_host
+from psml_core.codecs.host_buffers import frozen, host_array
+from psml_core.codecs.torch_wire import (
+    as_bytes,
+    check_finite,
+    check_tensor,
+    extremes,
+    to_device,
+    to_host,
+)
 
 __all__ = [
     "decode_dense",
@@ -32,34 +41,48 @@ _FP16_MAX = 65504.0
 
 
 def encode_dense(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
-    """``none``: the float32 bytes, copied once."""
+    """``none``: the float32 bytes, copied to the host once."""
     x = check_tensor(x)
     return Payload(codec.name, int(x.numel()), to_host(as_bytes(x)))
 
 
 def decode_dense(payload: Payload, device: torch.device, what: str = "none") -> torch.Tensor:
-    """``none``'s decoder onto ``device``: ``4n`` bytes, finite values only."""
+    """``none``'s decoder onto ``device``: ``4n`` bytes, finite values only (one copy)."""
     n = payload.n
     if len(payload.buffer) != 4 * n:
         raise ValueError(
             f"codec {what!r}: payload of {len(payload.buffer)} bytes; {n} float32 take {4 * n}"
         )
-    out = to_device(payload.buffer, device).clone().view(torch.float32)
-    bad = ~torch.isfinite(out)
-    if n and bool(bad.any()):
-        i = int(torch.nonzero(bad)[0, 0])
-        raise ValueError(
-            f"codec {what!r}: value {float(out[i])!r} at index {i} is not finite; the encoder "
-            "never sends one"
-        )
+    out = torch.empty(n, dtype=torch.float32, device=device)
+    if n:
+        out.view(torch.uint8).copy_(to_device(payload.buffer, torch.device("cpu")))
+        if not all(math.isfinite(e) for e in extremes(out)):
+            i = int(torch.nonzero(~torch.isfinite(out))[0, 0])
+            raise ValueError(
+                f"codec {what!r}: value {float(out[i])!r} at index {i} is not finite; the "
+                "encoder never sends one"
+            )
     return out
 
 
-def half_bytes(x: torch.Tensor) -> bytes:
-    """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even)."""
-    if x.numel() == 0:
-        return b""
-    h = x.clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)
+def half_bytes(x: torch.Tensor) -> memoryview:
+    """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even).
+
+    Rounded where ``x`` is; on the CPU straight into the payload's host memory, so the
+    conversion is the copy. A value rounds to an infinity only beyond the fp16 range, where
+    it saturates instead (as clamping first would give).
+    """
+    n = int(x.numel())
+    if n == 0:
+        return memoryview(b"")
+    if x.device.type == "cpu":
+        out = host_array(2 * n, x.device)
+        h = torch.from_numpy(out).view(torch.float16)
+        h.copy_(x)
+        torch.nan_to_num_(h, posinf=_FP16_MAX, neginf=-_FP16_MAX)
+        return frozen(out)
+    h = x.to(torch.float16)
+    torch.nan_to_num_(h, posinf=_FP16_MAX, neginf=-_FP16_MAX)
     return to_host(as_bytes(h))
 
 
@@ -70,14 +93,15 @@ def encode_fp16(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
 
 
 def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> torch.Tensor:
-    """fp16's decoder (push or broadcast) onto ``device``."""
+    """fp16's decoder (push or broadcast) onto ``device``: checked where it lands, then widened."""
     n = payload.n
     if len(payload.buffer) != 2 * n:
         size = len(payload.buffer)
         raise ValueError(f"codec {what!r}: payload of {size} bytes cannot hold {n} fp16 values")
     if n == 0:
         return torch.zeros(0, dtype=torch.float32, device=device)
-    h = to_device(payload.buffer, device).clone().view(torch.float16)
+    raw = to_device(payload.buffer, device)
+    h = (raw.clone() if raw.data_ptr() % 2 else raw).view(torch.float16)  # read, then widened
     check_finite(h, f"codec {what!r}: payload holds inf or NaN, which this codec never sends")
     return h.to(torch.float32)
 
@@ -110,7 +134,7 @@ def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
         q = torch.where(x < 0, -level, level).to(wide)
     head = np.array([norm], dtype="<f4").tobytes()
     if codec.bits in (8, 16):
-        return Payload(codec.name, n, head + to_host(as_bytes(q)))
+        return Payload(codec.name, n, to_host(as_bytes(q), head=head))
     codes = q.cpu().numpy().view(np.uint16 if codec.bits > 8 else np.uint8)
     body = pack_codes(codes & ((1 << codec.bits) - 1), codec.bits)
     return Payload(codec.name, n, head + body)
