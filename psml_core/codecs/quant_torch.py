@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from psml_core.codecs.base import Payload
+from psml_core.codecs.host_buffers import frozen, host_array
 from psml_core.codecs.qsgd_wire import pack_codes, qsgd_uniforms
 from psml_core.codecs.torch_select import tree_sum
-from psml_core.codecs.host_buffers import frozen, host_array
 from psml_core.codecs.torch_wire import (
     as_bytes,
     check_finite,

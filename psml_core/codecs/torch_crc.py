@@ -17,8 +17,9 @@ the register update for a zero byte. The tables below work for any reflected pol
 2. the chunk registers combine the same way, chunk ``j`` of ``m`` shifted by
    ``M^(CHUNK (m - 1 - j))``: groups of :data:`CHUNK` registers, each mapped through byte
    tables of its shift (four lookups), XORed, and so on up until one register is left;
-3. a starting value ``c`` (the continued CRC's ``seed ^ 0xFFFFFFFF``) is the same as XORing ``c``'s four
-   little-endian bytes into the message's first four bytes, and the result is inverted.
+3. a starting value ``c`` (the continued CRC's ``seed ^ 0xFFFFFFFF``) is the same as XORing
+   ``c``'s four little-endian bytes into the message's first four bytes, and the result is
+   inverted.
 
 The tables are built once per process with NumPy (a few tenths of a second) and copied to each
 device once. Messages shorter than four bytes are computed on the host.

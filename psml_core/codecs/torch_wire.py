@@ -33,6 +33,7 @@ from psml_core.codecs.integrity import CHECKSUM_BYTES, counted, crc32c, crc_seed
 from psml_core.codecs.tensors import is_tensor
 
 __all__ = [
+    "COO_ORDER",
     "DEVICE_CRC",
     "as_bytes",
     "check_finite",
@@ -41,8 +42,10 @@ __all__ = [
     "decode_sparse",
     "encode_blocks",
     "encode_sparse",
+    "extremes",
     "is_tensor",
     "pack_bits",
+    "parse_sparse",
     "seal",
     "to_device",
     "to_host",
@@ -122,9 +125,39 @@ def seal(
 
         return to_host(body, crc32c_bytes(body, seed))
     out = host_array(size + CHECKSUM_BYTES, body.device)
-    _copy_into(out, 0, (body,))
-    _TRAILER.pack_into(out, size, crc32c(out[:size], seed))
+    _TRAILER.pack_into(out, size, _copy_and_crc(out, body, seed))
     return frozen(out)
+
+
+_PIPE_CHUNK = 4 << 20  # bytes copied per step while the host checks the step before
+
+
+def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int) -> int:
+    """Copy ``body`` into ``out``'s front and return its CRC-32C, continued from ``seed``.
+
+    In chunks, each checked as soon as it has landed: on a CUDA device the chunks' copies are
+    queued at once and the host checks chunk ``i`` while ``i + 1`` crosses, so the CRC hides
+    behind the copy; on the CPU each chunk is checked while still in the cache.
+    """
+    size = int(body.numel())
+    if size == 0:
+        return crc32c(b"", seed)
+    dst = torch.from_numpy(out)
+    cuda = body.device.type == "cuda" and dst.is_pinned()
+    spans = [(a, min(a + _PIPE_CHUNK, size)) for a in range(0, size, _PIPE_CHUNK)]
+    landed = []
+    for a, b in spans:
+        dst[a:b].copy_(body[a:b], non_blocking=cuda)
+        if cuda:
+            landed.append(torch.cuda.Event())
+            landed[-1].record()
+        else:
+            seed = crc32c(out[a:b], seed)
+    if cuda:
+        for (a, b), event in zip(spans, landed, strict=True):
+            event.synchronize()
+            seed = crc32c(out[a:b], seed)
+    return seed
 
 
 def unseal_to(
@@ -186,9 +219,18 @@ def encode_sparse(n: int, idx: torch.Tensor, vals: torch.Tensor) -> torch.Tensor
 
 
 def encode_dense_nonzeros(x: torch.Tensor) -> torch.Tensor:
-    """:func:`psml_core.codecs.formats.encode_auto` on the device: the non-zeros' body."""
+    """:func:`psml_core.codecs.formats.encode_auto` on the device: the non-zeros' body.
+
+    The non-zeros are counted first (one sync): a body in the dense format is the vector's own
+    bytes (a -0.0 written as 0.0, as the host scatters the non-zeros into zeros), so the
+    indices are found only when a sparse format wins.
+    """
+    n = int(x.numel())
+    k = int(torch.count_nonzero(x)) if n else 0
+    if k > coo_max_k(n) and bitmap_bytes(n) + 4 * k >= 4 * n:
+        return as_bytes(torch.add(x.to(torch.float32), 0.0))  # -0.0 + 0.0 is +0.0
     idx = torch.nonzero(x).reshape(-1)
-    return encode_sparse(int(x.numel()), idx, x[idx])
+    return encode_sparse(n, idx, x[idx])
 
 
 def _floats(body: torch.Tensor) -> torch.Tensor:
@@ -205,22 +247,40 @@ def decode_sparse(body: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tenso
     vector (``dense`` True). Raises ValueError for what
     :func:`psml_core.codecs.formats.decode_sparse` refuses.
     """
+    idx, vals, dense, bad = parse_sparse(body, n)
+    if bad is not None and bool(bad):
+        raise ValueError(COO_ORDER.format(n=n))
+    return idx, vals, dense
+
+
+COO_ORDER = "COO indices must be ascending and in [0, {n})"
+"""The error of a COO body whose indices are out of order or range (``.format(n=n)``)."""
+
+
+def parse_sparse(
+    body: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor, bool, torch.Tensor | None]:
+    """:func:`decode_sparse` without its last host sync: ``(indices, values, dense, bad)``.
+
+    ``bad`` (a 0-d bool tensor, or None when there is nothing to check) is true when a COO
+    body's indices are out of order or range (:data:`COO_ORDER`), so that a caller can check
+    it in the same sync as its own checks of the values. Raises ValueError for the rest.
+    """
     length = int(body.numel())
     device = body.device
     if length == 4 * n:
-        return torch.empty(0, dtype=torch.int64, device=device), _floats(body), True
+        return torch.empty(0, dtype=torch.int64, device=device), _floats(body), True, None
     if length <= 8 * coo_max_k(n):
         if length % 8:
             raise ValueError(f"sparse payload of {length} bytes is not a COO list (8 B/entry)")
         k = length // 8
         idx = _floats(body[: 4 * k]).view(torch.int32).to(torch.int64)
+        bad = None
         if k:
             bad = (idx[0] < 0) | (idx[-1] >= n)
             if k > 1:
                 bad = bad | torch.any(idx[1:] <= idx[:-1])
-            if bool(bad):
-                raise ValueError(f"COO indices must be ascending and in [0, {n})")
-        return idx, _floats(body[4 * k :]), False
+        return idx, _floats(body[4 * k :]), False, bad
     nb = bitmap_bytes(n)
     if length < nb or (length - nb) % 4:
         raise ValueError(f"payload of {length} bytes is no sparse format of a {n}-vector")
@@ -229,7 +289,7 @@ def decode_sparse(body: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tenso
     count = int(mask.sum())
     if count != vals.numel():
         raise ValueError(f"bitmap marks {count} entries but {vals.numel()} values follow")
-    return torch.nonzero(mask).reshape(-1), vals, False
+    return torch.nonzero(mask).reshape(-1), vals, False, None
 
 
 def densify(n: int, idx: torch.Tensor, vals: torch.Tensor, dense: bool) -> torch.Tensor:
@@ -331,7 +391,7 @@ def _in_range(x: torch.Tensor) -> bool:
     lo, hi = extremes(x)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return False
-    return x.element_size() <= 4 or (-_F32_MAX <= lo and hi <= _F32_MAX)
+    return x.element_size() <= 4 or (lo >= -_F32_MAX and hi <= _F32_MAX)
 
 
 def _refuse(x: torch.Tensor) -> NoReturn:

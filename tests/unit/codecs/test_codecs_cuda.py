@@ -3,7 +3,8 @@
 The same side-by-side runs as ``test_codecs_torch.py`` (CPU tensors, in CI), on CUDA tensors:
 identical payload bytes, decoded values equal bit for bit, identical server sums, broadcasts
 and state; and at ResNet-18's size (11.2M elements), where the selections take their fast
-paths. On a GPU machine: ``pytest tests/unit/codecs/test_codecs_cuda.py``.
+paths; and the seal, on the host or on the device, to the same bytes. On a GPU machine:
+``pytest tests/unit/codecs/test_codecs_cuda.py``.
 """
 
 from __future__ import annotations
@@ -63,10 +64,17 @@ def test_exact_topk_on_the_gpu_keeps_the_host_indices(ratio):
     np.testing.assert_array_equal(got, host_topk(x, k))
 
 
-def test_a_gpu_payload_is_sealed_on_the_device():
-    """On CUDA the trailer is computed there (one copy of body and trailer); same bytes."""
-    x = np.random.default_rng(2).standard_normal(1_000_000).astype(np.float32)
-    ctx = CodecContext(step=3, ratio=0.01, seed=5)
-    host = make_codec(BlockSpec("topk", {})).encode(x, ctx)
-    dev = make_codec(BlockSpec("topk", {})).encode(torch.from_numpy(x).to(GPU), ctx)
-    assert host.buffer == dev.buffer
+@pytest.mark.parametrize("device_crc", [False, True])
+def test_a_gpu_payload_is_sealed_once_to_the_same_bytes(monkeypatch, device_crc):
+    """Sealed on the host as its chunks land (the default) or on the device
+    (``PSML_DEVICE_CRC=1``): the same bytes, in pinned host memory, over several chunks."""
+    from psml_core.codecs import torch_wire as tw
+
+    monkeypatch.setattr(tw, "DEVICE_CRC", device_crc)
+    x = np.random.default_rng(2).standard_normal(3_000_000).astype(np.float32)
+    for ratio in (0.01, 0.6):  # a COO body of 240 kB; a dense one of 12 MB (three chunks)
+        ctx = CodecContext(step=3, ratio=ratio, seed=5)
+        host = make_codec(BlockSpec("topk", {})).encode(x, ctx)
+        dev = make_codec(BlockSpec("topk", {})).encode(torch.from_numpy(x).to(GPU), ctx)
+        assert host.buffer == dev.buffer
+        assert torch.frombuffer(dev.buffer, dtype=torch.uint8).is_pinned()
