@@ -23,11 +23,12 @@ import weakref
 import numpy as np
 import torch
 
-__all__ = ["MIN_POOLED", "POOL", "HostPool", "frozen", "host_array"]
+__all__ = ["MIN_POOLED", "PINNED_FROM", "POOL", "HostPool", "frozen", "host_array"]
 
 MIN_POOLED = 1 << 20
 """Bytes from which CPU payload memory comes from :data:`POOL` (smaller: fresh, cheap)."""
-_PINNED_FROM = 1 << 16  # bytes from which a CUDA payload lands in pinned memory
+PINNED_FROM = 1 << 16
+"""Bytes from which a payload copied off a CUDA device lands in pinned memory."""
 
 
 class HostPool:
@@ -67,7 +68,7 @@ POOL = HostPool()
 
 def host_array(nbytes: int, device: torch.device) -> np.ndarray:
     """Writable host memory (uint8) for ``nbytes`` of a payload copied off ``device``."""
-    if device.type == "cuda" and nbytes >= _PINNED_FROM:
+    if device.type == "cuda" and nbytes >= PINNED_FROM:
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
     if nbytes >= MIN_POOLED:
         return POOL.take(nbytes)

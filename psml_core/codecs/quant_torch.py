@@ -23,6 +23,7 @@ from psml_core.codecs.torch_wire import (
     as_bytes,
     check_finite,
     check_tensor,
+    checked_range,
     extremes,
     to_device,
     to_host,
@@ -65,31 +66,33 @@ def decode_dense(payload: Payload, device: torch.device, what: str = "none") -> 
     return out
 
 
-def half_bytes(x: torch.Tensor) -> memoryview:
+def half_bytes(x: torch.Tensor, lo: float | None = None, hi: float | None = None) -> memoryview:
     """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even).
 
     Rounded where ``x`` is; on the CPU straight into the payload's host memory, so the
     conversion is the copy. A value rounds to an infinity only beyond the fp16 range, where
-    it saturates instead (as clamping first would give).
+    it saturates instead (as clamping first would give); ``lo`` and ``hi``, ``x``'s extremes
+    when known, spare that pass when every value is within the range.
     """
     n = int(x.numel())
     if n == 0:
         return memoryview(b"")
+    wide = lo is None or hi is None or lo < -_FP16_MAX or hi > _FP16_MAX
     if x.device.type == "cpu":
         out = host_array(2 * n, x.device)
         h = torch.from_numpy(out).view(torch.float16)
         h.copy_(x)
+    else:
+        out, h = None, x.to(torch.float16)
+    if wide:
         torch.nan_to_num_(h, posinf=_FP16_MAX, neginf=-_FP16_MAX)
-        return frozen(out)
-    h = x.to(torch.float16)
-    torch.nan_to_num_(h, posinf=_FP16_MAX, neginf=-_FP16_MAX)
-    return to_host(as_bytes(h))
+    return frozen(out) if out is not None else to_host(as_bytes(h))
 
 
 def encode_fp16(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     """``fp16`` on the device."""
-    x = check_tensor(x)
-    return Payload(codec.name, int(x.numel()), half_bytes(x))
+    x, lo, hi = checked_range(x)
+    return Payload(codec.name, int(x.numel()), half_bytes(x, lo, hi))
 
 
 def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> torch.Tensor:
@@ -107,13 +110,21 @@ def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> t
 
 
 def _norm(x: torch.Tensor) -> np.float32:
-    x64 = x.to(torch.float64)
-    norm = float(torch.sqrt(tree_sum(x64 * x64)))
+    sq = x.to(torch.float64)
+    norm = float(torch.sqrt(tree_sum(sq.mul_(sq))))
     with np.errstate(over="ignore"):
         norm32 = np.float32(norm)
     if not np.isfinite(norm32):
         raise ValueError(f"qsgd: the vector's L2 norm {norm:.3e} exceeds float32 range")
     return norm32
+
+
+def _uniforms(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
+    """The step's rounding uniforms on ``device``: drawn into reused host memory (pinned for a
+    GPU, so the copy runs at the link's speed), then copied there once (none on the CPU)."""
+    host = host_array(4 * n, device).view(np.float32)
+    qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream, out=host)
+    return torch.from_numpy(host).to(device)
 
 
 def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
@@ -126,11 +137,12 @@ def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
         q = torch.zeros(n, dtype=wide, device=x.device)
     else:
         # A divisor on the device: CUDA divides by a host scalar as a multiplication by its
-        # reciprocal, which can differ from the division in the last bit.
-        t = torch.abs(x) / torch.tensor(float(norm), dtype=torch.float32, device=x.device)
-        t = t * float(np.float32(codec.levels))
-        u = torch.from_numpy(qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream)).to(x.device)
-        level = torch.clamp((t + u).to(torch.int32), max=codec.levels)  # floor: t + u >= 0
+        # reciprocal, which can differ from the division in the last bit. In place: the same
+        # operations in the same order, without a fresh vector for each.
+        t = torch.abs(x).div_(torch.tensor(float(norm), dtype=torch.float32, device=x.device))
+        t.mul_(float(np.float32(codec.levels)))
+        t.add_(_uniforms(codec, n, ctx, x.device))
+        level = t.to(torch.int32).clamp_(max=codec.levels)  # floor: t + u >= 0
         q = torch.where(x < 0, -level, level).to(wide)
     head = np.array([norm], dtype="<f4").tobytes()
     if codec.bits in (8, 16):

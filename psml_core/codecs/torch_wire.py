@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from psml_core.codecs.formats import bitmap_bytes, block_count, coo_max_k
-from psml_core.codecs.host_buffers import frozen, host_array
+from psml_core.codecs.host_buffers import PINNED_FROM, frozen, host_array
 from psml_core.codecs.integrity import CHECKSUM_BYTES, counted, crc32c, crc_seed, unseal
 from psml_core.codecs.tensors import is_tensor
 
@@ -38,6 +38,7 @@ __all__ = [
     "as_bytes",
     "check_finite",
     "check_tensor",
+    "checked_range",
     "decode_blocks",
     "decode_sparse",
     "encode_blocks",
@@ -143,7 +144,7 @@ def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int) -> int:
     if size == 0:
         return crc32c(b"", seed)
     dst = torch.from_numpy(out)
-    cuda = body.device.type == "cuda" and dst.is_pinned()
+    cuda = body.device.type == "cuda" and out.size >= PINNED_FROM  # pinned: copies overlap
     spans = [(a, min(a + _PIPE_CHUNK, size)) for a in range(0, size, _PIPE_CHUNK)]
     landed = []
     for a, b in spans:
@@ -171,10 +172,24 @@ def unseal_to(
 ) -> torch.Tensor:
     """The checked body of a sealed payload as uint8 on ``device`` (the CRC checked on the host).
 
+    On a CUDA device the body's copy starts first and the host checks the trailer while it
+    crosses; the body is handed on only once both are done (and refused if the check fails).
+
     Raises:
         ValueError: as :func:`psml_core.codecs.integrity.unseal`.
     """
-    return to_device(unseal(buf, codec, n, step, down=down, bind=bind), device)
+    size = len(buf) - CHECKSUM_BYTES
+    if device.type != "cuda" or size < PINNED_FROM:
+        return to_device(unseal(buf, codec, n, step, down=down, bind=bind), device)
+    out = torch.empty(size, dtype=torch.uint8, device=device)
+    out.copy_(to_device(buf, torch.device("cpu"))[:size], non_blocking=True)
+    landed = torch.cuda.Event()
+    landed.record()
+    try:
+        unseal(buf, codec, n, step, down=down, bind=bind)
+    finally:  # the copy reads ``buf``: it must be done before the caller may let ``buf`` go
+        landed.synchronize()
+    return out
 
 
 def pack_bits(mask: torch.Tensor) -> torch.Tensor:
@@ -371,27 +386,27 @@ def check_tensor(x: torch.Tensor) -> torch.Tensor:
             first offending index.
         TypeError: a non-floating dtype.
     """
+    return checked_range(x)[0]
+
+
+def checked_range(x: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """:func:`check_tensor` and the extremes it found: ``(x as float32, least, greatest)``."""
     if x.dim() != 1:
         raise ValueError(f"codecs encode 1-D vectors, got shape {tuple(x.shape)}")
     if not torch.is_floating_point(x):
         raise TypeError(f"codecs encode floating-point vectors, got dtype {x.dtype}")
     x = x.detach()
-    if x.numel() and not _in_range(x):
+    lo, hi = extremes(x) if x.numel() else (0.0, 0.0)
+    finite = math.isfinite(lo) and math.isfinite(hi)
+    if not finite or (x.element_size() > 4 and (lo < -_F32_MAX or hi > _F32_MAX)):
         _refuse(x)
-    return x.to(torch.float32).contiguous()
+    return x.to(torch.float32).contiguous(), lo, hi
 
 
 def extremes(x: torch.Tensor) -> tuple[float, float]:
     """``x``'s least and greatest values in one reduction and one host sync (NaN: both NaN)."""
     lo, hi = torch.aminmax(x)
     return tuple(torch.stack([lo, hi]).tolist())  # type: ignore[return-value]
-
-
-def _in_range(x: torch.Tensor) -> bool:
-    lo, hi = extremes(x)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return False
-    return x.element_size() <= 4 or (lo >= -_F32_MAX and hi <= _F32_MAX)
 
 
 def _refuse(x: torch.Tensor) -> NoReturn:
