@@ -120,8 +120,10 @@ def _norm(x: torch.Tensor) -> np.float32:
 
 
 def _uniforms(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
-    """The step's rounding uniforms on ``device``: drawn into reused host memory (pinned for a
-    GPU, so the copy runs at the link's speed), then copied there once (none on the CPU)."""
+    """The step's rounding uniforms on ``device``, copied there once (none on the CPU).
+
+    Drawn into reused host memory: pinned for a GPU, so the copy runs at the link's speed.
+    """
     host = host_array(4 * n, device).view(np.float32)
     qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream, out=host)
     return torch.from_numpy(host).to(device)
