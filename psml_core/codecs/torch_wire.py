@@ -113,38 +113,43 @@ def seal(
     bind: tuple[int, ...] = (),
     *,
     n: int,
+    head: bytes = b"",
 ) -> memoryview:
-    """The body (uint8 on its device) followed by its step-bound CRC-32C, on the host.
+    """``head`` (host bytes) and the body (uint8 on its device), then their step-bound CRC-32C.
 
-    Equal to :func:`psml_core.codecs.integrity.seal` of the body's bytes (``n`` and ``bind``
-    as there): one copy to the host, and the CRC computed once (:data:`DEVICE_CRC`: where).
+    Equal to :func:`psml_core.codecs.integrity.seal` of ``head`` and the body's bytes (``n``
+    and ``bind`` as there): one copy to the host, and the CRC computed once
+    (:data:`DEVICE_CRC`: where). ``head`` is written on the host, where it was made.
     """
-    seed = crc_seed(step, down, counted(n, bind))
-    size = int(body.numel())
+    seed = crc32c(head, crc_seed(step, down, counted(n, bind)))
+    size, at = int(body.numel()), len(head)
     if DEVICE_CRC and size >= 4:
         from psml_core.codecs.torch_crc import crc32c_bytes
 
-        return to_host(body, crc32c_bytes(body, seed))
-    out = host_array(size + CHECKSUM_BYTES, body.device)
-    _TRAILER.pack_into(out, size, _copy_and_crc(out, body, seed))
+        return to_host(body, crc32c_bytes(body, seed), head=head)
+    total = at + size + CHECKSUM_BYTES
+    out = host_array(total, body.device)
+    out[:at] = np.frombuffer(head, dtype=np.uint8)
+    pinned = body.device.type == "cuda" and total >= PINNED_FROM  # as host_array chose
+    _TRAILER.pack_into(out, at + size, _copy_and_crc(out[at:], body, seed, pinned))
     return frozen(out)
 
 
 _PIPE_CHUNK = 4 << 20  # bytes copied per step while the host checks the step before
 
 
-def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int) -> int:
+def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int, pinned: bool) -> int:
     """Copy ``body`` into ``out``'s front and return its CRC-32C, continued from ``seed``.
 
-    In chunks, each checked as soon as it has landed: on a CUDA device the chunks' copies are
-    queued at once and the host checks chunk ``i`` while ``i + 1`` crosses, so the CRC hides
-    behind the copy; on the CPU each chunk is checked while still in the cache.
+    In chunks, each checked as soon as it has landed: into pinned memory the chunks' copies
+    are queued at once and the host checks chunk ``i`` while ``i + 1`` crosses, so the CRC
+    hides behind the copy; on the CPU each chunk is checked while still in the cache.
     """
     size = int(body.numel())
     if size == 0:
-        return crc32c(b"", seed)
+        return seed
     dst = torch.from_numpy(out)
-    cuda = body.device.type == "cuda" and out.size >= PINNED_FROM  # pinned: copies overlap
+    cuda = pinned
     spans = [(a, min(a + _PIPE_CHUNK, size)) for a in range(0, size, _PIPE_CHUNK)]
     landed = []
     for a, b in spans:

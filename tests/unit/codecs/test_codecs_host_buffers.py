@@ -58,15 +58,19 @@ def test_a_payload_pickles_as_its_bytes():
     assert type(back.buffer) is bytes and back == p and back.wire_bytes == p.wire_bytes
 
 
+@pytest.mark.parametrize("device_crc", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 8, 1 << 20])
-def test_the_chunked_seal_equals_the_hosts(monkeypatch, chunk):
+def test_the_chunked_seal_equals_the_hosts(monkeypatch, chunk, device_crc):
+    """Any chunk size, with or without a host-made head (DFS's cost report), either CRC."""
     monkeypatch.setattr(tw, "_PIPE_CHUNK", chunk)
+    monkeypatch.setattr(tw, "DEVICE_CRC", device_crc)
     rng = np.random.default_rng(chunk)
     for size in (0, 1, 3, 4, 9, 40):
         body = rng.integers(0, 256, size, dtype=np.uint8)
-        for step, down, bind in ((7, False, ()), (None, True, (3,))):
-            got = tw.seal(torch.from_numpy(body), step, down, bind, n=size + 1)
-            assert got == host_seal(body.tobytes(), step, n=size + 1, down=down, bind=bind)
+        for step, down, bind, head in ((7, False, (), b""), (None, True, (3,), b"head!")):
+            got = tw.seal(torch.from_numpy(body), step, down, bind, n=size + 1, head=head)
+            want = host_seal(head + body.tobytes(), step, n=size + 1, down=down, bind=bind)
+            assert got == want
 
 
 def test_a_dense_broadcast_writes_negative_zero_as_the_host_does():
