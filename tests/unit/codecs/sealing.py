@@ -19,7 +19,7 @@ import google_crc32c
 
 
 def crc32c(data: bytes, value: int = 0) -> int:
-    """CRC-32C of ``data`` continued from ``value``, as ``zlib.crc32`` continues a CRC-32."""
+    """CRC-32C of ``data`` continued from ``value``, as ``zlib.crc32`` continues a CRC-32C."""
     return google_crc32c.extend(value, bytes(data))
 
 

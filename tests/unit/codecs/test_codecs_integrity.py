@@ -87,14 +87,14 @@ def test_a_flipped_byte_is_refused_by_every_sealed_codec(data):
     if name in HEADER_FREE:
         _decodes_cleanly(codec, damaged)  # refused, or another valid message of length n
     else:
-        with pytest.raises(ValueError, match="CRC-32"):
+        with pytest.raises(ValueError, match="CRC-32C"):
             codec.decode(damaged, CTX)
 
 
 @pytest.mark.parametrize("name", sorted(CODECS.names()))
 def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
     """A payload whose first entry is at index 0 starts with four zero bytes: cut to any
-    length (4 bytes included, which an unseeded CRC-32 took for a sealed empty body), it is
+    length (4 bytes included, which an unseeded CRC-32C took for a sealed empty body), it is
     refused."""
     codec = sending_codec(name)
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
@@ -133,7 +133,7 @@ def test_the_trailer_is_crc32c():
 
 def test_an_empty_body_does_not_seal_to_zero():
     assert seal(b"", n=0) != b"\0" * CHECKSUM_BYTES
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         unseal(b"\0" * CHECKSUM_BYTES, "kv", 10)
 
 

@@ -1,7 +1,7 @@
 """A payload replayed from another step is refused: the seals are bound to the step.
 
 Every sealed codec (and random-k, whose values land on indices regenerated from the step)
-binds its CRC-32 trailer to ``ctx.step`` and to the direction (push or broadcast), at no extra
+binds its CRC-32C trailer to ``ctx.step`` and to the direction (push or broadcast), at no extra
 byte (random-k: its 4-byte trailer). A stale push delivered late, or last round's broadcast,
 must not decode as this step's message. The fixed-length formats without a trailer (``none``,
 ``fp16``, ``qsgd``, the sign codecs) cannot tell: any payload of the right length is a message
@@ -54,7 +54,7 @@ def test_a_push_replayed_at_another_step_is_refused(name, sent, read):
     payload = codec.encode(_vector(0), _ctx(sent))
     fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
     fresh.decode(payload, _ctx(sent))  # decodes at its own step
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         fresh.decode(payload, _ctx(read))
 
 
@@ -66,10 +66,10 @@ def test_a_broadcast_replayed_at_another_step_or_as_a_push_is_refused(name):
     agg = server.aggregate([codec.encode(_vector(s), ctx) for s in range(2)], ctx)
     down = server.encode_down(agg, ctx)
     server.decode_down(down, ctx)
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         server.decode_down(down, _ctx(4))  # last round's broadcast
     push = codec.encode(_vector(2), ctx)
-    with pytest.raises(ValueError, match="CRC-32|bytes|blocks"):
+    with pytest.raises(ValueError, match="CRC-32C|bytes|blocks"):
         server.decode_down(Payload(down.codec, push.n, push.buffer), ctx)  # a push as broadcast
 
 
