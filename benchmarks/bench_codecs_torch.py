@@ -8,6 +8,8 @@ synchronised around each:
   on the host (selection, packing, the CRC-32C trailer and the one copy to the host included);
 * **psml decode**: ``codec.decode_on(payload, ctx, device)``, from the host bytes to the dense
   vector on the device (the check and the one copy to the device included);
+* ``none/down``: the server's broadcast of the vector as a dense aggregate, sealed (its CRC
+  checked on the host while the copy crosses, both ways), against a copy of its bytes;
 * **its peer**, in the same run:
 
   - qsgd, fp16, top-k (with and without error feedback), DGC, random-k: the GRACE compressor
@@ -22,8 +24,9 @@ synchronised around each:
     fresh memory costs page faults that a decode into a new tensor cannot avoid).
 
 Targets (issue 46): encode at most 1.5x its peer's, decode at most 2x (1.5x for the copies).
-Rows without a peer (the other codecs, top-k's encode part by part, the two trailers on the
-device and on the host) are there to read. ``--json FILE`` writes the same rows.
+Rows without a peer (the other codecs, top-k's encode part by part, the trailer of top-k's
+body and of a dense body on the host and on the device: which is faster decides
+``PSML_DEVICE_CRC``) are there to read. ``--json FILE`` writes the same rows.
 
 Usage: python benchmarks/bench_codecs_torch.py [--device cuda] [--n 11200000] [--ratio 0.01]
        [--repeats 10] [--json FILE]
@@ -60,6 +63,7 @@ CODECS: dict[str, tuple[str, dict[str, Any], str | None]] = {
     "fp16": ("fp16", {}, "fp16"),
     "fp16 (its copy)": ("fp16", {}, "copy"),
     "none (its copy)": ("none", {}, "copy"),
+    "none/down: sealed broadcast (its copy)": ("none/down", {}, "copy"),
     "threshold": ("threshold", {"threshold": 2.5758}, None),  # about 1% of a standard normal
     "value_bounded": ("value_bounded", {"schedule": "fixed", "theta0": 2.5758, "warmup": 0}, None),
 }
@@ -206,21 +210,30 @@ def copy_peer(wire: torch.Tensor, repeats: int) -> dict[str, float]:
 
 
 def psml_times(x: torch.Tensor, name: str, params: dict, ratio: float, repeats: int) -> dict:
-    """psml's ``name``: encode to host bytes, decode onto the device, and the payload's size."""
+    """psml's ``name``: encode to host bytes, decode onto the device, and the payload's size.
+
+    ``name`` ending in ``/down``: the server's broadcast of ``x`` as an aggregate instead.
+    """
     device = x.device
     ctx = CodecContext(step=100, ratio=ratio, seed=1, lr=0.1)
-    codec = make_codec(BlockSpec(name, params))
+    down = name.endswith("/down")
+    codec = make_codec(BlockSpec(name.removesuffix("/down"), params))
+    server = codec.server()
     out: list[Any] = []
 
     def enc() -> None:
         if hasattr(codec, "reset"):
             codec.reset()
-        out[:] = [codec.encode(x, ctx)]
+        out[:] = [server.encode_down(x, ctx) if down else codec.encode(x, ctx)]
 
     enc_s = best(enc, device, repeats)
     payload = out[0]
-    dec = make_codec(BlockSpec(name, params))
-    dec_s = best(lambda: dec.decode_on(payload, ctx, device), device, repeats)
+    dec = make_codec(BlockSpec(name.removesuffix("/down"), params))
+    if down:
+        dec_server = dec.server()
+        dec_s = best(lambda: dec_server.decode_down_on(payload, ctx, device), device, repeats)
+    else:
+        dec_s = best(lambda: dec.decode_on(payload, ctx, device), device, repeats)
     return {"encode_s": enc_s, "decode_s": dec_s, "wire_bytes": payload.wire_bytes}
 
 
@@ -245,10 +258,18 @@ def topk_parts(x: torch.Tensor, ratio: float, repeats: int) -> list[dict]:
         "top-k: trailer, host CRC-32C": lambda: crc32c(host, seed),
         "top-k: trailer, device CRC-32C": lambda: device_crc32c(body, seed),
     }
-    return [
+    rows = [
         row(label, None, {"encode_s": best(fn, device, repeats), "wire_bytes": len(host) + 4})
         for label, fn in parts.items()
     ]
+    dense, whole = tw.as_bytes(x), tw.to_host(tw.as_bytes(x))  # a dense broadcast's body
+    for where, fn in (
+        ("host", lambda: crc32c(whole, seed)),
+        ("device", lambda: device_crc32c(dense, seed)),
+    ):
+        mine = {"encode_s": best(fn, device, repeats), "wire_bytes": len(whole) + 4}
+        rows.append(row(f"dense body: trailer, {where} CRC-32C", None, mine))
+    return rows
 
 
 # ------------------------------------------------------------------------------- the table
@@ -292,7 +313,7 @@ def bench(x: torch.Tensor, ratio: float, repeats: int) -> list[dict]:
             rows.append(row(label, None, mine))
             continue
         if peer == "copy":
-            wire = tw.as_bytes(x if name == "none" else x.to(torch.float16))
+            wire = tw.as_bytes(x.to(torch.float16) if name == "fp16" else x)
             peer_label = f"copy of {wire.numel():,} B"
             found = copy_peer(wire, repeats)
         elif peer == "topk@density":

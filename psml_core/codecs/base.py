@@ -226,7 +226,7 @@ class ServerCodec:
             from psml_core.codecs import torch_wire as tw
 
             t = tw.check_tensor(agg)  # type: ignore[arg-type]
-            down = tw.seal(tw.encode_dense_nonzeros(t), ctx.step, down=True, n=int(t.numel()))
+            down = tw.seal_nonzeros(t, ctx.step, down=True, n=int(t.numel()))
             return Payload(f"{self.codec.name}/down", int(t.numel()), down)
         body = encode_auto(check_vector(agg))
         return Payload(

@@ -48,6 +48,7 @@ __all__ = [
     "pack_bits",
     "parse_sparse",
     "seal",
+    "seal_nonzeros",
     "to_device",
     "to_host",
     "unpack_bits",
@@ -238,19 +239,40 @@ def encode_sparse(n: int, idx: torch.Tensor, vals: torch.Tensor) -> torch.Tensor
     return as_bytes(dense)
 
 
-def encode_dense_nonzeros(x: torch.Tensor) -> torch.Tensor:
+def encode_dense_nonzeros(x: torch.Tensor, dense: bool | None = None) -> torch.Tensor:
     """:func:`psml_core.codecs.formats.encode_auto` on the device: the non-zeros' body.
 
-    The non-zeros are counted first (one sync): a body in the dense format is the vector's own
-    bytes (a -0.0 written as 0.0, as the host scatters the non-zeros into zeros), so the
-    indices are found only when a sparse format wins.
+    The non-zeros are counted first (one sync; ``dense``: the count's verdict, if known): a
+    body in the dense format is the vector's own bytes (a -0.0 written as 0.0, as the host
+    scatters the non-zeros into zeros), so the indices are found only when a sparse format wins.
     """
-    n = int(x.numel())
-    k = int(torch.count_nonzero(x)) if n else 0
-    if k > coo_max_k(n) and bitmap_bytes(n) + 4 * k >= 4 * n:
+    if dense if dense is not None else _dense_wins(x):
         return as_bytes(torch.add(x.to(torch.float32), 0.0))  # -0.0 + 0.0 is +0.0
     idx = torch.nonzero(x).reshape(-1)
-    return encode_sparse(n, idx, x[idx])
+    return encode_sparse(int(x.numel()), idx, x[idx])
+
+
+def _dense_wins(x: torch.Tensor) -> bool:
+    """Whether :func:`encode_sparse` would write ``x``'s non-zeros in the dense format."""
+    n = int(x.numel())
+    k = int(torch.count_nonzero(x)) if n else 0
+    return k > coo_max_k(n) and bitmap_bytes(n) + 4 * k >= 4 * n
+
+
+def seal_nonzeros(x: torch.Tensor, step: int | None, *, n: int, down: bool = False) -> memoryview:
+    """``seal(encode_dense_nonzeros(x), step, down, n=n)``, the same bytes.
+
+    On the CPU a dense body is written straight into the payload's host memory (the ``+ 0.0``
+    that writes -0.0 as 0.0 is the copy), rather than into a fresh vector copied again.
+    """
+    dense = _dense_wins(x)
+    if x.device.type != "cpu" or not dense:
+        return seal(encode_dense_nonzeros(x, dense), step, down, n=n)
+    size = 4 * int(x.numel())
+    out = host_array(size + CHECKSUM_BYTES, x.device)
+    torch.add(x.to(torch.float32), 0.0, out=torch.from_numpy(out[:size]).view(torch.float32))
+    _TRAILER.pack_into(out, size, crc32c(out[:size], crc_seed(step, down, counted(n))))
+    return frozen(out)
 
 
 def _floats(body: torch.Tensor) -> torch.Tensor:
