@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MIN_POOLED", "PINNED_FROM", "POOL", "HostPool", "frozen", "host_array"]
 
@@ -69,6 +72,8 @@ POOL = HostPool()
 def host_array(nbytes: int, device: torch.device) -> np.ndarray:
     """Writable host memory (uint8) for ``nbytes`` of a payload copied off ``device``."""
     if device.type == "cuda" and nbytes >= PINNED_FROM:
+        import torch  # only a device's payloads come here: the host paths need no torch
+
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
     if nbytes >= MIN_POOLED:
         return POOL.take(nbytes)
