@@ -18,6 +18,7 @@ from test_codecs_torch import RECIPES, _ctx
 from torch_pairs import run_pair
 
 from psml_core.codecs import CodecContext, make_codec
+from psml_core.codecs.base import Payload
 from psml_core.codecs.select import topk_indices as host_topk
 from psml_core.codecs.torch_select import topk_indices
 from psml_core.config import BlockSpec
@@ -82,3 +83,17 @@ def test_a_gpu_payload_is_sealed_once_to_the_same_bytes(monkeypatch, device_crc)
         with warnings.catch_warnings():  # a read-only buffer, only asked where it lives
             warnings.simplefilter("ignore", UserWarning)
             assert torch.frombuffer(dev.buffer, dtype=torch.uint8).is_pinned()
+
+
+def test_a_gpu_decode_refuses_a_damaged_body_it_copied_while_checking():
+    """A body of 240 kB is copied to the GPU while the host checks its trailer: a flipped
+    byte is refused all the same, and the intact payload decodes as on the host."""
+    x = np.random.default_rng(3).standard_normal(3_000_000).astype(np.float32)
+    ctx = CodecContext(step=3, ratio=0.01, seed=5)
+    codec = make_codec(BlockSpec("topk", {}))
+    p = codec.encode(x, ctx)
+    np.testing.assert_array_equal(codec.decode_on(p, ctx, GPU).cpu().numpy(), codec.decode(p, ctx))
+    bad = bytearray(p.buffer)
+    bad[1000] ^= 1
+    with pytest.raises(ValueError, match="CRC-32C"):
+        codec.decode_on(Payload(p.codec, p.n, bytes(bad)), ctx, GPU)
