@@ -157,7 +157,7 @@ def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int, pinned: bool) 
         dst[a:b].copy_(body[a:b], non_blocking=cuda)
         if cuda:
             landed.append(torch.cuda.Event())
-            landed[-1].record()
+            landed[-1].record(torch.cuda.current_stream(body.device))
         else:
             seed = crc32c(out[a:b], seed)
     if cuda:
@@ -190,7 +190,7 @@ def unseal_to(
     out = torch.empty(size, dtype=torch.uint8, device=device)
     out.copy_(to_device(buf, torch.device("cpu"))[:size], non_blocking=True)
     landed = torch.cuda.Event()
-    landed.record()
+    landed.record(torch.cuda.current_stream(device))  # the stream the copy was queued on
     try:
         unseal(buf, codec, n, step, down=down, bind=bind)
     finally:  # the copy reads ``buf``: it must be done before the caller may let ``buf`` go
