@@ -18,6 +18,7 @@ import torch
 from psml_core.codecs import CodecContext, make_codec
 from psml_core.codecs import host_buffers as hb
 from psml_core.codecs import torch_wire as tw
+from psml_core.codecs.integrity import crc32c
 from psml_core.codecs.integrity import seal as host_seal
 from psml_core.config import BlockSpec
 
@@ -104,3 +105,26 @@ def test_one_reduction_refuses_every_non_finite_value(dtype):
         with pytest.raises(ValueError, match="at index 17"):
             tw.check_tensor(x)
     assert tw.check_tensor(torch.ones(3, dtype=dtype)).dtype == torch.float32
+
+
+class _Event:
+    """Stands in for ``torch.cuda.Event`` on the CPU (a CPU copy has landed when it returns)."""
+
+    def record(self, stream: object = None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+def test_the_gpus_pipelined_seal_equals_the_hosts(monkeypatch):
+    """The branch a GPU takes (copies queued, then each chunk checked as it lands), run on CPU
+    tensors: the same CRC as the host's over the whole body, whatever the chunking."""
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    monkeypatch.setattr(tw, "_PIPE_CHUNK", 5)
+    body = np.random.default_rng(4).integers(0, 256, 23, dtype=np.uint8)
+    out = np.zeros(23 + 4, dtype=np.uint8)
+    crc = tw._copy_and_crc(out, torch.from_numpy(body), 11, pinned=True)
+    assert out[:23].tobytes() == body.tobytes()
+    assert crc == crc32c(body.tobytes(), 11)
