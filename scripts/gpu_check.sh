@@ -41,7 +41,7 @@
 # scipy, scikit-learn, pytest and hypothesis, but not psml's other dependencies, and no network.
 # They travel as wheels in .whl/ (git-ignored through .git/info/exclude: `/.whl/`), installed
 # here with --target into /tmp/site; psml itself runs from this tree through PYTHONPATH (no
-# pip install: the tree's torch pin does not apply there). To recreate .whl/ (43 wheels, about
+# pip install: the tree's torch pin does not apply there). To recreate .whl/ (44 wheels, about
 # 28 MB; connection-pool is published as source only, so pip builds its pure-Python wheel):
 #
 #   mkdir -p .git/info && echo /.whl/ >> .git/info/exclude

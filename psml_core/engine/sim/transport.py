@@ -12,7 +12,7 @@ consumers (rows, progress, the placement's traffic).
 from __future__ import annotations
 
 import functools
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from psml_core.codecs.lossless import snappy_bytes
 from psml_core.engine.loop import Pulled, Pushed, Transport
 from psml_core.engine.sim.processes import RunState, Served
 from psml_core.engine.sim.started import Started
-from psml_core.engine.step import budget_spent, compute_step, encode_pushes
+from psml_core.engine.step import budget_spent, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
@@ -115,13 +115,10 @@ class SimTransport(Transport):
             **figures,
         )
 
-    def compute(self, worker: Worker, t: int, steps: int, rounds: bool) -> Generator[Any, Any, Any]:
-        """The step's gradient, from the run's batched gradients where it has them."""
-        st = self.state
-        if st.gradients is None or rounds:
-            return (yield from super().compute(worker, t, steps, rounds))
-        gradient = functools.partial(st.gradients.compute, worker, t)
-        return compute_step(worker, steps, rounds, self.step_cost, t, gradient=gradient)
+    def gradient(self, worker: Worker, t: int) -> Callable[[], tuple[float, Any]] | None:
+        """The step's gradient from the run's batched gradients, where it batches them."""
+        gradients = self.state.gradients
+        return None if gradients is None else functools.partial(gradients.compute, worker, t)
 
     def step_cost(self, batch: Matrix) -> float:
         """The compute model's seconds for one gradient on ``batch``."""
