@@ -24,8 +24,8 @@ DFS method's mean iteration at most 2.5x the floor. Each row also gives the engi
 software per iteration, the same method run with vectors too small to cost anything
 (:func:`software_s`): the part of the iteration no device shortens. On a GPU the run keeps its
 vectors there (:mod:`psml_core.engine.device_state`) and computes a step's 16 gradients in one
-batched pass (:mod:`psml_core.engine.sim.gradients`), as ``psml train`` does. ``--json FILE`` writes the
-rows and the totals (``scripts/gpu_check.sh`` prints them in its final table).
+batched pass (:mod:`psml_core.engine.sim.gradients`), as ``psml train`` does. ``--json FILE``
+writes the rows and the totals (``scripts/gpu_check.sh`` prints them in its final table).
 
 Usage: python benchmarks/bench_paper_dfs.py [--device cpu|cuda|auto] [--iterations 3]
        [--methods dfs,dense_bsp,...] [--rows 2000] [--workers P (a quick check only)]
