@@ -37,17 +37,24 @@ PINNED_FROM = 1 << 16
 class HostPool:
     """Host arrays reused once nothing refers to them any more, by size class (1 MiB).
 
+    An array handed out goes back to the pool when its last view dies (``weakref.finalize``
+    on the view), so whoever keeps a payload simply keeps its memory. Also the dist wire's
+    receive buffers (:mod:`psml_core.engine.torchdist.buffers`).
+
     Args:
         keep: Free arrays kept per size class (more are let go).
+        min_bytes: Smaller requests get plain fresh arrays (cheap below a page-faulting size).
     """
 
-    def __init__(self, keep: int = 16) -> None:
-        self.keep = keep
+    def __init__(self, keep: int = 16, min_bytes: int = 0) -> None:
+        self.keep, self.min_bytes = keep, min_bytes
         self._free: dict[int, list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def take(self, nbytes: int) -> np.ndarray:
         """A writable uint8 array of ``nbytes`` (contents undefined)."""
+        if nbytes < self.min_bytes:
+            return np.empty(nbytes, dtype=np.uint8)
         cap = -(-nbytes // (1 << 20)) << 20
         with self._lock:
             free = self._free.get(cap)
