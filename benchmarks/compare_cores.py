@@ -8,12 +8,17 @@ reports per metric column the largest relative difference between the two.
 
 Usage:
     python benchmarks/compare_cores.py --tier-dir DIR --old SRC_A --new SRC_B
-        [--rate-window 0] [--out FILE.csv] [--jobs 2] [--one-per-method]
+        [--rate-window 0|keep] [--out FILE.csv] [--jobs 2] [--one-per-method]
+        [--env-old KEY=VALUE ...] [--env-new KEY=VALUE ...]
 
 ``DIR`` is the working directory of a finished ``snakemake --config tier=...`` run (its
 ``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are checkouts
 (``git clone``, with their ``config/``) whose ``psml_core`` each run imports (``PYTHONPATH``).
-Runs go to a scratch directory.
+Runs go to a scratch directory. ``--rate-window keep`` runs each spec as the tier ran it;
+``--env-old``/``--env-new`` set environment variables for one side (one tree under two
+settings: ``--old SRC --new SRC --env-old PSML_SIM_BATCH=off --env-new PSML_SIM_BATCH=loop``
+compares the batched engine's machinery with the unbatched engine). The column
+``identical`` is 1 where the two metrics files are byte-identical.
 """
 
 from __future__ import annotations
@@ -45,7 +50,12 @@ def train_commands(tier_dir: Path) -> list[list[str]]:
         if record.get("rule") != "train" or not record.get("shellcmd"):
             continue
         cmd = shlex.split(record["shellcmd"].split(">", 1)[0])
-        if cmd[:2] == ["psml", "train"] and cmd not in out:
+        # A spec no longer there is a run of an older config.
+        if (
+            cmd[:2] == ["psml", "train"]
+            and cmd not in out
+            and (tier_dir / _arg(cmd, "--run")).is_file()
+        ):
             out.append(cmd)
     return out
 
@@ -54,10 +64,18 @@ def _arg(cmd: list[str], name: str) -> str:
     return cmd[cmd.index(name) + 1]
 
 
-def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: float) -> Path:
-    """Run one train job under ``src`` at ``window``; return its metrics file."""
+def run_one(
+    cmd: list[str],
+    src: Path,
+    tier_dir: Path,
+    scratch: Path,
+    window: float | None,
+    extra_env: dict[str, str] | None = None,
+) -> Path:
+    """Run one train job under ``src`` at ``window`` (None: the spec's); return its metrics."""
     spec = json.loads((tier_dir / _arg(cmd, "--run")).read_text())
-    spec["scenario"]["rate_window"] = window
+    if window is not None:
+        spec["scenario"]["rate_window"] = window
     out = scratch / _arg(cmd, "--out")
     out.mkdir(parents=True, exist_ok=True)
     spec_file = out / "spec.json"
@@ -71,7 +89,7 @@ def run_one(cmd: list[str], src: Path, tier_dir: Path, scratch: Path, window: fl
     for flag in ("--data", "--partition"):
         if flag in args:
             args[args.index(flag) + 1] = str(tier_dir / _arg(cmd, flag))
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, **(extra_env or {}), "PYTHONPATH": str(src)}
     proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tier_dir)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -115,7 +133,9 @@ def main() -> int:
     ap.add_argument("--tier-dir", type=Path, required=True)
     ap.add_argument("--old", type=Path, required=True)
     ap.add_argument("--new", type=Path, required=True)
-    ap.add_argument("--rate-window", type=float, default=0.0)
+    ap.add_argument("--rate-window", default="0", help="seconds, or keep (the spec's)")
+    ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--env-new", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument(
@@ -124,6 +144,9 @@ def main() -> int:
         help="only the first run (by path) of each workload and method: a sample of a big tier",
     )
     args = ap.parse_args()
+    window = None if args.rate_window == "keep" else float(args.rate_window)
+    env_old = dict(kv.split("=", 1) for kv in args.env_old)
+    env_new = dict(kv.split("=", 1) for kv in args.env_new)
     cmds = train_commands(args.tier_dir.resolve())
     if args.one_per_method:
         first: dict[tuple[str, ...], list[str]] = {}
@@ -138,13 +161,11 @@ def main() -> int:
         scratch = Path(tmp)
 
         def both(cmd: list[str]) -> dict[str, object]:
-            a = run_one(
-                cmd, args.old.resolve(), args.tier_dir.resolve(), scratch / "old", args.rate_window
-            )
-            b = run_one(
-                cmd, args.new.resolve(), args.tier_dir.resolve(), scratch / "new", args.rate_window
-            )
-            return {"run": _arg(cmd, "--out"), **compare(a, b)}
+            tier = args.tier_dir.resolve()
+            a = run_one(cmd, args.old.resolve(), tier, scratch / "old", window, env_old)
+            b = run_one(cmd, args.new.resolve(), tier, scratch / "new", window, env_new)
+            same = float(a.read_bytes() == b.read_bytes())
+            return {"run": _arg(cmd, "--out"), "identical": same, **compare(a, b)}
 
         with ThreadPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(both, cmds))
@@ -152,8 +173,9 @@ def main() -> int:
     if args.out is not None:
         table.to_csv(args.out)
     pd.set_option("display.width", 200)
-    print(table.max().to_string())
+    print(table.drop(columns="identical").max().to_string())
     print(f"{len(table)} runs; largest difference per column above (times relative)")
+    print(f"{int(table['identical'].sum())} of {len(table)} metrics files byte-identical")
     return 0
 
 

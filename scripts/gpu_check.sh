@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU measurements of issue 30, as one command (under 8 minutes on one H100 or H200).
+# Two GPUs needed only by: step 2's dist-over-NCCL test and step 8's NCCL row (skipped, with a line saying so, on one GPU).
+# The GPU measurements of issues 30 and 46, as one command (under 8 minutes on one H100 or H200).
 #
 #   bash scripts/gpu_check.sh            on a machine with a CUDA GPU (the device tool's)
 #   bash scripts/gpu_check.sh --cpu-dry  every step on the CPU with tiny sizes: checks the
@@ -8,12 +9,16 @@
 # Steps, each with its own time limit inside an overall budget (BUDGET_S, default 540 s), so a
 # slow step is cut and reported rather than eating the others' time (expected: about 7 min):
 #   1. the machine: GPU, driver, Python, torch;
-#   2. the GPU tests (tests/unit/codecs/test_codecs_cuda.py, tests/unit/engine/test_engine_device.py);
-#   3. python benchmarks/bench_batch_grad.py --device cuda;
+#   2. the GPU tests (tests/unit/codecs/test_codecs_cuda.py, tests/unit/engine/test_engine_device.py,
+#      tests/unit/models/test_models_batch.py);
+#   3. python benchmarks/bench_batch_grad.py --device cuda (16 replicas of the paper tier's
+#      ResNet-18, batch 32 each: psml's gradient paths against module copies and the one-model
+#      floor);
 #   4. python benchmarks/bench_codecs_torch.py --device cuda (11.2M elements: encode and decode
 #      against a device memcpy and GRACE-style torch compressors; top-k's 0.25x target);
-#   5. python benchmarks/bench_paper_dfs.py --device cuda --iterations 2 (the paper tier's DFS
-#      experiment projected from CIFAR-shaped synthetic images; the 60-minute target);
+#   5. python benchmarks/bench_paper_dfs.py --device cuda --iterations 3 (the paper tier's DFS
+#      experiment projected from CIFAR-shaped synthetic images, each method's mean iteration
+#      against the same run's one-model floor; the targets: at most 2 h, DFS within 2.5x);
 #   6. the smoke tier with device=cuda on the sim backend, up to results/smoke/claims.csv, and
 #      its verdicts against the same commit's CPU run, made beside it on the same machine;
 #   7. Horovod over NCCL: used where Horovod is built with NCCL, else one line saying why not;
@@ -22,6 +27,9 @@
 #      with their bytes checked equal. NCCL needs a GPU per rank (it refuses two ranks on one
 #      GPU), so on a one-GPU machine its row says so and only the gloo transports are timed;
 #      the GPU tests of step 2 run a dist job over NCCL where there are two GPUs or more.
+#
+#   9. one table (benchmarks/gpu/summary_table.py): the gradient paths beside the floor, the
+#      codecs beside GRACE, and the paper tier's projection, each against its target.
 #
 # SKIP="codecs paper_dfs" leaves the named steps out (a rerun of the ones that failed).
 #
@@ -33,7 +41,7 @@
 # scipy, scikit-learn, pytest and hypothesis, but not psml's other dependencies, and no network.
 # They travel as wheels in .whl/ (git-ignored through .git/info/exclude: `/.whl/`), installed
 # here with --target into /tmp/site; psml itself runs from this tree through PYTHONPATH (no
-# pip install: the tree's torch pin does not apply there). To recreate .whl/ (43 wheels, about
+# pip install: the tree's torch pin does not apply there). To recreate .whl/ (44 wheels, about
 # 28 MB; connection-pool is published as source only, so pip builds its pure-Python wheel):
 #
 #   mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
@@ -63,6 +71,7 @@ START=$(date +%s)
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PSML_PROGRESS=plain
 
 say() { echo "[$(($(date +%s) - START)) s] $*" | tee -a "$LOG"; }
+say "two GPUs are needed only by step 2's dist-over-NCCL test and step 8's NCCL row; on one GPU each is skipped with a line saying why"
 
 # step NAME LIMIT_S COMMAND...: runs within min(LIMIT_S, what is left of the budget).
 step() {
@@ -127,13 +136,16 @@ step machine 60 bash -c '
 
 # --- 2. the GPU tests -------------------------------------------------------------------------
 step gpu_tests 150 python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/unit/codecs/test_codecs_cuda.py tests/unit/engine/test_engine_device.py
+    tests/unit/codecs/test_codecs_cuda.py tests/unit/engine/test_engine_device.py \
+    tests/unit/models/test_models_batch.py
 
 # --- 3. batched gradients ---------------------------------------------------------------------
 if [ "$DRY" -eq 0 ]; then
-    step batch_grad 45 python3 benchmarks/bench_batch_grad.py --device cuda
+    step batch_grad 45 python3 benchmarks/bench_batch_grad.py --device cuda \
+        --json "$OUTDIR/batch_grad.json"
 else
-    step batch_grad 120 python3 benchmarks/bench_batch_grad.py --device cpu --trials 2 --workers 4
+    step batch_grad 120 python3 benchmarks/bench_batch_grad.py --device cpu --trials 2 --workers 4 \
+        --batch 8 --width 16 --groups 8 --json "$OUTDIR/batch_grad.json"
 fi
 
 # --- 4. the codecs on the device --------------------------------------------------------------
@@ -147,10 +159,11 @@ fi
 
 # --- 5. the paper tier's DFS experiment, projected --------------------------------------------
 if [ "$DRY" -eq 0 ]; then
-    step paper_dfs 120 python3 benchmarks/bench_paper_dfs.py --device cuda --iterations 2
+    step paper_dfs 120 python3 benchmarks/bench_paper_dfs.py --device cuda --iterations 3 \
+        --json "$OUTDIR/paper_dfs.json"
 else
-    step paper_dfs 300 python3 benchmarks/bench_paper_dfs.py --device cpu --iterations 1 \
-        --methods dfs,dense_bsp --rows 100 --workers 2
+    step paper_dfs 300 python3 benchmarks/bench_paper_dfs.py --device cpu --iterations 2 \
+        --methods dfs,dense_bsp --rows 100 --workers 2 --json "$OUTDIR/paper_dfs.json"
 fi
 
 # --- 6. the smoke tier on the device, and its verdicts against the CPU's -----------------------
@@ -201,5 +214,9 @@ else
         --iterations 6 --repeats 1
 fi
 
+# --- 9. one table of the measurements against their targets -----------------------------------
+python3 benchmarks/gpu/summary_table.py "$OUTDIR" 2>&1 | tee "$OUTDIR/table.md" >> "$LOG"
+
 say "DONE in $(($(date +%s) - START)) s; summary:"
 tee -a "$LOG" < "$SUMMARY"
+cat "$OUTDIR/table.md"

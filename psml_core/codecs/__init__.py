@@ -25,7 +25,7 @@ kv              PS-lite key/value entries (uint64 key, float32 value)  12 m
 :mod:`.formats`. Every variable-length payload (topk, threshold, dgc, omnireduce, dfs,
 value_bounded, topk_matched, kv, and the default broadcast) and random-k's (whose values land
 on indices regenerated from the step, the shared seed and the element count) is 4 bytes longer
-than its row says: its CRC-32 trailer, bound to the message's step and element count
+than its row says: its CRC-32C trailer, bound to the message's step and element count
 (:mod:`.integrity`; random-k's also to its seed), so that a payload replayed from another step,
 or decoded with another count or seed, is refused. Any codec can be wrapped in
 :class:`ErrorFeedback` (``error_feedback: true``);

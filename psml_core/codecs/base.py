@@ -50,17 +50,23 @@ class Payload:
     Attributes:
         codec: Name of the codec that wrote it.
         n: Number of elements of the dense vector it encodes (known to both ends).
-        buffer: The exact bytes on the wire.
+        buffer: The exact bytes on the wire: ``bytes``, or a read-only ``memoryview`` (what a
+            torch path copied off its device into reused host memory, or what a transport
+            received into its own buffers); a payload pickles as ``bytes``.
     """
 
     codec: str
     n: int
-    buffer: bytes
+    buffer: bytes | memoryview
 
     @property
     def wire_bytes(self) -> int:
         """Exact size on the wire: the buffer's length."""
         return len(self.buffer)
+
+    def __reduce__(self) -> tuple[type[Payload], tuple[str, int, bytes]]:
+        """Pickled with its bytes (a memoryview does not pickle)."""
+        return (Payload, (self.codec, self.n, bytes(self.buffer)))
 
 
 @dataclass
@@ -220,7 +226,7 @@ class ServerCodec:
             from psml_core.codecs import torch_wire as tw
 
             t = tw.check_tensor(agg)  # type: ignore[arg-type]
-            down = tw.seal(tw.encode_dense_nonzeros(t), ctx.step, down=True, n=int(t.numel()))
+            down = tw.seal_nonzeros(t, ctx.step, down=True, n=int(t.numel()))
             return Payload(f"{self.codec.name}/down", int(t.numel()), down)
         body = encode_auto(check_vector(agg))
         return Payload(

@@ -181,10 +181,8 @@ def dfs_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     prev = codec.previous_mask(ctx, n, b)
     ids = dfs_select(codec, x, b, prev, codec.budget(n, b, ctx))
     records = encode_blocks(x, ids, b)
-    if codec.reports_due(ctx):
-        head = to_device(_report(codec, x, ctx, b, prev, ids).to_bytes(), x.device)
-        records = torch.cat([head, records])
-    return Payload(codec.name, n, seal(records, ctx.step, n=n))
+    head = _report(codec, x, ctx, b, prev, ids).to_bytes() if codec.reports_due(ctx) else b""
+    return Payload(codec.name, n, seal(records, ctx.step, n=n, head=head))
 
 
 def dfs_parse(

@@ -21,7 +21,7 @@ class DenseCodec(Codec):
     Wire format: ``n`` float32 values, little-endian; ``wire_bytes = 4 n`` exactly (our design's
     "dense tensor of n elements: 4n"). The element count is implied by the length. The server
     side broadcasts the aggregate in the cheapest exact sparse format, which for dense gradients
-    is dense, plus the 4-byte CRC-32 trailer of a variable-length payload.
+    is dense, plus the 4-byte CRC-32C trailer of a variable-length payload.
     """
 
     movable = True

@@ -82,7 +82,7 @@ class DFSCodec(Codec):
     and ``"dfs_report"`` (True = this push carries a cost report). Encoder and decoder read the
     same three keys, so both agree on ``B`` and on the layout without any header.
 
-    Wire format (up): ``[cost report] + block records + CRC-32`` (the 4-byte trailer of
+    Wire format (up): ``[cost report] + block records + CRC-32C`` (the 4-byte trailer of
     :mod:`~psml_core.codecs.integrity` over the report and the records; the cost report counts
     the records' bytes only).
 

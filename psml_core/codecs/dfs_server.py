@@ -42,7 +42,7 @@ class DFSServer(ServerCodec):
        of ``B_{t+1}`` (:meth:`choose_block_size`).
     2. :meth:`encode_down`: block records of the aggregate (sums; the engine divides by ``P``)
        over ``G_t``: ``|G_t| (4B + 4) + 4`` bytes per worker (``4r + 4`` for a short last
-       block; + 4 for the CRC-32 trailer), i.e. ``P (|G_t| (4B + 4) + 4)`` in all. With
+       block; + 4 for the CRC-32C trailer), i.e. ``P (|G_t| (4B + 4) + 4)`` in all. With
        ``down_ratio``: ``u = aggregate + residual``
        (float64); the top blocks of ``u`` by energy among its non-zero blocks, the fewest with
        ``k B >= down_ratio n``, are sent as float32; the residual becomes ``u`` minus what was

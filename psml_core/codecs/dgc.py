@@ -58,7 +58,7 @@ class DGCCodec(Codec):
     non-zeros when ``t`` is 0) or far fewer (even none). Error feedback keeps what was not sent.
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the ``m`` kept elements:
-    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32 trailer and ``sparse_size``
+    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32C trailer and ``sparse_size``
     ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4m, 4n)``. ``m`` is
     data dependent; the decoder rejects zero or non-finite kept values.
 

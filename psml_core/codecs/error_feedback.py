@@ -69,9 +69,12 @@ class ErrorFeedback(WrapperCodec):
             r = torch.from_numpy(r).to(x.device)
         if r is None or r.numel() != x.numel():
             r = torch.zeros(x.numel(), dtype=torch.float64, device=x.device)
-        v = x.to(torch.float64) + r
+        # In place on fresh tensors (the state is replaced only once the encode succeeded):
+        # the same float64 operations as ``x64 + r`` and ``v - sent64``, a float32 operand
+        # widened exactly, without a new vector for each step of the sum.
+        v = x.to(torch.float64).add_(r)
         payload = self.inner.encode(v.to(torch.float32), ctx)
-        self.residual = v - self.inner.decode_on(payload, ctx, x.device).to(torch.float64)
+        self.residual = v.sub_(self.inner.decode_on(payload, ctx, x.device))
         return payload
 
     def compensated(self, x: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Wire formats shared by the codecs, with exact sizes and no self-describing header.
 
-These are message bodies: a codec seals a variable-length body with a 4-byte CRC-32 trailer
+These are message bodies: a codec seals a variable-length body with a 4-byte CRC-32C trailer
 (:mod:`psml_core.codecs.integrity`) before it goes on the wire, so that a cut, extended or
 damaged buffer is refused, never parsed as a different valid message.
 

@@ -16,6 +16,7 @@ from psml_core.codecs.base import (
     check_vector,
     is_tensor,
 )
+from psml_core.codecs.host_buffers import frozen
 
 if TYPE_CHECKING:
     import torch
@@ -28,11 +29,12 @@ FP16_MAX = 65504.0
 _F16 = np.dtype("<f2")
 
 
-def _to_half_bytes(x: np.ndarray) -> bytes:
+def _to_half_bytes(x: np.ndarray) -> bytes | memoryview:
     """``x`` (finite float32) as little-endian fp16 bytes, saturating at +-65504.
 
     torch converts (round to nearest even, like numpy) about 5x faster than numpy's ``astype``;
-    the output is a calloc'd numpy array because fresh torch tensors page-fault more slowly.
+    the output is a calloc'd numpy array because fresh torch tensors page-fault more slowly,
+    and the payload keeps it (read-only) rather than a copy of it.
     """
     if x.size == 0:
         return b""
@@ -46,7 +48,7 @@ def _to_half_bytes(x: np.ndarray) -> bytes:
         t = t.clamp(-FP16_MAX, FP16_MAX)
     out = np.zeros(x.size, dtype=_F16)
     torch.from_numpy(out).copy_(t)
-    return out.tobytes()
+    return frozen(out.view(np.uint8))
 
 
 def _from_half_bytes(buf: bytes, n: int, what: str) -> np.ndarray:
@@ -127,10 +129,10 @@ class FP16Server(ServerCodec):
         """The aggregate rounded to fp16 (saturating); a tensor on its device."""
         if is_tensor(agg):
             from psml_core.codecs import quant_torch as qt
-            from psml_core.codecs.torch_wire import check_tensor
+            from psml_core.codecs.torch_wire import checked_range
 
-            t = check_tensor(agg)  # type: ignore[arg-type]
-            return Payload(f"{self.codec.name}/down", int(t.numel()), qt.half_bytes(t))
+            t, lo, hi = checked_range(agg)  # type: ignore[arg-type]
+            return Payload(f"{self.codec.name}/down", int(t.numel()), qt.half_bytes(t, lo, hi))
         agg = check_vector(agg)
         return Payload(f"{self.codec.name}/down", int(agg.size), _to_half_bytes(agg))
 

@@ -5,14 +5,14 @@ Source: our design's byte accounting (docs/methods.md: "PS-lite key/value entry:
 PS-lite lineage. PS-lite moves ``(keys, vals)`` pairs of SArrays; only the keys a message names
 travel, which is what makes a placement show in the measured bytes.
 
-Wire format (no header, little-endian, a CRC-32 trailer):
+Wire format (no header, little-endian, a CRC-32C trailer):
 
 * **entries** (pushes, pull answers): ``m`` uint64 keys, strictly ascending, then ``m`` float32
-  values, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity`:
+  values, then the 4-byte CRC-32C trailer of :mod:`~psml_core.codecs.integrity`:
   ``wire_bytes = 12 m + 4`` exactly. Keys are positions in the vector the message encodes
   (a shard's key list, which both ends know, as for every other codec's push).
 * **key list** (a ``touched`` pull's request, :func:`pack_keys`): ``m`` uint64 keys, strictly
-  ascending, then the same CRC-32 trailer: ``8 m + 4`` bytes. Without it a list cut or extended
+  ascending, then the same CRC-32C trailer: ``8 m + 4`` bytes. Without it a list cut or extended
   by whole keys, or an empty one, would be another valid request.
 
 :meth:`KVCodec.encode` sends the non-zero entries of a vector (lossless on them);
@@ -123,7 +123,7 @@ def decode_entries(buf: bytes | memoryview, n: int) -> tuple[np.ndarray, np.ndar
 
 
 def pack_keys(keys: np.ndarray, n: int) -> bytes:
-    """A key list (a ``touched`` pull's request): strictly ascending uint64, then a CRC-32.
+    """A key list (a ``touched`` pull's request): strictly ascending uint64, then a CRC-32C.
 
     ``8 m + 4`` bytes for ``m`` keys (4 for an empty list, which a shard still receives).
 
@@ -137,7 +137,7 @@ def unpack_keys(buf: bytes | memoryview, n: int) -> np.ndarray:
     """Inverse of :func:`pack_keys` (int64).
 
     Raises:
-        ValueError: a buffer that fails its CRC-32 (cut, extended, changed or empty), a body
+        ValueError: a buffer that fails its CRC-32C (cut, extended, changed or empty), a body
             that is not a whole number of uint64 keys, or keys not strictly ascending or not
             in [0, n).
     """

@@ -27,7 +27,7 @@ class MatchedTopKCodec(Codec):
     run) and reports how many elements it would send; the codec then sends the ``k`` largest
     elements of ``v = g + e`` (its own error-feedback residual ``e``), in the same sparse
     format. With the same ``k`` and ``n`` both send exactly ``sparse_size(n, k) + 4`` bytes
-    (with the CRC-32 trailer), so the two differ only in *which* elements they send: magnitude
+    (with the CRC-32C trailer), so the two differ only in *which* elements they send: magnitude
     order versus a decaying bound with carry-over. When the filter would send nothing, the
     payload is the trailer alone (4 bytes).
 

@@ -133,13 +133,14 @@ class MomentumCorrection(WrapperCodec):
         if u is None or v is None or u.numel() != n:
             u = torch.zeros(n, dtype=torch.float64, device=device)
             v = torch.zeros(n, dtype=torch.float64, device=device)
-        u = u * self.momentum  # two operations, as on the host: m u, then + x
-        u = u + x.to(torch.float64)
+        # Two operations, as on the host: m u, then + x (x widened exactly); fresh tensors
+        # updated in place, so the state is replaced only once the encode succeeded.
+        u = (u * self.momentum).add_(x)
         v = v + u
         payload = self.inner.encode(v.to(torch.float32), ctx)
         sent = self.inner.decode_on(payload, ctx, device)
-        v -= sent.to(torch.float64)
-        u[sent != 0] = 0.0
+        v.sub_(sent)
+        u.masked_fill_(sent != 0, 0.0)
         self.velocity, self.accumulated = u, v
         return payload
 

@@ -49,7 +49,7 @@ class OmniReduceCodec(Codec):
 
     Wire format (up): one record per sent block, ascending block id: the block id as a
     little-endian uint32, then the block's ``B`` float32 values (:func:`~psml_core.codecs.formats.
-    encode_blocks`), then the 4-byte CRC-32 trailer: ``wire_bytes = nz_blocks (4B + 4) + 4``,
+    encode_blocks`), then the 4-byte CRC-32C trailer: ``wire_bytes = nz_blocks (4B + 4) + 4``,
     with ``4r + 4`` instead of ``4B + 4`` when the short last block of ``r = n - (nblk - 1) B``
     elements is sent. No other header: ``n``, ``B``, ``threshold`` and the ratio are known to
     both ends.
@@ -57,7 +57,7 @@ class OmniReduceCodec(Codec):
     Server side (:class:`OmniReduceServer`): sums the pushes block by block and returns the
     aggregated blocks of the *union* of the workers' blocks to every worker, in the same record
     format: ``|union| (4B + 4) + 4`` bytes per worker (our design's ``P |U blocks| (4B + 4)``
-    summed over P workers, plus the CRC-32 trailer), a block summing to zero included, as the
+    summed over P workers, plus the CRC-32C trailer), a block summing to zero included, as the
     aggregator of the paper does.
 
     Tuning: ``B = 256`` is the authors' default (``block_size`` and ``message_size``); smaller
@@ -163,7 +163,7 @@ class OmniReduceServer(ServerCodec):
 
     Down wire format: block records of the union of the blocks the workers sent in the last
     :meth:`aggregate`, ascending (the same format as the up direction); ``|union| (4B + 4) + 4``
-    bytes per worker (``4r + 4`` for a short last block; + 4 for the CRC-32 trailer). If
+    bytes per worker (``4r + 4`` for a short last block; + 4 for the CRC-32C trailer). If
     :meth:`encode_down` is called on a vector
     that did not come from :meth:`aggregate`, the blocks with a non-zero value are sent.
 

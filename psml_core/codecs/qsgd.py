@@ -74,7 +74,7 @@ class QSGDCodec(Codec):
 
     Server side: the default — the sum of the decoded pushes, broadcast losslessly in the
     cheapest sparse format (dense for dense gradients: ``4n + 4`` bytes down, with the
-    CRC-32 trailer).
+    CRC-32C trailer).
 
     ``ctx.ratio`` is ignored: QSGD is a fixed-rate quantiser, its rate set by ``levels``.
 

@@ -39,12 +39,15 @@ def qsgd_wire_bytes(n: int, levels: int = 127) -> int:
     return 4 + (n * qsgd_bits(levels) + 7) // 8
 
 
-def qsgd_uniforms(n: int, seed: int, step: int, stream: int) -> np.ndarray:
+def qsgd_uniforms(
+    n: int, seed: int, step: int, stream: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """The ``n`` float32 uniforms in [0, 1) that round an ``n``-vector at (seed, step, stream).
 
     ``np.random.Generator(np.random.SFC64(np.random.SeedSequence([seed, step, stream,
     QSGD_STREAM_TAG]))).random(n, dtype=np.float32)``: multiples of 2**-24. Only the encoder
-    draws them; they are public so that tests can reproduce the rounding exactly.
+    draws them; they are public so that tests can reproduce the rounding exactly. ``out``: a
+    float32 array of ``n`` to draw them into (the same numbers), returned.
 
     Raises:
         ValueError: if ``seed``, ``step`` or ``stream`` is negative.
@@ -53,7 +56,10 @@ def qsgd_uniforms(n: int, seed: int, step: int, stream: int) -> np.ndarray:
         if int(v) < 0:
             raise ValueError(f"qsgd: {what} must be a non-negative integer, got {v}")
     ss = np.random.SeedSequence([int(seed), int(step), int(stream), QSGD_STREAM_TAG])
-    return np.random.Generator(np.random.SFC64(ss)).random(n, dtype=np.float32)
+    gen = np.random.Generator(np.random.SFC64(ss))
+    if out is None:
+        return gen.random(n, dtype=np.float32)
+    return gen.random(dtype=np.float32, out=out[:n])
 
 
 def _join(a: np.ndarray, width: int, dtype: type[np.unsignedinteger]) -> np.ndarray:

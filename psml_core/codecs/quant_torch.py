@@ -9,15 +9,25 @@ bytes must not depend on where the codec ran. On a GPU that host draw is most of
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from psml_core.codecs.base import Payload
+from psml_core.codecs.host_buffers import frozen, host_array
 from psml_core.codecs.qsgd_wire import pack_codes, qsgd_uniforms
 from psml_core.codecs.torch_select import tree_sum
-from psml_core.codecs.torch_wire import as_bytes, check_finite, check_tensor, to_device, to_host
+from psml_core.codecs.torch_wire import (
+    as_bytes,
+    check_finite,
+    check_tensor,
+    checked_range,
+    extremes,
+    to_device,
+    to_host,
+)
 
 __all__ = [
     "decode_dense",
@@ -32,64 +42,91 @@ _FP16_MAX = 65504.0
 
 
 def encode_dense(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
-    """``none``: the float32 bytes, copied once."""
+    """``none``: the float32 bytes, copied to the host once."""
     x = check_tensor(x)
     return Payload(codec.name, int(x.numel()), to_host(as_bytes(x)))
 
 
 def decode_dense(payload: Payload, device: torch.device, what: str = "none") -> torch.Tensor:
-    """``none``'s decoder onto ``device``: ``4n`` bytes, finite values only."""
+    """``none``'s decoder onto ``device``: ``4n`` bytes, finite values only (one copy)."""
     n = payload.n
     if len(payload.buffer) != 4 * n:
         raise ValueError(
             f"codec {what!r}: payload of {len(payload.buffer)} bytes; {n} float32 take {4 * n}"
         )
-    out = to_device(payload.buffer, device).clone().view(torch.float32)
-    bad = ~torch.isfinite(out)
-    if n and bool(bad.any()):
-        i = int(torch.nonzero(bad)[0, 0])
-        raise ValueError(
-            f"codec {what!r}: value {float(out[i])!r} at index {i} is not finite; the encoder "
-            "never sends one"
-        )
+    out = torch.empty(n, dtype=torch.float32, device=device)
+    if n:
+        out.view(torch.uint8).copy_(to_device(payload.buffer, torch.device("cpu")))
+        if not all(math.isfinite(e) for e in extremes(out)):
+            i = int(torch.nonzero(~torch.isfinite(out))[0, 0])
+            raise ValueError(
+                f"codec {what!r}: value {float(out[i])!r} at index {i} is not finite; the "
+                "encoder never sends one"
+            )
     return out
 
 
-def half_bytes(x: torch.Tensor) -> bytes:
-    """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even)."""
-    if x.numel() == 0:
-        return b""
-    h = x.clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)
-    return to_host(as_bytes(h))
+def half_bytes(x: torch.Tensor, lo: float | None = None, hi: float | None = None) -> memoryview:
+    """A finite float32 tensor as fp16 bytes, saturating at +-65504 (round to nearest even).
+
+    Rounded where ``x`` is; on the CPU straight into the payload's host memory, so the
+    conversion is the copy. A value rounds to an infinity only beyond the fp16 range, where
+    it saturates instead (as clamping first would give); ``lo`` and ``hi``, ``x``'s extremes
+    when known, spare that pass when every value is within the range.
+    """
+    n = int(x.numel())
+    if n == 0:
+        return memoryview(b"")
+    wide = lo is None or hi is None or lo < -_FP16_MAX or hi > _FP16_MAX
+    if x.device.type == "cpu":
+        out = host_array(2 * n, x.device)
+        h = torch.from_numpy(out).view(torch.float16)
+        h.copy_(x)
+    else:
+        out, h = None, x.to(torch.float16)
+    if wide:
+        torch.nan_to_num_(h, posinf=_FP16_MAX, neginf=-_FP16_MAX)
+    return frozen(out) if out is not None else to_host(as_bytes(h))
 
 
 def encode_fp16(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     """``fp16`` on the device."""
-    x = check_tensor(x)
-    return Payload(codec.name, int(x.numel()), half_bytes(x))
+    x, lo, hi = checked_range(x)
+    return Payload(codec.name, int(x.numel()), half_bytes(x, lo, hi))
 
 
 def decode_fp16(payload: Payload, device: torch.device, what: str = "fp16") -> torch.Tensor:
-    """fp16's decoder (push or broadcast) onto ``device``."""
+    """fp16's decoder (push or broadcast) onto ``device``: checked where it lands, then widened."""
     n = payload.n
     if len(payload.buffer) != 2 * n:
         size = len(payload.buffer)
         raise ValueError(f"codec {what!r}: payload of {size} bytes cannot hold {n} fp16 values")
     if n == 0:
         return torch.zeros(0, dtype=torch.float32, device=device)
-    h = to_device(payload.buffer, device).clone().view(torch.float16)
+    raw = to_device(payload.buffer, device)
+    h = (raw.clone() if raw.data_ptr() % 2 else raw).view(torch.float16)  # read, then widened
     check_finite(h, f"codec {what!r}: payload holds inf or NaN, which this codec never sends")
     return h.to(torch.float32)
 
 
 def _norm(x: torch.Tensor) -> np.float32:
-    x64 = x.to(torch.float64)
-    norm = float(torch.sqrt(tree_sum(x64 * x64)))
+    sq = x.to(torch.float64)
+    norm = float(torch.sqrt(tree_sum(sq.mul_(sq))))
     with np.errstate(over="ignore"):
         norm32 = np.float32(norm)
     if not np.isfinite(norm32):
         raise ValueError(f"qsgd: the vector's L2 norm {norm:.3e} exceeds float32 range")
     return norm32
+
+
+def _uniforms(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
+    """The step's rounding uniforms on ``device``, copied there once (none on the CPU).
+
+    Drawn into reused host memory: pinned for a GPU, so the copy runs at the link's speed.
+    """
+    host = host_array(4 * n, device).view(np.float32)
+    qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream, out=host)
+    return torch.from_numpy(host).to(device)
 
 
 def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
@@ -102,15 +139,16 @@ def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
         q = torch.zeros(n, dtype=wide, device=x.device)
     else:
         # A divisor on the device: CUDA divides by a host scalar as a multiplication by its
-        # reciprocal, which can differ from the division in the last bit.
-        t = torch.abs(x) / torch.tensor(float(norm), dtype=torch.float32, device=x.device)
-        t = t * float(np.float32(codec.levels))
-        u = torch.from_numpy(qsgd_uniforms(n, ctx.seed, ctx.step, codec.stream)).to(x.device)
-        level = torch.clamp((t + u).to(torch.int32), max=codec.levels)  # floor: t + u >= 0
+        # reciprocal, which can differ from the division in the last bit. In place: the same
+        # operations in the same order, without a fresh vector for each.
+        t = torch.abs(x).div_(torch.tensor(float(norm), dtype=torch.float32, device=x.device))
+        t.mul_(float(np.float32(codec.levels)))
+        t.add_(_uniforms(codec, n, ctx, x.device))
+        level = t.to(torch.int32).clamp_(max=codec.levels)  # floor: t + u >= 0
         q = torch.where(x < 0, -level, level).to(wide)
     head = np.array([norm], dtype="<f4").tobytes()
     if codec.bits in (8, 16):
-        return Payload(codec.name, n, head + to_host(as_bytes(q)))
+        return Payload(codec.name, n, to_host(as_bytes(q), head=head))
     codes = q.cpu().numpy().view(np.uint16 if codec.bits > 8 else np.uint8)
     body = pack_codes(codes & ((1 << codec.bits) - 1), codec.bits)
     return Payload(codec.name, n, head + body)

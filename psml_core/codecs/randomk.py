@@ -92,7 +92,7 @@ class RandomKCodec(Codec):
     different tensors of one step give them different ``ctx.seed`` values.
 
     Wire format: the ``k`` kept values as little-endian float32 in ascending index order, no
-    indices, then the 4-byte CRC-32 trailer of :mod:`~psml_core.codecs.integrity` bound to the
+    indices, then the 4-byte CRC-32C trailer of :mod:`~psml_core.codecs.integrity` bound to the
     step, the element count and the shared seed (:meth:`binding`): ``wire_bytes = 4k + 4``
     exactly. The length alone is known to both ends, but the values land on indices regenerated
     from the step, seed and count, so a payload replayed from another step, or decoded with
@@ -128,7 +128,7 @@ class RandomKCodec(Codec):
         """What the trailer binds besides the step and count (which every seal binds): the seed.
 
         The indices are drawn from seed, step and count, so a payload decoded with another
-        seed would scatter its values onto other indices; bound, it fails its CRC-32 instead.
+        seed would scatter its values onto other indices; bound, it fails its CRC-32C instead.
         """
         return (int(ctx.seed),)
 

@@ -24,12 +24,13 @@ from psml_core.codecs.integrity import CHECKSUM_BYTES
 from psml_core.codecs.sparsify import F32_MAX, keep_count, ratio_in_force, step_rng
 from psml_core.codecs.torch_select import topk_indices
 from psml_core.codecs.torch_wire import (
+    COO_ORDER,
     as_bytes,
     check_finite,
     check_tensor,
-    decode_sparse,
     densify,
     encode_sparse,
+    parse_sparse,
     seal,
     unseal_to,
 )
@@ -61,16 +62,17 @@ def sparse_on(
 ) -> torch.Tensor:
     """:func:`psml_core.codecs.sparsify.sparse_dense` onto ``device`` (same checks, same errors).
 
-    ``value_ok`` and ``dense_ok`` return a 0-d bool tensor (one host sync for the check).
+    ``value_ok`` and ``dense_ok`` return a 0-d bool tensor, checked in one host sync with the
+    indices' order.
     """
     n = payload.n
     body = unseal_to(payload.buffer, what.split()[0], n, ctx.step, device, down=down)
-    idx, vals, dense = decode_sparse(body, n)
-    if dense:
-        ok = dense_ok(vals) if dense_ok is not None else torch.isfinite(vals).all()
-    else:
-        ok = value_ok(vals)
-    if vals.numel() and not bool(ok):
+    idx, vals, dense, bad = parse_sparse(body, n)
+    check = value_ok if not dense else dense_ok if dense_ok is not None else _finite
+    ok = check(vals)
+    if vals.numel() and not bool(ok if bad is None else ok & ~bad):
+        if bad is not None and bool(bad):
+            raise ValueError(COO_ORDER.format(n=n))
         raise ValueError(f"{what} payload holds values this codec cannot send")
     return densify(n, idx, vals, dense)
 

@@ -31,7 +31,7 @@ class ThresholdCodec(Codec):
     on a ratio, so this codec ignores ``ctx.ratio``.
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the ``m`` kept elements:
-    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32 trailer and ``sparse_size``
+    ``wire_bytes = sparse_size(n, m) + 4``, the 4 being the CRC-32C trailer and ``sparse_size``
     ``8m`` (COO) while ``m <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4m, 4n)``. The
     decoder rejects values with ``|v| <= threshold``.
 

@@ -45,7 +45,7 @@ class TopKCodec(Codec):
     selection among the candidates).
 
     Wire format: :func:`~psml_core.codecs.formats.encode_sparse` of the kept elements, whose size
-    depends only on ``n`` and ``k``: ``wire_bytes = sparse_size(n, k) + 4`` (the CRC-32 trailer
+    depends only on ``n`` and ``k``: ``wire_bytes = sparse_size(n, k) + 4`` (the CRC-32C trailer
     of :mod:`~psml_core.codecs.integrity`), ``sparse_size`` being ``8k`` (COO) while
     ``k <= floor(ceil(n/8) / 4)``, else ``min(ceil(n/8) + 4k, 4n)`` (bitmap, or dense). The
     decoder recomputes ``k`` from ``n`` and the ratio and rejects any other length.

@@ -1,12 +1,14 @@
-"""zlib's CRC-32 computed on a torch device, equal to ``zlib.crc32(body, seed)`` bit for bit.
+"""CRC-32C computed on a torch device, equal to the host's ``integrity.crc32c(body, seed)``.
 
 The payload trailer of :mod:`~psml_core.codecs.integrity` on the device where a payload is
-packed, so that the sealed payload crosses to the host in one copy, and a payload received for
-a device decoder is checked there.
+packed, so that the sealed payload crosses to the host in one copy (``PSML_DEVICE_CRC=1``,
+:data:`~psml_core.codecs.torch_wire.DEVICE_CRC`; by default the host seals the copied bytes
+with its CRC instruction, which measured faster).
 
-Algorithm (CRC-32 is linear over GF(2)): with a zero starting register, a byte ``b`` at
+Algorithm (a CRC is linear over GF(2)): with a zero starting register, a byte ``b`` at
 distance ``d`` from the end of the message contributes ``M^d(T[b])`` to the final register,
-``T`` being zlib's table and ``M`` the register update for a zero byte. So
+``T`` being the byte table of the reflected polynomial :data:`POLY` (Castagnoli's) and ``M``
+the register update for a zero byte. The tables below work for any reflected polynomial. So
 
 1. the message is padded in front with zeros (which leave a zero register unchanged) to whole
    chunks of :data:`CHUNK` bytes, and each chunk's register is the XOR of one table lookup per
@@ -15,37 +17,40 @@ distance ``d`` from the end of the message contributes ``M^d(T[b])`` to the fina
 2. the chunk registers combine the same way, chunk ``j`` of ``m`` shifted by
    ``M^(CHUNK (m - 1 - j))``: groups of :data:`CHUNK` registers, each mapped through byte
    tables of its shift (four lookups), XORed, and so on up until one register is left;
-3. a starting value ``c`` (zlib's ``seed ^ 0xFFFFFFFF``) is the same as XORing ``c``'s four
-   little-endian bytes into the message's first four bytes, and the result is inverted.
+3. a starting value ``c`` (the continued CRC's ``seed ^ 0xFFFFFFFF``) is the same as XORing
+   ``c``'s four little-endian bytes into the message's first four bytes, and the result is
+   inverted.
 
 The tables are built once per process with NumPy (a few tenths of a second) and copied to each
-device once. Messages shorter than four bytes are checked on the host with zlib.
+device once. Messages shorter than four bytes are computed on the host.
 """
 
 from __future__ import annotations
 
 import functools
-import zlib
 
 import numpy as np
 import torch
 
-__all__ = ["CHUNK", "crc32", "crc32_bytes"]
+from psml_core.codecs.integrity import crc32c as host_crc32c
+
+__all__ = ["CHUNK", "POLY", "crc32c", "crc32c_bytes"]
 
 CHUNK = 1024
 """Bytes (and, above, registers) combined per level."""
+POLY = 0x82F63B78
+"""CRC-32C's polynomial (Castagnoli), bit-reflected: the trailer of :mod:`.integrity`."""
 _LEVELS = 4  # chunks of 1024 ** 4 bytes: a message of up to 1 TiB
-_POLY = 0xEDB88320
 
 
-def _zlib_table() -> np.ndarray:
+def _byte_table() -> np.ndarray:
     t = np.arange(256, dtype=np.uint32)
     for _ in range(8):
-        t = np.where(t & 1, (t >> 1) ^ np.uint32(_POLY), t >> 1).astype(np.uint32)
+        t = np.where(t & 1, (t >> 1) ^ np.uint32(POLY), t >> 1).astype(np.uint32)
     return t
 
 
-_T = _zlib_table()
+_T = _byte_table()
 
 
 def _zero_byte(c: np.ndarray) -> np.ndarray:
@@ -132,8 +137,8 @@ def _pad_front(x: torch.Tensor, size: int) -> torch.Tensor:
     return out
 
 
-def crc32(body: torch.Tensor, seed: int) -> torch.Tensor:
-    """``zlib.crc32(body, seed)`` of a uint8 tensor, as a one-element int32 tensor on its device.
+def crc32c(body: torch.Tensor, seed: int) -> torch.Tensor:
+    """``integrity.crc32c(body, seed)`` of a uint8 tensor: a one-element int32 on its device.
 
     The int32 holds the CRC's 32 bits (its little-endian bytes are the trailer's). Bodies of
     fewer than four bytes are computed on the host.
@@ -141,7 +146,7 @@ def crc32(body: torch.Tensor, seed: int) -> torch.Tensor:
     n = int(body.numel())
     device = body.device
     if n < 4:
-        crc = zlib.crc32(body.cpu().numpy().tobytes(), seed)
+        crc = host_crc32c(body.cpu().numpy(), seed)
         return torch.tensor([crc], dtype=torch.int64, device=device).to(torch.int32)
     first, levels = _device_tables(device)
     per_byte, per_word, shifts = _offsets(device)
@@ -167,6 +172,6 @@ def crc32(body: torch.Tensor, seed: int) -> torch.Tensor:
     return torch.bitwise_xor(regs, -1)
 
 
-def crc32_bytes(body: torch.Tensor, seed: int) -> torch.Tensor:
-    """The 4-byte little-endian trailer of :func:`crc32`, as a uint8 tensor on the device."""
-    return crc32(body, seed).view(torch.uint8)
+def crc32c_bytes(body: torch.Tensor, seed: int) -> torch.Tensor:
+    """The 4-byte little-endian trailer of :func:`crc32c`, as a uint8 tensor on the device."""
+    return crc32c(body, seed).view(torch.uint8)

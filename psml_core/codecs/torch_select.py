@@ -6,7 +6,8 @@
   sample keeps a safe superset of candidates (one compare and one compaction over the vector),
   and a stable descending sort of the few candidates (ascending indices, so equal magnitudes
   stay in index order) takes the first ``k``. A short candidate set lowers the threshold and
-  tries again, as on the host.
+  tries again, as on the host. A vector too short to sample takes the ``k``-th largest
+  magnitude (``torch.topk``) as its threshold, so only the candidates are sorted.
 * :func:`halving_rows`, :func:`tree_sum`: the fixed-order sums of :mod:`.reduce`.
 * :func:`block_energy`, :func:`block_maxabs`: :mod:`.blocks`' per-block reductions.
 """
@@ -52,8 +53,11 @@ def topk_indices(x: torch.Tensor, k: int) -> torch.Tensor:
     if k == n:
         return torch.arange(n, dtype=torch.int64, device=device)
     a = torch.abs(x)
-    if n <= 4 * _SAMPLE or k > n // 4:
+    if k > n // 4:
         return top_in_order(a, torch.arange(n, device=device), k)
+    if n <= 4 * _SAMPLE:  # too short to sample: the k-th largest magnitude is the threshold
+        cand = torch.nonzero(a >= torch.topk(a, k, sorted=False).values.min()).reshape(-1)
+        return top_in_order(a[cand], cand, k)
     sample = a[:: n // _SAMPLE]
     m = int(sample.numel())
     p = k / n

@@ -126,14 +126,14 @@ class ValueBoundedCodec(Codec):
       values) while ``k <= floor(ceil(n/8) / 4)``, else bitmap (``ceil(n/8)`` presence bytes,
       then the values) while shorter than dense, else dense float32. With ``k`` kept elements:
       ``wire_bytes = 8k`` if ``k <= floor(ceil(n/8)/4)``, else ``min(ceil(n/8) + 4k, 4n)``,
-      plus the 4-byte CRC-32 trailer of every sealed payload
+      plus the 4-byte CRC-32C trailer of every sealed payload
       (:func:`~psml_core.codecs.formats.sparse_size`). Our design's "8 B per kept element, or
       bitmap if cheaper".
     * key mode: MXNet's kvstore message for dense keys (ps-lite ``KVPairs``: one uint64 key per
       sent key, its values whole): a little-endian uint32 count ``s`` of the sent keys, their
       ``s`` uint64 key numbers (ascending, into the key bounds), then the values of every sent
       key back to back as float32: ``wire_bytes = 4 + 8 s + 4 m + 4`` for ``m`` elements sent
-      (the last 4: the CRC-32 trailer). Both ends know each key's size from the bounds, so no
+      (the last 4: the CRC-32C trailer). Both ends know each key's size from the bounds, so no
       lengths travel; a whole tensor costs what a dense push of it costs, plus 8 bytes. The
       decoder rejects a body whose length does not match its keys, unordered or out-of-range
       key numbers, and a count beyond the keys.

@@ -8,7 +8,8 @@
    a round policy (PCP) shard 0's answer grants the step budget, and a budget of 0 ends the
    run: that last pull's bytes and time join the worker's last record;
 3. **compute** one gradient, or the round's granted local steps
-   (:func:`~psml_core.engine.step.compute_step`), timed by the transport;
+   (:func:`~psml_core.engine.step.compute_step`; the gradient from :meth:`Transport.gradient`
+   where the simulator batched it with the step's others), timed by the transport;
 4. **push** the result, encoded per shard (:meth:`Transport.push`);
 5. **record** the iteration (:func:`~psml_core.engine.step.step_row`) through the transport's
    hook, which keeps the row and feeds progress, the controller and the dynamic placement.
@@ -23,7 +24,7 @@ never suspends it and :func:`run_blocking` runs it to its end.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,14 @@ class Transport(ABC):
     def pull(self, t: int) -> Steps:
         """Step ``t``'s pull from every shard, answers installed; returns :class:`Pulled`."""
 
+    def gradient(self, worker: Worker, t: int) -> Callable[[], tuple[float, Any]] | None:
+        """Where step ``t``'s one gradient comes from; None: ``worker.compute()``.
+
+        The simulator hands out gradients it computed with the step's others
+        (:mod:`psml_core.engine.sim.gradients`).
+        """
+        return None
+
     def step_cost(self, batch: Matrix) -> float:
         """A gradient step's modelled seconds (sim), or an injected delay's hook (0)."""
         return 0.0
@@ -177,7 +186,13 @@ class WorkerLoop:
             # compute: one gradient, or a round's granted local steps
             steps = step_budget(pulled.extra, self.rounds)
             loss, vector, cost = compute_step(
-                self.worker, steps, self.rounds, tr.step_cost, t, check=tr.stops_diverged
+                self.worker,
+                steps,
+                self.rounds,
+                tr.step_cost,
+                t,
+                check=tr.stops_diverged,
+                gradient=tr.gradient(self.worker, t),
             )
             compute = tr.computed(t, cost)
             report = RoundReport(steps, compute / steps, prev_comm) if self.rounds else None

@@ -62,6 +62,7 @@ def compute_step(
     step_cost: Callable[[Matrix], float],
     iteration: int = -1,
     check: bool = True,
+    gradient: Callable[[], tuple[float, Any]] | None = None,
 ) -> tuple[float, np.ndarray, float]:
     """Step 2: one gradient, or a round policy's ``steps`` local steps.
 
@@ -74,6 +75,8 @@ def compute_step(
             is measured.
         iteration: The worker's iteration (named in a :class:`Diverged` error).
         check: Raise :class:`Diverged` on a non-finite step (a collective's ranks go on).
+        gradient: Where the one gradient comes from (default ``worker.compute``): the sim's
+            batched gradients (:mod:`psml_core.engine.sim.gradients`), which take the batch.
 
     Returns:
         The (mean) mini-batch loss, what the worker pushes (the gradient, or a round's change
@@ -86,7 +89,7 @@ def compute_step(
     if rounds:
         loss, vector, cost = worker.local_round(steps, step_cost)
     else:
-        loss, vector = worker.compute()
+        loss, vector = (gradient or worker.compute)()
         assert worker.last_batch is not None
         cost = step_cost(worker.last_batch)
     if check and not (math.isfinite(loss) and _finite(vector)):

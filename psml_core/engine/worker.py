@@ -207,12 +207,21 @@ class Worker:
             self.batch_keys = [pos[owner == s] for s in range(len(self.shard_keys))]
         return self.batch_keys
 
-    def compute(self) -> tuple[float, np.ndarray]:
-        """Loss and gradient on the next mini-batch, at the current replica."""
+    def take_batch(self) -> tuple[Matrix, np.ndarray]:
+        """The next mini-batch's rows and labels, taken (:attr:`last_batch` is its rows).
+
+        What :meth:`compute` computes on; a simulated run that batches the workers' gradients
+        (:mod:`psml_core.engine.sim.gradients`) takes it here and computes it with the others.
+        """
         idx = self.next_batch()
         self._drawn = None
         Xb, yb = self.X[idx], self.y[idx]
         self.last_batch = Xb
+        return Xb, yb
+
+    def compute(self) -> tuple[float, np.ndarray]:
+        """Loss and gradient on the next mini-batch, at the current replica."""
+        Xb, yb = self.take_batch()
         if self.device is not None:  # the gradient stays on the device
             return self.model.loss_grad_tensor(self.params, Xb, yb)
         return self.model.loss_grad(self.params, Xb, yb)

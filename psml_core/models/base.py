@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -49,17 +50,41 @@ class Model(ABC):
     def loss_grad(self, params: np.ndarray, X: Matrix, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Mean loss over the batch (plus L2) and its gradient (float32, length n_params)."""
 
-    def loss_grad_batch(
-        self, params: np.ndarray, Xs: list[Matrix], ys: list[np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`loss_grad` of P replicas at once: ``params`` is (P, n_params), one batch each.
+    def loss_grads(
+        self,
+        params: Sequence[np.ndarray] | Sequence[torch.Tensor],
+        Xs: Sequence[Matrix],
+        ys: Sequence[np.ndarray],
+        *,
+        batched: bool = False,
+    ) -> list[tuple[float, np.ndarray | torch.Tensor]]:
+        """Losses and gradients of P replicas, each with its own parameters and batch.
 
-        Returns the P losses (float64) and the (P, n_params) float32 gradients. This default
-        loops; a model that can batch the P replicas in one call (:class:`TorchNet`) overrides
-        it, with results equal to the loop's within float32 rounding.
+        Element i is what ``self.loss_grad(params[i], Xs[i], ys[i])`` returns when the
+        parameters are NumPy arrays, or :meth:`loss_grad_tensor` when they are tensors. This
+        default loops over exactly those calls whatever ``batched`` says; a model that can
+        compute the P replicas in one pass (:class:`~psml_core.models.torch_net.TorchNet`) does
+        so when ``batched`` is True, equal to the loop within float32 rounding.
+
+        Args:
+            params: P flat parameter vectors (NumPy arrays, or tensors on one device).
+            Xs: P batches of rows.
+            ys: P label vectors.
+            batched: Whether the model may compute all replicas in one pass; False gives
+                results bit-identical to one call per replica.
+
+        Returns:
+            P pairs (mean loss plus L2, gradient), in the order of ``params``.
+
+        Raises:
+            ValueError: ``params``, ``Xs`` and ``ys`` differ in length.
         """
-        out = [self.loss_grad(p, X, y) for p, X, y in zip(params, Xs, ys, strict=True)]
-        return np.array([o[0] for o in out]), np.stack([o[1] for o in out])
+        return [
+            self.loss_grad_tensor(p, X, y)
+            if isinstance(p, torch.Tensor)
+            else self.loss_grad(p, X, y)
+            for p, X, y in zip(params, Xs, ys, strict=True)
+        ]
 
     def loss_grad_tensor(
         self, params: torch.Tensor, X: Matrix, y: np.ndarray

@@ -23,8 +23,6 @@ class MLP(TorchNet):
     bit-reproducible.
     """
 
-    vmap_batches = True  # checked against the per-replica path (tests/unit/models)
-
     def __init__(self, n_features: int, n_classes: int, workload: WorkloadSpec) -> None:
         super().__init__(n_features, n_classes, workload)
         sizes = [n_features, *workload.hidden, n_classes]

@@ -69,6 +69,7 @@ class SparseMLP(TorchNet):
     """
 
     eval_batch = 2048
+    batchable = False  # a batch is bags of varying length, not one tensor per replica
 
     def __init__(self, n_features: int, n_classes: int, workload: WorkloadSpec) -> None:
         super().__init__(n_features, n_classes, workload)

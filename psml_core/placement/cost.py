@@ -22,7 +22,7 @@ Three granularities:
 
 Bytes of one step of worker ``p`` in ``touched`` mode with the ``kv`` codec, for the ``m_s``
 keys of shard ``s`` its batch touches: up ``8 m_s`` (the pull's key list) ``+ 12 m_s`` (the
-push), down ``12 m_s`` (the answer), plus a 4-byte CRC-32 trailer on each of the three (the
+push), down ``12 m_s`` (the answer), plus a 4-byte CRC-32C trailer on each of the three (the
 key list, the push and the answer; :mod:`psml_core.codecs.integrity`) and ``h`` bytes per
 message (two up, one down) when the scenario sets a per-message header; remote when shard
 ``s`` is not on ``p``'s machine.

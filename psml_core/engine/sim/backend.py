@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import simpy
+import torch
 
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
@@ -55,6 +56,7 @@ from psml_core.engine.sim.checkpoint import (
     restore_job,
 )
 from psml_core.engine.sim.collector import quiet_collector
+from psml_core.engine.sim.gradients import BatchedGradients, batch_mode
 from psml_core.engine.sim.processes import RunState
 from psml_core.engine.sim.transport import SimTransport
 from psml_core.engine.step import step_row
@@ -108,6 +110,7 @@ class SimBackend(Backend):
     def __init__(self, checkpoint: Path | None = None) -> None:
         self.checkpoint = checkpoint
         self.resumed_at: int | None = None  # the iteration a resumed run started from
+        self.gradients: BatchedGradients | None = None  # the last run's, if it batched them
 
     def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
         """Simulate the whole run (from its checkpoint, if there is one) and return its records.
@@ -139,6 +142,8 @@ class SimBackend(Backend):
             **nic_overrides(job),
         )
         state = RunState(job, env, net, self.checkpoint, progress)
+        state.gradients = gradient_batch(job)
+        self.gradients = state.gradients
         iterations, rounds = spec.workload.iterations, state.rounds
         if ckpt is None:
             for p in range(spec.workers):
@@ -156,6 +161,15 @@ class SimBackend(Backend):
         except Diverged as exc:
             _end_diverged(state, exc)
         return state.records()
+
+
+def gradient_batch(job: Job) -> BatchedGradients | None:
+    """The run's gradients computed a step at a time (``PSML_SIM_BATCH``), or None."""
+    device = job.workers[0].device
+    collect, batched = batch_mode(device is not None and torch.device(device).type != "cpu")
+    if not collect or job.shards[0].policy.rounds:  # a round's local steps depend on each other
+        return None
+    return BatchedGradients(job.workers, job.model, batched)
 
 
 def _end_diverged(state: RunState, exc: Diverged) -> None:

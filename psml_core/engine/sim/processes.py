@@ -28,6 +28,7 @@ from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.drain import CheckpointDrain
+from psml_core.engine.sim.gradients import BatchedGradients
 from psml_core.engine.sim.moves import KeyMoves
 from psml_core.engine.sim.state import ShardState, WorkerState
 from psml_core.engine.step import to_records
@@ -103,6 +104,8 @@ class RunState:
         every = job.spec.checkpoint_every
         self.drains = CheckpointDrain(self, checkpoint) if checkpoint and every > 0 else None
         self.moves = KeyMoves(self, job.dynamic) if job.dynamic is not None else None
+        # The workers' gradients computed a step at a time (SimBackend sets it).
+        self.gradients: BatchedGradients | None = None
 
     def saved(self) -> dict[str, Any]:
         """What a checkpoint keeps of the run (:meth:`restore` puts it back)."""

@@ -11,8 +11,9 @@ consumers (rows, progress, the placement's traffic).
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+import functools
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from psml_core.engine.step import budget_spent, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
 from psml_core.sync.pcp import REPORT_BYTES, RoundReport
+
+if TYPE_CHECKING:
+    from psml_core.engine.worker import Worker
 
 __all__ = ["SimTransport"]
 
@@ -110,6 +114,11 @@ class SimTransport(Transport):
             migration_bytes=moved,
             **figures,
         )
+
+    def gradient(self, worker: Worker, t: int) -> Callable[[], tuple[float, Any]] | None:
+        """The step's gradient from the run's batched gradients, where it batches them."""
+        gradients = self.state.gradients
+        return None if gradients is None else functools.partial(gradients.compute, worker, t)
 
     def step_cost(self, batch: Matrix) -> float:
         """The compute model's seconds for one gradient on ``batch``."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import warnings
-import weakref
 from typing import Any
 
-import numpy as np
 import torch
+
+from psml_core.codecs.host_buffers import HostPool
 
 __all__ = ["EMPTY", "BufferPool", "as_tensor"]
 
@@ -23,7 +22,7 @@ def as_tensor(buf: Any) -> torch.Tensor:
         return torch.frombuffer(buf, dtype=torch.uint8)
 
 
-class BufferPool:
+class BufferPool(HostPool):
     """Receive buffers for large parts, reused once nothing refers to them any more.
 
     Fresh 64-100 MB allocations cost page faults that cut loopback goodput to 0.5-0.75x of
@@ -37,26 +36,4 @@ class BufferPool:
     """
 
     def __init__(self, min_bytes: int = 1 << 20, keep: int = 4) -> None:
-        self.min_bytes, self.keep = min_bytes, keep
-        self._free: dict[int, list[np.ndarray]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, n: int) -> np.ndarray:
-        """A uint8 array of length ``n`` (contents undefined)."""
-        if n < self.min_bytes:
-            return np.empty(n, dtype=np.uint8)
-        cap = -(-n // (1 << 20)) << 20
-        with self._lock:
-            free = self._free.get(cap)
-            base = free.pop() if free else None
-        if base is None:
-            base = np.empty(cap, dtype=np.uint8)
-        view = base[:n]
-        weakref.finalize(view, self._give_back, base)
-        return view
-
-    def _give_back(self, base: np.ndarray) -> None:
-        with self._lock:
-            free = self._free.setdefault(base.size, [])
-            if len(free) < self.keep:
-                free.append(base)
+        super().__init__(keep=keep, min_bytes=min_bytes)

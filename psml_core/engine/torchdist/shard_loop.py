@@ -19,9 +19,9 @@ one instant the last shard completes).
 
 Touched pulls (``pull: touched``, PS-lite's sparse pull). The worker draws its mini-batch
 before the pull; each PULL carries, as its payload part, the key list of that shard's keys the
-batch touches (:func:`~psml_core.codecs.kv.pack_keys`, 8 B per key plus a 4-byte CRC-32,
+batch touches (:func:`~psml_core.codecs.kv.pack_keys`, 8 B per key plus a 4-byte CRC-32C,
 counted up); the shard answers with those keys' values as kv entries (12 B each plus the
-payload's 4-byte CRC-32, counted down). The optional state part (the controller figures)
+payload's 4-byte CRC-32C, counted down). The optional state part (the controller figures)
 travels beside it unchanged.
 
 Round policies (PCP). A push carries the worker's 12-byte round report as its state part; shard

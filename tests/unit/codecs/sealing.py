@@ -1,4 +1,4 @@
-"""The CRC-32 trailer of variable-length payloads, written independently of psml_core.
+"""The CRC-32C trailer of variable-length payloads, written independently of psml_core.
 
 ``sealed(body, step, n=n)`` is what a sealed codec sends for ``body`` at ``step`` (a push; a
 broadcast with ``down=True``) encoding ``n`` elements; ``body_of(buf, step, n=n)`` strips the
@@ -6,14 +6,22 @@ trailer; ``resealed(buf, edit, step, n=n)`` edits a payload's body and seals it 
 test reaches the parser's own checks behind the checksum. ``step`` defaults to 0,
 ``CodecContext()``'s; ``None`` is the seal not bound to a step (a touched pull's key list and
 answer). ``n`` (required) is the element count every seal binds, the first uint64 after the
-step; ``bind`` is what follows it (random-k: ``(seed,)``).
+step; ``bind`` is what follows it (random-k: ``(seed,)``). The CRC-32C itself is
+``google-crc32c``'s (pinned to the standard's check values in test_codecs_integrity.py).
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
+
+import google_crc32c
+
+
+def crc32c(data: bytes, value: int = 0) -> int:
+    """CRC-32C of ``data`` continued from ``value``, as ``zlib.crc32`` continues a CRC-32C."""
+    return google_crc32c.extend(value, bytes(data))
+
 
 TRAILER = 4
 SEED = 0x9E3779B9  # the CRC's starting value: an empty body's trailer is not 0
@@ -25,9 +33,9 @@ def seed_of(step: int | None, down: bool = False, bind: tuple[int, ...] = (), *,
     Not bound to a step (``None``): the CRC of ``n`` and ``bind`` alone, no tag or step."""
     words = b"".join(struct.pack("<Q", b % 2**64) for b in (n, *bind))
     if step is None:
-        return zlib.crc32(words, SEED)
+        return crc32c(words, SEED)
     tag = b"down" if down else b"push"
-    return zlib.crc32(tag + struct.pack("<I", step % 2**32) + words, SEED)
+    return crc32c(tag + struct.pack("<I", step % 2**32) + words, SEED)
 
 
 def sealed(
@@ -38,7 +46,7 @@ def sealed(
     *,
     n: int,
 ) -> bytes:
-    crc = zlib.crc32(bytes(body), seed_of(step, down, bind, n=n))
+    crc = crc32c(bytes(body), seed_of(step, down, bind, n=n))
     return bytes(body) + struct.pack("<I", crc)
 
 
@@ -50,7 +58,7 @@ def body_of(
     *,
     n: int,
 ) -> bytes:
-    crc = zlib.crc32(buf[:-4], seed_of(step, down, bind, n=n))
+    crc = crc32c(buf[:-4], seed_of(step, down, bind, n=n))
     assert struct.unpack("<I", buf[-4:])[0] == crc, "not a sealed payload of this step and count"
     return bytes(buf[:-4])
 

@@ -58,7 +58,7 @@ def reference_select(v, b, rho, mask=None, lam=1.0, eta=None) -> list[int]:
 def reference_records(
     v: np.ndarray, b: int, ids: list[int], step: int = 0, down: bool = False
 ) -> bytes:
-    """The sealed payload (CRC-32 trailer, bound to ``step``) of the block records."""
+    """The sealed payload (CRC-32C trailer, bound to ``step``) of the block records."""
     return sealed(reference_body(v, b, ids), step, down, n=v.size)
 
 
@@ -79,7 +79,7 @@ def reference_kept(v: np.ndarray, b: int, ids) -> np.ndarray:
 
 
 def reference_bytes(n: int, b: int, ids) -> int:
-    """|S| (4B + 4), with 4r + 4 for a short last block, plus the CRC-32 trailer."""
+    """|S| (4B + 4), with 4r + 4 for a short last block, plus the CRC-32C trailer."""
     return TRAILER + sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
 
 
@@ -258,7 +258,7 @@ def test_truncated_and_corrupted_rejected():
     x = np.arange(1, 11, dtype=np.float32)
     sent = codec.encode(x, ctx).buffer  # blocks 1 and 2 (short): 20 + 12 bytes, + 4
     for cut in (1, 3, 4, 7, 12):
-        with pytest.raises(ValueError, match="CRC-32"):
+        with pytest.raises(ValueError, match="CRC-32C"):
             codec.decode(Payload("dfs", 10, sent[:-cut]), ctx)
     buf = body_of(sent, n=10)
     with pytest.raises(ValueError):

@@ -54,7 +54,7 @@ def ref_dgc(x, ratio, seed, step, sf=0.01, rounds=10, upper=1.3, lower=0.7) -> l
 
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float], step: int = 0) -> bytes:
-    """The sealed payload (CRC-32 trailer bound to ``step``) of :func:`ref_sparse_body`."""
+    """The sealed payload (CRC-32C trailer bound to ``step``) of :func:`ref_sparse_body`."""
     return sealed(ref_sparse_body(n, idx, vals), step, n=n)
 
 
@@ -77,7 +77,7 @@ def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
 
 
 def ref_size(n: int, k: int) -> int:
-    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32 trailer."""
+    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32C trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     return (coo if coo <= bitmap else min(bitmap, dense)) + TRAILER
 
@@ -239,7 +239,7 @@ def _payload():
 
 @pytest.mark.parametrize("cut", [1, 4, 8, 12])
 def test_truncated_payload_rejected(cut):
-    # DGC's length is data dependent: without its CRC-32 trailer a cut of exactly one COO
+    # DGC's length is data dependent: without its CRC-32C trailer a cut of exactly one COO
     # entry (8 bytes) would parse as a valid shorter list.
     p = _payload()
     assert p.wire_bytes == 24 + TRAILER

@@ -1,6 +1,6 @@
 """No codec decodes a damaged payload silently: mutation tests over every registered codec.
 
-Variable-length formats are sealed with a CRC-32 trailer (``psml_core.codecs.integrity``)
+Variable-length formats are sealed with a CRC-32C trailer (``psml_core.codecs.integrity``)
 bound to the step and the element count: truncation, extension, a flipped byte, an empty
 buffer and a wrong count are all refused. Fixed-length formats (``none``, ``fp16``, ``qsgd``,
 the sign codecs; random-k too, though sealed) are refused by length; a flipped byte is a
@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sealing import sealed
 from sending import sending_codec
 
 from psml_core.codecs import CODECS
 from psml_core.codecs.base import CodecContext, Payload
-from psml_core.codecs.integrity import CHECKSUM_BYTES, seal, unseal
+from psml_core.codecs.integrity import CHECKSUM_BYTES, crc32c, seal, unseal
 
 N = 1000
 CTX = CodecContext(step=3, ratio=0.05, seed=7)
@@ -61,7 +62,7 @@ def _decodes_cleanly(codec: object, payload: Payload) -> bool:
 def test_truncation_extension_and_empty_buffers_are_refused(data):
     name = data.draw(st.sampled_from(CODECS.names()), label="codec")
     codec, p = _payload(name, data.draw(st.integers(0, 2**16), label="seed"))
-    buf = p.buffer
+    buf = bytes(p.buffer)  # a memoryview where the payload keeps its codec's array
     kind = data.draw(st.sampled_from(["cut", "extend", "empty"]), label="mutation")
     if kind == "cut":
         bad = buf[: -data.draw(st.integers(1, len(buf)), label="cut")]
@@ -86,14 +87,14 @@ def test_a_flipped_byte_is_refused_by_every_sealed_codec(data):
     if name in HEADER_FREE:
         _decodes_cleanly(codec, damaged)  # refused, or another valid message of length n
     else:
-        with pytest.raises(ValueError, match="CRC-32"):
+        with pytest.raises(ValueError, match="CRC-32C"):
             codec.decode(damaged, CTX)
 
 
 @pytest.mark.parametrize("name", sorted(CODECS.names()))
 def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
     """A payload whose first entry is at index 0 starts with four zero bytes: cut to any
-    length (4 bytes included, which an unseeded CRC-32 took for a sealed empty body), it is
+    length (4 bytes included, which an unseeded CRC-32C took for a sealed empty body), it is
     refused."""
     codec = sending_codec(name)
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
@@ -105,9 +106,34 @@ def test_every_prefix_of_a_payload_that_starts_with_zero_bytes_is_refused(name):
             codec.decode(Payload(p.codec, p.n, p.buffer[:size]), CTX)
 
 
+def _crc32c_bitwise(data: bytes, value: int = 0) -> int:
+    """CRC-32C bit by bit from its definition (reflected Castagnoli polynomial 0x82F63B78)."""
+    c = value ^ 0xFFFFFFFF
+    for byte in data:
+        c ^= byte
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+
+def test_the_trailer_is_crc32c():
+    """The standard's check value, and the definition on bodies of every kind the seal reads."""
+    assert crc32c(b"123456789") == 0xE3069283  # RFC 3720's CRC-32C check value
+    assert crc32c(b"\0" * 32) == 0x8A9136AA  # RFC 3720 B.4: 32 bytes of zeros
+    rng = np.random.default_rng(5)
+    for size in (0, 1, 7, 64, 1000):
+        body = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        seed = int(rng.integers(0, 2**32))
+        want = _crc32c_bitwise(body, seed)
+        for kind in (body, bytearray(body), memoryview(body), np.frombuffer(body, np.uint8)):
+            assert crc32c(kind, seed) == want, (size, type(kind))
+        assert crc32c(body[size // 2 :], crc32c(body[: size // 2], seed)) == want
+        assert seal(body, 4, n=size)[-CHECKSUM_BYTES:] == sealed(body, 4, n=size)[-4:]
+
+
 def test_an_empty_body_does_not_seal_to_zero():
     assert seal(b"", n=0) != b"\0" * CHECKSUM_BYTES
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         unseal(b"\0" * CHECKSUM_BYTES, "kv", 10)
 
 

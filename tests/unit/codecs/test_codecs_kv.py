@@ -26,7 +26,7 @@ CTX = CodecContext()
 
 
 def ref_entries(idx: list[int], vals: list[float], n: int) -> bytes:
-    """The sealed payload (CRC-32 trailer) of :func:`ref_entries_body` for ``n`` elements."""
+    """The sealed payload (CRC-32C trailer) of :func:`ref_entries_body` for ``n`` elements."""
     return sealed(ref_entries_body(idx, vals), n=n)
 
 

@@ -37,7 +37,7 @@ def reference_kept_blocks(x: np.ndarray, b: int, threshold: float) -> list[int]:
 
 
 def reference_records(x: np.ndarray, b: int, ids: list[int], down: bool = False) -> bytes:
-    """The sealed payload (CRC-32 trailer, bound to step 0) of the block records."""
+    """The sealed payload (CRC-32C trailer, bound to step 0) of the block records."""
     return sealed(reference_body(x, b, ids), 0, down, n=x.size)
 
 
@@ -60,7 +60,7 @@ def reference_kept(x: np.ndarray, b: int, ids: list[int]) -> np.ndarray:
 
 
 def reference_bytes(n: int, b: int, ids: list[int]) -> int:
-    """nz_blocks (4B + 4), with 4r + 4 for a short last block, plus the CRC-32 trailer."""
+    """nz_blocks (4B + 4), with 4r + 4 for a short last block, plus the CRC-32C trailer."""
     return TRAILER + sum(
         4 + 4 * (stop - start) for bid, start, stop in blocks_of(n, b) if bid in ids
     )
@@ -192,9 +192,9 @@ def test_truncated_and_corrupted_rejected():
     x = np.arange(1, 11, dtype=np.float32)  # blocks 0, 1 and the short block 2
     sent = codec.encode(x, CTX).buffer
     # Cutting whole records (the last 12 bytes) would leave a valid shorter message without
-    # the CRC-32 trailer; with it, every cut is refused.
+    # the CRC-32C trailer; with it, every cut is refused.
     for cut in (1, 3, 4, 7, 12, 13):
-        with pytest.raises(ValueError, match="CRC-32|checksum"):
+        with pytest.raises(ValueError, match="CRC-32C|checksum"):
             codec.decode(Payload("omnireduce", 10, sent[:-cut]), CTX)
     buf = body_of(sent, n=10)  # behind the checksum, the records' own checks
     swapped = buf[20:40] + buf[:20] + buf[40:]  # records out of order

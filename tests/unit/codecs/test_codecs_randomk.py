@@ -174,7 +174,7 @@ def test_truncated_payload_rejected(cut):
 def test_corrupted_value_rejected():
     ctx = CodecContext(ratio=0.1)
     p = RandomKCodec().encode(np.ones(100, dtype=np.float32), ctx)
-    with pytest.raises(ValueError, match="CRC-32"):  # a changed value fails the trailer
+    with pytest.raises(ValueError, match="CRC-32C"):  # a changed value fails the trailer
         changed = p.buffer[:-8] + struct.pack("<f", 2.0) + p.buffer[-4:]
         RandomKCodec().decode(Payload("randomk", 100, changed), ctx)
     buf = resealed(p.buffer, lambda b: b[:-4] + struct.pack("<f", float("inf")), bind=(0,), n=100)

@@ -1,7 +1,7 @@
 """A payload replayed from another step is refused: the seals are bound to the step.
 
 Every sealed codec (and random-k, whose values land on indices regenerated from the step)
-binds its CRC-32 trailer to ``ctx.step`` and to the direction (push or broadcast), at no extra
+binds its CRC-32C trailer to ``ctx.step`` and to the direction (push or broadcast), at no extra
 byte (random-k: its 4-byte trailer). A stale push delivered late, or last round's broadcast,
 must not decode as this step's message. The fixed-length formats without a trailer (``none``,
 ``fp16``, ``qsgd``, the sign codecs) cannot tell: any payload of the right length is a message
@@ -54,7 +54,7 @@ def test_a_push_replayed_at_another_step_is_refused(name, sent, read):
     payload = codec.encode(_vector(0), _ctx(sent))
     fresh = make_codec(BlockSpec(name, PARAMS.get(name, {})))
     fresh.decode(payload, _ctx(sent))  # decodes at its own step
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         fresh.decode(payload, _ctx(read))
 
 
@@ -66,10 +66,10 @@ def test_a_broadcast_replayed_at_another_step_or_as_a_push_is_refused(name):
     agg = server.aggregate([codec.encode(_vector(s), ctx) for s in range(2)], ctx)
     down = server.encode_down(agg, ctx)
     server.decode_down(down, ctx)
-    with pytest.raises(ValueError, match="CRC-32"):
+    with pytest.raises(ValueError, match="CRC-32C"):
         server.decode_down(down, _ctx(4))  # last round's broadcast
     push = codec.encode(_vector(2), ctx)
-    with pytest.raises(ValueError, match="CRC-32|bytes|blocks"):
+    with pytest.raises(ValueError, match="CRC-32C|bytes|blocks"):
         server.decode_down(Payload(down.codec, push.n, push.buffer), ctx)  # a push as broadcast
 
 
@@ -89,9 +89,32 @@ def test_distinct_steps_have_distinct_seeds(step, offset, down):
     assert crc_seed(step, down) == crc_seed(step + 2**32, down)  # steps count modulo 2**32
 
 
+def _zero_seed_step(down: bool) -> int:
+    """The step whose seed is 0, solved over GF(2): ``crc_seed`` is affine in the step's bits."""
+    c = crc_seed(0, down)
+    rows = [(crc_seed(1 << i, down) ^ c, 1 << i) for i in range(32)]  # (image, step) pairs
+    basis: list[tuple[int, int]] = []
+    for image, step in rows:  # Gaussian elimination on the images, tracking their steps
+        for b_image, b_step in basis:
+            if image ^ b_image < image:
+                image, step = image ^ b_image, step ^ b_step
+        if image:
+            basis.append((image, step))
+            basis.sort(reverse=True)
+    assert len(basis) == 32  # a bijection: exactly one step has each seed
+    want, step = c, 0
+    for b_image, b_step in basis:
+        if want ^ b_image < want:
+            want, step = want ^ b_image, step ^ b_step
+    assert want == 0
+    return step
+
+
 def test_a_seed_of_zero_lies_beyond_any_run():
     """The one step whose seed is 0 (an empty body's trailer would be four zero bytes)."""
-    assert crc_seed(2_382_975_041) == 0 and crc_seed(3_452_753_438, down=True) == 0
+    for down in (False, True):
+        step = _zero_seed_step(down)
+        assert crc_seed(step, down) == 0 and step >= 10_000
     assert all(crc_seed(s) and crc_seed(s, True) for s in range(10_000))
 
 

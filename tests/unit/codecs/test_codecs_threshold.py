@@ -26,7 +26,7 @@ def ref_kept(x: np.ndarray, t: float) -> list[int]:
 
 
 def ref_sparse_bytes(n: int, idx: list[int], vals: list[float]) -> bytes:
-    """The sealed payload (CRC-32 trailer) of :func:`ref_sparse_body`."""
+    """The sealed payload (CRC-32C trailer) of :func:`ref_sparse_body`."""
     return sealed(ref_sparse_body(n, idx, vals), n=n)
 
 
@@ -49,7 +49,7 @@ def ref_sparse_body(n: int, idx: list[int], vals: list[float]) -> bytes:
 
 
 def ref_size(n: int, k: int) -> int:
-    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32 trailer."""
+    """Wire bytes: the cheapest format's, plus the 4-byte CRC-32C trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     return (coo if coo <= bitmap else min(bitmap, dense)) + TRAILER
 

@@ -51,7 +51,7 @@ def ref_records(x: np.ndarray, b: int, step: int = 0) -> tuple[bytes, list[int]]
 
 
 def ref_bytes(n: int, b: int, ids) -> int:
-    """The records' bytes plus the CRC-32 trailer."""
+    """The records' bytes plus the CRC-32C trailer."""
     ids = set(ids)
     return TRAILER + sum(4 + 4 * (e - s) for bid, s, e in blocks_of(n, b) if bid in ids)
 

@@ -1,13 +1,11 @@
 """The device building blocks of the torch paths against their host twins, on CPU tensors.
 
-The CRC-32 on a device against zlib, the wire formats at their format boundaries, the
+The CRC-32C on a device against the host's, the wire formats at their format boundaries, the
 fixed-order sums against :mod:`psml_core.codecs.reduce`, the block reductions, the exact top-k
 with ties, and a sealed payload whose trailer is computed by the device CRC (as on a GPU).
 """
 
 from __future__ import annotations
-
-import zlib
 
 import numpy as np
 import pytest
@@ -23,7 +21,9 @@ from psml_core.codecs import reduce as hr
 from psml_core.codecs import select as hs
 from psml_core.codecs import torch_select as ts
 from psml_core.codecs import torch_wire as tw
-from psml_core.codecs.torch_crc import CHUNK, crc32
+from psml_core.codecs.integrity import crc32c
+from psml_core.codecs.torch_crc import CHUNK
+from psml_core.codecs.torch_crc import crc32c as device_crc32c
 from psml_core.config import BlockSpec
 
 seeds = st.integers(0, 2**32 - 1)
@@ -31,19 +31,20 @@ seeds = st.integers(0, 2**32 - 1)
 
 def _crc(body: bytes, seed: int) -> int:
     t = torch.tensor(list(body), dtype=torch.uint8)
-    return int(crc32(t, seed)) & 0xFFFFFFFF
+    return int(device_crc32c(t, seed)) & 0xFFFFFFFF
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=3 * CHUNK + 5), seeds)
-def test_device_crc_equals_zlib(body, seed):
-    assert _crc(body, seed) == zlib.crc32(body, seed)
+def test_device_crc_equals_the_hosts(body, seed):
+    assert _crc(body, seed) == crc32c(body, seed)
 
 
 @pytest.mark.parametrize("size", [CHUNK * CHUNK - 1, CHUNK * CHUNK + 3])
-def test_device_crc_equals_zlib_over_two_levels(size):
+def test_device_crc_equals_the_hosts_over_two_levels(size):
     body = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
-    assert _crc(body, 0x9E3779B9) == zlib.crc32(body, 0x9E3779B9)
+    for seed in (0, 0x9E3779B9, 0xFFFFFFFF):
+        assert _crc(body, seed) == crc32c(body, seed)
 
 
 def test_a_device_crc_seals_the_same_bytes(monkeypatch):
@@ -113,9 +114,9 @@ def test_fixed_order_sums_agree(v):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("ratio", [0.001, 0.01, 0.2])
-def test_exact_topk_with_ties_past_the_sample_threshold(seed, ratio):
+@pytest.mark.parametrize("n", [4 * 65_536 + 12_345, 3_001])  # sampled; the k-th as threshold
+def test_exact_topk_with_ties_past_the_sample_threshold(seed, ratio, n):
     rng = np.random.default_rng(seed)
-    n = 4 * 65_536 + 12_345
     x = np.round(rng.standard_normal(n), 2).astype(np.float32)  # few distinct magnitudes
     k = int(n * ratio)
     np.testing.assert_array_equal(

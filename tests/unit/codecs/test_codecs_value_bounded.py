@@ -35,7 +35,7 @@ def ref_bounds(n: int, key_size: int) -> list[int]:
 
 def ref_size(n: int, k: int) -> int:
     """Our design's element-sparse rule (COO 8k while not longer than bitmap, else the cheaper)
-    plus the 4-byte CRC-32 trailer."""
+    plus the 4-byte CRC-32C trailer."""
     coo, bitmap, dense = 8 * k, -(-n // 8) + 4 * k, 4 * n
     if coo <= bitmap:
         return coo + TRAILER
