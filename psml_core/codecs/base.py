@@ -159,6 +159,17 @@ class Codec(ABC):
 
         return torch.from_numpy(np.ascontiguousarray(self.decode(payload, ctx))).to(device)
 
+    def encode_sent_on(self, x: torch.Tensor, ctx: CodecContext) -> tuple[Payload, torch.Tensor]:
+        """:meth:`encode` of a device tensor, and what the payload decodes to (float32, there).
+
+        What a wrapper that keeps a residual needs (error feedback, momentum correction):
+        the vector the receiver will see. Default: the payload decoded again on ``x``'s device
+        (:meth:`decode_on`); a codec that knows what it sent while encoding returns it
+        directly (top-k, DFS), bit for bit the same vector, without parsing its own bytes.
+        """
+        payload = self.encode(x, ctx)  # type: ignore[arg-type]
+        return payload, self.decode_on(payload, ctx, x.device)
+
     def server(self) -> ServerCodec:
         """A fresh server-side companion (one per server shard)."""
         return ServerCodec(self)

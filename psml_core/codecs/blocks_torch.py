@@ -24,6 +24,7 @@ from psml_core.codecs.formats import block_count
 from psml_core.codecs.integrity import unseal
 from psml_core.codecs.torch_select import block_energy, block_maxabs, topk_indices
 from psml_core.codecs.torch_wire import (
+    blocks_sent,
     check_tensor,
     decode_blocks,
     encode_blocks,
@@ -36,6 +37,7 @@ __all__ = [
     "dfs_aggregate",
     "dfs_decode_down",
     "dfs_encode",
+    "dfs_encode_sent",
     "dfs_encode_down",
     "dfs_parse",
     "omni_aggregate",
@@ -175,6 +177,13 @@ def _report(
 
 def dfs_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     """:meth:`DFSCodec.encode <psml_core.codecs.dfs.DFSCodec.encode>` on ``x``'s device."""
+    return dfs_encode_sent(codec, x, ctx, sent=False)[0]
+
+
+def dfs_encode_sent(
+    codec: Any, x: torch.Tensor, ctx: Any, sent: bool = True
+) -> tuple[Payload, torch.Tensor | None]:
+    """:func:`dfs_encode`, and (``sent``) the vector its records decode to."""
     x = check_tensor(x)
     n = int(x.numel())
     b = codec.resolve_block_size(ctx)
@@ -182,7 +191,8 @@ def dfs_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     ids = dfs_select(codec, x, b, prev, codec.budget(n, b, ctx))
     records = encode_blocks(x, ids, b)
     head = _report(codec, x, ctx, b, prev, ids).to_bytes() if codec.reports_due(ctx) else b""
-    return Payload(codec.name, n, seal(records, ctx.step, n=n, head=head))
+    payload = Payload(codec.name, n, seal(records, ctx.step, n=n, head=head))
+    return payload, blocks_sent(x, ids, b) if sent else None
 
 
 def dfs_parse(

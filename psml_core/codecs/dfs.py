@@ -311,6 +311,16 @@ class DFSCodec(Codec):
         report = self._report(x, ctx, b, prev, ids)
         return Payload(self.name, n, seal(report.to_bytes() + records, ctx.step, n=n))
 
+    def encode_sent_on(self, x: torch.Tensor, ctx: CodecContext) -> tuple[Payload, torch.Tensor]:
+        """:meth:`encode`, and its blocks of ``x`` in place (what the payload decodes to)."""
+        if type(self).encode is not DFSCodec.encode:  # a subclass that encodes otherwise
+            return super().encode_sent_on(x, ctx)
+        from psml_core.codecs.blocks_torch import dfs_encode_sent
+
+        payload, sent = dfs_encode_sent(self, x, ctx)
+        assert sent is not None
+        return payload, sent
+
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.
 

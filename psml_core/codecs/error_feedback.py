@@ -30,9 +30,10 @@ class ErrorFeedback(WrapperCodec):
     exactly; for quantizers it holds to float64 rounding of ``v - decode(p)``, which is exact
     whenever the two differ by less than a factor 2**29 in magnitude.
 
-    Given a torch tensor, the residual lives on its device and the inner codec's torch path
-    (:meth:`Codec.decode_on`) decodes what was sent there: the same IEEE operations as on the
-    host, so the payloads and the residual equal the host path's bit for bit.
+    Given a torch tensor, the residual lives on its device and the inner codec says what it
+    sent there (:meth:`Codec.encode_sent_on`: top-k and DFS from their selection, others by
+    decoding their payload): the same IEEE operations as on the host, so the payloads and the
+    residual equal the host path's bit for bit.
 
     Args:
         inner: The codec to wrap; its name and server side are reused.
@@ -73,8 +74,8 @@ class ErrorFeedback(WrapperCodec):
         # the same float64 operations as ``x64 + r`` and ``v - sent64``, a float32 operand
         # widened exactly, without a new vector for each step of the sum.
         v = x.to(torch.float64).add_(r)
-        payload = self.inner.encode(v.to(torch.float32), ctx)
-        self.residual = v.sub_(self.inner.decode_on(payload, ctx, x.device))
+        payload, sent = self.inner.encode_sent_on(v.to(torch.float32), ctx)
+        self.residual = v.sub_(sent)
         return payload
 
     def compensated(self, x: np.ndarray) -> np.ndarray:

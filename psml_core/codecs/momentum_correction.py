@@ -66,9 +66,10 @@ class MomentumCorrection(WrapperCodec):
     here. Pointless with quantizers (QSGD, signs): nearly every coordinate is non-zero after
     decoding, so nearly all momentum is masked every step.
 
-    Given a torch tensor, ``u`` and ``v`` live on its device and the inner codec's torch path
-    decodes what was sent there (:meth:`Codec.decode_on`); the operations are the host's, one
-    IEEE operation each, so the payloads and the state equal the host path's bit for bit.
+    Given a torch tensor, ``u`` and ``v`` live on its device and the inner codec says what it
+    sent there (:meth:`Codec.encode_sent_on`: top-k and DFS from their selection, without
+    parsing their own payload); the operations are the host's, one IEEE operation each, so the
+    payloads and the state equal the host path's bit for bit.
 
     Args:
         inner: The codec to wrap; its name, decoder and server side are reused.
@@ -137,8 +138,7 @@ class MomentumCorrection(WrapperCodec):
         # updated in place, so the state is replaced only once the encode succeeded.
         u = (u * self.momentum).add_(x)
         v = v + u
-        payload = self.inner.encode(v.to(torch.float32), ctx)
-        sent = self.inner.decode_on(payload, ctx, device)
+        payload, sent = self.inner.encode_sent_on(v.to(torch.float32), ctx)
         v.sub_(sent)
         u.masked_fill_(sent != 0, 0.0)
         self.velocity, self.accumulated = u, v

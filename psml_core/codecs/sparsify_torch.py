@@ -45,6 +45,7 @@ __all__ = [
     "encode_randomk",
     "encode_threshold",
     "encode_topk",
+    "encode_topk_sent",
     "sparse_on",
 ]
 
@@ -90,10 +91,22 @@ def _sealed(name: str, n: int, idx: torch.Tensor, vals: torch.Tensor, ctx: Any) 
 
 def encode_topk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     """:meth:`TopKCodec.encode <psml_core.codecs.topk.TopKCodec.encode>` on ``x``'s device."""
+    return encode_topk_sent(codec, x, ctx, sent=False)[0]
+
+
+def encode_topk_sent(
+    codec: Any, x: torch.Tensor, ctx: Any, sent: bool = True
+) -> tuple[Payload, torch.Tensor | None]:
+    """:func:`encode_topk`, and (``sent``) the vector it decodes to: the kept values in place."""
     x = check_tensor(x)
     n = int(x.numel())
     idx = topk_indices(x, codec.keep_count(n, ctx))
-    return _sealed(codec.name, n, idx, x[idx], ctx)
+    vals = x[idx]
+    dense = None
+    if sent:
+        dense = torch.zeros(n, dtype=torch.float32, device=x.device)
+        dense[idx] = vals
+    return _sealed(codec.name, n, idx, vals, ctx), dense
 
 
 def decode_topk(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:

@@ -89,6 +89,16 @@ class TopKCodec(Codec):
         idx = topk_indices(x, self.keep_count(n, ctx), self._scratch)
         return Payload(self.name, n, seal(encode_sparse(n, idx, x[idx]), ctx.step, n=n))
 
+    def encode_sent_on(self, x: torch.Tensor, ctx: CodecContext) -> tuple[Payload, torch.Tensor]:
+        """:meth:`encode`, and the kept values in place (what the payload decodes to)."""
+        if type(self).encode is not TopKCodec.encode:  # a subclass that encodes otherwise
+            return super().encode_sent_on(x, ctx)
+        from psml_core.codecs.sparsify_torch import encode_topk_sent
+
+        payload, sent = encode_topk_sent(self, x, ctx)
+        assert sent is not None
+        return payload, sent
+
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""
         n = payload.n

@@ -36,6 +36,7 @@ __all__ = [
     "COO_ORDER",
     "DEVICE_CRC",
     "as_bytes",
+    "blocks_sent",
     "check_finite",
     "check_tensor",
     "checked_range",
@@ -359,6 +360,22 @@ def encode_blocks(x: torch.Tensor, blocks: torch.Tensor, block: int) -> torch.Te
         head = torch.full((1,), nblk - 1, dtype=torch.int32, device=x.device)
         parts += [as_bytes(head), as_bytes(x[(nblk - 1) * block :].to(torch.float32))]
     return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+def blocks_sent(x: torch.Tensor, blocks: torch.Tensor, block: int) -> torch.Tensor:
+    """What :func:`encode_blocks`'s records decode to: ``x`` on the blocks, zeros elsewhere."""
+    n = int(x.numel())
+    nblk = block_count(n, block)
+    blocks = blocks.to(torch.int64)
+    out = torch.zeros(n, dtype=torch.float32, device=x.device)
+    last_partial = n % block != 0 and blocks.numel() > 0 and int(blocks[-1]) == nblk - 1
+    full = blocks[:-1] if last_partial else blocks
+    if full.numel():
+        whole = (n // block) * block
+        out[:whole].view(-1, block)[full] = x[:whole].view(-1, block)[full]
+    if last_partial:
+        out[(nblk - 1) * block :] = x[(nblk - 1) * block :]
+    return out
 
 
 def decode_blocks(body: torch.Tensor, n: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
