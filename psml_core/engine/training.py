@@ -66,6 +66,7 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
     if isinstance(backend, SimBackend):
         spec = job.spec
         out["overlap"] = spec.scenario.overlap
+        out["gradients"] = _gradients(backend)
         if spec.compute.codec_costs:
             m = spec.method
             codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
@@ -76,6 +77,20 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
         else:
             out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"
     return out
+
+
+def _gradients(backend: SimBackend) -> dict[str, Any]:
+    """How the workers' gradients were computed (a GPU's batched pass rounds differently)."""
+    g = backend.gradients
+    if g is None:
+        return {"computed": "one replica at a time (PSML_SIM_BATCH off, or not on a GPU)"}
+    how = "batched: one pass per step" if g.batched else "per replica, a step at a time"
+    return {
+        "computed": how,
+        "calls": len(g.sizes),
+        "handed_over": g.hits,  # computed with the step's first worker, the replica checked
+        "predictions_missed": g.misses,
+    }
 
 
 def load_assignment(path: str | Path) -> Assignment:
