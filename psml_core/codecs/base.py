@@ -21,6 +21,7 @@ Roles:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -169,6 +170,20 @@ class Codec(ABC):
         """
         payload = self.encode(x, ctx)  # type: ignore[arg-type]
         return payload, self.decode_on(payload, ctx, x.device)
+
+    def _sent_by(
+        self,
+        owner: type[Codec],
+        encode_sent: Callable[[Any, Any, CodecContext], tuple[Payload, Any]],
+        x: torch.Tensor,
+        ctx: CodecContext,
+    ) -> tuple[Payload, torch.Tensor]:
+        """``encode_sent(self, x, ctx)``, unless a subclass of ``owner`` encodes otherwise."""
+        if type(self).encode is not owner.encode:
+            return Codec.encode_sent_on(self, x, ctx)
+        payload, sent = encode_sent(self, x, ctx)
+        assert sent is not None
+        return payload, sent
 
     def server(self) -> ServerCodec:
         """A fresh server-side companion (one per server shard)."""

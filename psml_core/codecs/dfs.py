@@ -313,13 +313,9 @@ class DFSCodec(Codec):
 
     def encode_sent_on(self, x: torch.Tensor, ctx: CodecContext) -> tuple[Payload, torch.Tensor]:
         """:meth:`encode`, and its blocks of ``x`` in place (what the payload decodes to)."""
-        if type(self).encode is not DFSCodec.encode:  # a subclass that encodes otherwise
-            return super().encode_sent_on(x, ctx)
         from psml_core.codecs.blocks_torch import dfs_encode_sent
 
-        payload, sent = dfs_encode_sent(self, x, ctx)
-        assert sent is not None
-        return payload, sent
+        return self._sent_by(DFSCodec, dfs_encode_sent, x, ctx)
 
     def check_report(self, report: CostReport, ctx: CodecContext) -> None:
         """Validate a parsed report against the budget at each candidate ``B``.

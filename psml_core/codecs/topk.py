@@ -91,13 +91,9 @@ class TopKCodec(Codec):
 
     def encode_sent_on(self, x: torch.Tensor, ctx: CodecContext) -> tuple[Payload, torch.Tensor]:
         """:meth:`encode`, and the kept values in place (what the payload decodes to)."""
-        if type(self).encode is not TopKCodec.encode:  # a subclass that encodes otherwise
-            return super().encode_sent_on(x, ctx)
         from psml_core.codecs.sparsify_torch import encode_topk_sent
 
-        payload, sent = encode_topk_sent(self, x, ctx)
-        assert sent is not None
-        return payload, sent
+        return self._sent_by(TopKCodec, encode_topk_sent, x, ctx)
 
     def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
         """The kept elements in place, zeros elsewhere; a length off the byte rule is rejected."""

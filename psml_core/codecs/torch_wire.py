@@ -151,17 +151,16 @@ def _copy_and_crc(out: np.ndarray, body: torch.Tensor, seed: int, pinned: bool) 
     if size == 0:
         return seed
     dst = torch.from_numpy(out)
-    cuda = pinned
     spans = [(a, min(a + _PIPE_CHUNK, size)) for a in range(0, size, _PIPE_CHUNK)]
     landed = []
     for a, b in spans:
-        dst[a:b].copy_(body[a:b], non_blocking=cuda)
-        if cuda:
+        dst[a:b].copy_(body[a:b], non_blocking=pinned)
+        if pinned:
             landed.append(torch.cuda.Event())
             landed[-1].record(torch.cuda.current_stream(body.device))
         else:
             seed = crc32c(out[a:b], seed)
-    if cuda:
+    if pinned:
         for (a, b), event in zip(spans, landed, strict=True):
             event.synchronize()
             seed = crc32c(out[a:b], seed)

@@ -44,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 import simpy
-import torch
 
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
@@ -166,7 +165,7 @@ class SimBackend(Backend):
 def gradient_batch(job: Job) -> BatchedGradients | None:
     """The run's gradients computed a step at a time (``PSML_SIM_BATCH``), or None."""
     device = job.workers[0].device
-    collect, batched = batch_mode(device is not None and torch.device(device).type != "cpu")
+    collect, batched = batch_mode(device is not None and device.type != "cpu")
     if not collect or job.shards[0].policy.rounds:  # a round's local steps depend on each other
         return None
     return BatchedGradients(job.workers, job.model, batched)
