@@ -1,7 +1,9 @@
 """Which recipes each backend can run faithfully, checked when a config loads.
 
-The dist backend cannot move keys between shard processes; an allreduce (horovod) has no
-asynchronous policies, per-key pulls, down codecs or shards. The workflow and ``psml config``
+Each backend's refusal is its descriptor's (:class:`~psml_core.backend_info.BackendInfo`,
+looked up by :func:`backend_info`, psml's own or a plugin's). The dist backend cannot move
+keys between shard processes; an allreduce (horovod) has no asynchronous policies, per-key
+pulls, down codecs or shards. The workflow and ``psml config``
 call :func:`check_backend` right after loading the config, so that a tier its backend cannot
 run stops with one line before any job starts, not hours later at its first training job; the
 backends ask the same functions again when they run a job (a run spec written by hand).
@@ -13,17 +15,21 @@ the backends import torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from psml_core.config import Experiment, MethodRecipe, config_root, load_yaml
+from psml_core.backend_info import (
+    BACKEND_INFOS,
+    BackendInfo,
+    dist_refusal,
+    has_barrier,
+    horovod_refusal,
+    moves_keys,
+)
+from psml_core.config import Experiment, config_root, load_yaml
 from psml_core.errors import ConfigError
-from psml_core.placement.base import PLACEMENTS
-from psml_core.plugins import block_origin, calibrate_command, cost_file
-from psml_core.sync.base import SYNC_POLICIES
+from psml_core.plugins import block_origin, calibrate_command, cost_file, load_plugins
 
 __all__ = [
-    "REFUSALS",
     "SERVER_DEVICE",
+    "backend_info",
     "check_backend",
     "check_codec_costs",
     "dist_refusal",
@@ -33,61 +39,14 @@ __all__ = [
 ]
 
 
-def moves_keys(method: MethodRecipe) -> bool:
-    """Whether the recipe's placement moves keys between shards during the run."""
-    return bool(PLACEMENTS.get(method.placement.name).moves_keys)
+def backend_info(name: str, where: str = "backend") -> BackendInfo:
+    """The descriptor of backend ``name``: psml's own, or a ``psml.backends`` plugin's.
 
-
-def has_barrier(method: MethodRecipe) -> bool:
-    """Whether the recipe's sync policy applies each clock's pushes together (BSP, PCP)."""
-    return bool(SYNC_POLICIES.get(method.sync.name).barrier)
-
-
-def dist_refusal(method: MethodRecipe) -> str | None:
-    """Why the dist backend cannot run ``method``, or None."""
-    if moves_keys(method):
-        return (
-            f"method {method.name!r}: placement {method.placement.name!r} moves keys between "
-            "shards mid-run, which the dist backend cannot do yet; run it on the sim backend"
-        )
-    return None
-
-
-def horovod_refusal(method: MethodRecipe) -> str | None:
-    """Why an allreduce cannot run ``method``, or None.
-
-    An asynchronous sync policy, touched pulls, a down-direction codec on pulls, or a
-    placement that moves keys.
+    Raises:
+        ConfigError: an unknown name, naming the config key and listing the known backends.
     """
-    if not has_barrier(method):
-        return (
-            f"backend 'horovod' runs bulk-synchronous allreduce; method {method.name!r} uses "
-            f"sync {method.sync.name!r} — use sync: bsp, or the sim or dist backend"
-        )
-    if method.pull == "touched":
-        return (
-            f"backend 'horovod' allreduces whole gradients and has no per-key pulls; method "
-            f"{method.name!r} sets pull: touched — use the sim or dist backend"
-        )
-    if method.codec_down is not None and method.codec_down.name != "none":
-        return (
-            f"backend 'horovod' has no parameter pulls to encode; method {method.name!r} sets "
-            f"codec_down {method.codec_down.name!r} — use the sim or dist backend"
-        )
-    if moves_keys(method):
-        return (
-            f"backend 'horovod' has no server shards to move keys between; method "
-            f"{method.name!r} uses placement {method.placement.name!r} — use the sim backend"
-        )
-    return None
-
-
-REFUSALS: dict[str, Callable[[MethodRecipe], str | None]] = {
-    "sim": lambda method: None,
-    "dist": dist_refusal,
-    "horovod": horovod_refusal,
-}
-"""Each backend's refusal; a test keeps it in step with the backend registry."""
+    load_plugins()
+    return BACKEND_INFOS.get(name, where=where)
 
 
 SERVER_DEVICE = "cpu-core"
@@ -108,7 +67,7 @@ def _priced(device: str) -> set[str]:
 
 
 def check_codec_costs(exp: Experiment) -> None:
-    """On the sim backend, every codec of the tier's recipes has a cost on its devices.
+    """On a backend that prices codec work (sim), every codec of the tier's recipes has a cost.
 
     psml's own codecs are in every device file; a plugin's codec needs its cost file
     (``psml bench calibrate --plugin``), else the first training job would stop on it.
@@ -116,7 +75,7 @@ def check_codec_costs(exp: Experiment) -> None:
     Raises:
         ConfigError: naming the codec, a method using it, its plugin and the command.
     """
-    if exp.backend != "sim" or not exp.compute.codec_costs:
+    if not backend_info(exp.backend).prices_codecs or not exp.compute.codec_costs:
         return
     devices = {exp.compute.device, SERVER_DEVICE}
     devices |= {wl.device for wl in exp.workloads.values() if wl.device is not None}
@@ -149,12 +108,7 @@ def check_backend(exp: Experiment) -> None:
     Raises:
         ConfigError: naming the backend, each recipe it cannot run and why, and the fix.
     """
-    if exp.backend not in REFUSALS:
-        raise ConfigError(
-            f"key 'backend': {exp.backend!r} is not allowed; allowed values: "
-            + ", ".join(sorted(REFUSALS))
-        )
-    refusal = REFUSALS[exp.backend]
+    refusal = backend_info(exp.backend).refusal
     refused = {m: why for m, r in sorted(exp.recipes.items()) if (why := refusal(r))}
     if refused:
         first, why = next(iter(refused.items()))

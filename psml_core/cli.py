@@ -20,6 +20,7 @@ import yaml
 from psml_core import __version__
 from psml_core.bench.command import bench_args, cmd_bench
 from psml_core.calibrate_command import calibrate_args, cmd_calibrate
+from psml_core.capabilities import backend_info
 from psml_core.cli_args import (
     _analyze_args,
     _compare_args,
@@ -202,8 +203,8 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
     spec = train_spec(args)
-    if spec.backend == "dist" and args.launcher != "local":
-        return _launch_dist(spec, args)
+    if backend_info(spec.backend).launch_module and args.launcher != "local":
+        return _launch_ranks(spec, args)
     summary = _train_here(spec, args)
     acc = summary["final_test_accuracy"]
     print(
@@ -231,16 +232,21 @@ def _train_here(spec: RunSpec, args: argparse.Namespace) -> dict[str, Any]:
         del os.environ[LOG_DIR_ENV]
 
 
-def _launch_dist(spec: RunSpec, args: argparse.Namespace) -> int:
-    """Start the P + S ranks of a dist run with srun (inside a SLURM allocation) or torchrun."""
+def _launch_ranks(spec: RunSpec, args: argparse.Namespace) -> int:
+    """Start a launched backend's processes (dist: P + S ranks) with srun or torchrun.
+
+    Inside a SLURM allocation (srun) or here (torchrun), each runs the descriptor's
+    ``launch_module``.
+    """
     import shutil
     import subprocess
 
-    n = spec.workers + spec.shards
+    info = backend_info(spec.backend)
+    n = info.processes(spec.workers, spec.shards)
     rank_args = ["--run", args.run, "--data", args.data, "--out", args.out]
     if args.partition:
         rank_args += ["--partition", args.partition]
-    module = ["-m", "psml_core.engine.torchdist.launch"]
+    module = ["-m", str(info.launch_module)]
     if args.launcher == "srun":
         cmd = ["srun", "-n", str(n), sys.executable, *module, *rank_args]
         if shutil.which(cmd[0]) is None:

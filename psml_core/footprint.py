@@ -6,7 +6,8 @@ and 16 GB, while the tiers run torch on one thread and a smoke run peaked at 236
 workflow's train rule now asks for:
 
 * **threads**: ``compute.threads`` per process (torch's thread pool, one by default), so
-  ``--cpus-per-task`` is what the run uses; a dist job has P + S such tasks.
+  ``--cpus-per-task`` is what the run uses; a dist job has P + S such tasks (its backend's
+  descriptor counts a run's processes, :class:`~psml_core.backend_info.BackendInfo`).
 * **memory**: the peak the job itself reached when it last ran (Snakemake's benchmark file
   records ``max_rss``), with a margin, or else :func:`estimate_mb`, a model fitted to measured
   peaks (``benchmarks/bench_memory.py`` re-measures it): a fixed part per process, the data
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from psml_core.capabilities import backend_info
 from psml_core.config import RunSpec
 
 __all__ = [
@@ -54,10 +56,8 @@ FLOOR_MB = 500
 
 
 def processes(spec: RunSpec) -> int:
-    """Processes of the job: P + S ranks (dist), P (horovod), one (sim)."""
-    if spec.backend == "dist":
-        return spec.workers + spec.shards
-    return spec.workers if spec.backend == "horovod" else 1
+    """Processes of the job, as its backend's descriptor counts them (sim 1, dist P + S)."""
+    return backend_info(spec.backend).processes(spec.workers, spec.shards)
 
 
 def estimate_mb(spec: RunSpec, n_params: int, data_bytes: int) -> float:

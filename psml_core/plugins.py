@@ -36,6 +36,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from psml_core.backend_info import BACKEND_INFOS, BackendInfo
 from psml_core.codecs import CODECS, Codec
 from psml_core.config import MethodRecipe, load_yaml
 from psml_core.control import CONTROLLERS, Controller
@@ -45,6 +46,7 @@ from psml_core.registry import Registry, RegistryClash
 from psml_core.sync import SYNC_POLICIES, SyncPolicy
 
 __all__ = [
+    "BACKENDS_GROUP",
     "BLOCK_GROUPS",
     "RECIPES_GROUP",
     "Plugin",
@@ -71,6 +73,10 @@ BLOCK_GROUPS: dict[str, tuple[str, Registry[Any], type]] = {  # provenance.PLUGI
 
 RECIPES_GROUP = "psml.recipes"
 """The group whose entry points name a package holding ``methods.yaml`` (and ``papers/``)."""
+
+BACKENDS_GROUP = "psml.backends"
+"""The group whose entry points name a :class:`~psml_core.backend_info.BackendInfo` (a backend;
+its class loads only when a job runs on it)."""
 
 
 @dataclass
@@ -244,6 +250,23 @@ def _add_resources(ep: md.EntryPoint, plugin: Plugin) -> None:
     plugin.papers += sorted((root / "papers").glob("*.yaml"))
 
 
+def _register_backend(ep: md.EntryPoint, plugin: Plugin, found: Mapping[str, Plugin]) -> None:
+    """Register a plugin's backend descriptor under its entry point's name."""
+    info = _load(ep, plugin, BACKENDS_GROUP, found)
+    where = f"plugin {plugin.label}: entry point {ep.name!r} of group {BACKENDS_GROUP!r}"
+    if not isinstance(info, BackendInfo):
+        raise ConfigError(
+            f"{where} is {info!r}, not a BackendInfo; point it at the backend's descriptor"
+        )
+    if info.name != ep.name:
+        raise ConfigError(f"{where} names backend {info.name!r}; name the entry point so too")
+    if ep.name in BACKEND_INFOS:
+        owner = _owner(found, "backend", ep.name, BACKEND_INFOS.get(ep.name))
+        raise _clash(where, plugin, "backend", ep.name, owner)
+    BACKEND_INFOS.register(ep.name)(info)
+    plugin.blocks.setdefault("backend", []).append(ep.name)
+
+
 def load_plugins() -> list[Plugin]:
     """Load every installed plugin once per process; the plugins, by package name.
 
@@ -259,6 +282,8 @@ def load_plugins() -> list[Plugin]:
                     _register_block(ep, _plugin(found, ep), group, found)
             for ep in _entry_points(RECIPES_GROUP):
                 _add_resources(ep, _plugin(found, ep))
+            for ep in _entry_points(BACKENDS_GROUP):
+                _register_backend(ep, _plugin(found, ep), found)
         except ConfigError:
             _LOADED = None
             raise

@@ -62,6 +62,7 @@ PLUGIN_GROUPS = (
     "psml.controllers",
     "psml.placements",
     "psml.recipes",
+    "psml.backends",
 )
 """The entry-point groups of plugin packages (:mod:`psml_core.plugins`)."""
 

@@ -11,16 +11,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from psml_core.backend_info import BackendInfo
+from psml_core.capabilities import backend_info
 from psml_core.config import RunSpec
 from psml_core.data.base import Dataset
 from psml_core.data.store import load_prepared, manifest_sha256
-from psml_core.devices.codec_cost import CodecCostModel
-from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.backend import CHECKPOINT_NAME, Backend
 from psml_core.engine.device_state import keep_on_device
 from psml_core.engine.job import Job, build_job
 from psml_core.engine.progress import Progress
-from psml_core.engine.sim.backend import SERVER_DEVICE, SimBackend
-from psml_core.engine.sim.checkpoint import CHECKPOINT_NAME
 from psml_core.engine.stages import hash_stage, place_stage
 from psml_core.engine.torch_device import device_provenance, resolve_device
 from psml_core.errors import ConfigError, DataError
@@ -44,10 +43,10 @@ def configure_torch(spec: RunSpec) -> None:
         set_deterministic(True, warn_only=False)
 
 
-def _place(job: Job, device: torch.device) -> None:
-    """Move the model to ``device``; a sim run on a GPU keeps its vectors there too."""
+def _place(job: Job, backend: Backend, device: torch.device) -> None:
+    """Move the model to ``device``; a backend that keeps its vectors there moves them too."""
     job.model.to(device)
-    if job.spec.backend == "sim" and device.type != "cpu":
+    if backend.keeps_vectors_on_device and device.type != "cpu":
         reason = keep_on_device(job, device)
         if reason is not None:
             print(
@@ -63,34 +62,8 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
     out["torch_device"] = device_provenance(device)
     if transport := backend.transport():
         out["transport"] = transport
-    if isinstance(backend, SimBackend):
-        spec = job.spec
-        out["overlap"] = spec.scenario.overlap
-        out["gradients"] = _gradients(backend)
-        if spec.compute.codec_costs:
-            m = spec.method
-            codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
-            out["codec_costs"] = {
-                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
-                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
-            }
-        else:
-            out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"
+    out.update(backend.describe_time_model(job))
     return out
-
-
-def _gradients(backend: SimBackend) -> dict[str, Any]:
-    """How the workers' gradients were computed (a GPU's batched pass rounds differently)."""
-    g = backend.gradients
-    if g is None:
-        return {"computed": "one replica at a time (PSML_SIM_BATCH off, or not on a GPU)"}
-    how = "batched: one pass per step" if g.batched else "per replica, a step at a time"
-    return {
-        "computed": how,
-        "calls": len(g.sizes),
-        "handed_over": g.hits,  # computed with the step's first worker, the replica checked
-        "predictions_missed": g.misses,
-    }
 
 
 def load_assignment(path: str | Path) -> Assignment:
@@ -115,17 +88,21 @@ def _data_files(data_dir: str | Path, dataset: Dataset) -> dict[str, str]:
     return {f"{tag}/{name}": sha for name, sha in files.items()}
 
 
-def _backend(spec: RunSpec, checkpoint: Path) -> Backend:
-    """The run's backend; only sim checkpoints (others say they ignore ``checkpoint_every``)."""
-    if spec.backend == "sim":
-        return SimBackend(checkpoint if spec.checkpoint_every > 0 else None)
-    if spec.checkpoint_every > 0:
+def _backend(spec: RunSpec, info: BackendInfo, checkpoint: Path) -> Backend:
+    """The run's backend, as its descriptor names it; one that does not checkpoint says so."""
+    cls = info.load()
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise ConfigError(
+            f"backend {info.name!r}: {info.backend} is {cls!r}, not a Backend subclass; "
+            "point the descriptor's backend at the class"
+        )
+    if spec.checkpoint_every > 0 and not info.checkpoints:
         print(
             f"{spec.run_id}: checkpoint_every is ignored on the {spec.backend!r} backend "
-            "(only sim runs checkpoint); a killed run starts over",
+            "(its runs do not checkpoint); a killed run starts over",
             file=sys.stderr,
         )
-    return BACKENDS.get(spec.backend, where="backend")()
+    return cls.for_run(spec, checkpoint)
 
 
 def _run(
@@ -148,7 +125,8 @@ def _run(
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
     # multi-process run takes its own GPU, engine.torch_device.rank_device).
     device = resolve_device(spec.device)
-    backend = _backend(spec, checkpoint)
+    info = backend_info(spec.backend)
+    backend = _backend(spec, info, checkpoint)
     t0 = time.perf_counter()
     # The stages the workflow runs as jobs of their own (hash, partition), run here when their
     # outputs are not handed over.
@@ -160,9 +138,9 @@ def _run(
         assignment = place_stage(spec, dataset).assignment
     progress.stage("build")  # the job: model replicas, codec costs
     job = build_job(spec, dataset, assignment)
-    _place(job, device)
+    _place(job, backend, device)
     progress.stage("train")
-    if not isinstance(backend, SimBackend):
+    if not info.in_process:
         progress.handover()  # the ranks report (rank 0), each with its own heartbeat
     records = backend.run(job, progress)
     return loaded, device, backend, job, records, time.perf_counter() - t0
@@ -201,7 +179,7 @@ def train(
             f"{mark['id']!r} maps it; train it with `psml train --calibration FILE`"
         )
     if progress is None:
-        clock = "simulated" if spec.backend == "sim" else "wall-clock"
+        clock = backend_info(spec.backend).clock
         progress = Progress.from_env(spec.run_id, wl.iterations, clock)
     # First, so that a log shows the run within seconds (before data, placement, calibration).
     progress.start(
@@ -219,7 +197,7 @@ def train(
         )
     finally:
         progress.close()
-    if isinstance(backend, SimBackend) and backend.resumed_at is not None:
+    if backend.resumed_at is not None:
         print(f"{spec.run_id}: resumed from its checkpoint at iteration {backend.resumed_at}")
     write_metrics(out / "metrics.parquet", records)
     summary = build_summary(

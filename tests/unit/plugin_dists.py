@@ -85,9 +85,11 @@ def install(
 @contextmanager
 def fresh_plugins(root: Path) -> Iterator[Path]:
     """``root`` on ``sys.path`` and no plugin loaded; afterwards, all as it was."""
+    from psml_core.backend_info import BACKEND_INFOS
     from psml_core.plugins import BLOCK_GROUPS
 
     saved = {g: dict(reg._items) for g, (_k, reg, _b) in BLOCK_GROUPS.items()}  # noqa: SLF001
+    backends = dict(BACKEND_INFOS._items)  # noqa: SLF001
     loaded, modules = plugins._LOADED, set(sys.modules)  # noqa: SLF001
     sys.path.insert(0, str(root))
     plugins._LOADED = None  # noqa: SLF001
@@ -99,5 +101,7 @@ def fresh_plugins(root: Path) -> Iterator[Path]:
         for g, (_k, reg, _b) in BLOCK_GROUPS.items():
             reg._items.clear()  # noqa: SLF001
             reg._items.update(saved[g])  # noqa: SLF001
+        BACKEND_INFOS._items.clear()  # noqa: SLF001
+        BACKEND_INFOS._items.update(backends)  # noqa: SLF001
         for name in set(sys.modules) - modules:
             del sys.modules[name]

@@ -18,7 +18,7 @@ from snakemake.utils import validate
 from psml_core.config import deployment_config_dir, effective_config
 from psml_core.config.paths import inside
 from psml_core.config.reading import parse_yaml, yaml12_numbers
-from psml_core.capabilities import check_backend
+from psml_core.capabilities import backend_info, check_backend
 from psml_core.recipes import load_experiment
 from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
 from psml_core.errors import ConfigError
@@ -101,6 +101,7 @@ for _entry in workflow.config_settings.config_args or ():
 try:
     EXP = load_experiment(config, CONFIG_DIR)
     check_backend(EXP)  # a backend that cannot run one of the tier's recipes stops here
+    BACKEND = backend_info(EXP.backend)  # psml's own or a plugin's: processes, launcher
     # Operating points: the record's where its fingerprint matches; the rest are tuned first.
     EXP, TUNING = with_operating_points(EXP, CONFIG_DIR)
     _EFFECTIVE = effective_config(config, CONFIG_DIR)
@@ -343,14 +344,10 @@ def cost_files(wildcards):
 
 
 def train_threads(wildcards):
-    """Cores a training job occupies: torch's threads (compute.threads) per process, one
-    process or one per rank of a multi-process backend."""
+    """Cores a training job occupies: torch's threads (compute.threads) per process, as many
+    processes as the backend's descriptor counts (one, or one per rank)."""
     workers, shards = EXP.cluster(wildcards.workload)  # a workload may set its own workers
-    if EXP.backend == "dist":
-        return (workers + shards) * EXP.compute.threads
-    if EXP.backend == "horovod":
-        return workers * EXP.compute.threads
-    return EXP.compute.threads
+    return BACKEND.processes(workers, shards) * EXP.compute.threads
 
 
 def train_cpus(wildcards):
@@ -396,14 +393,15 @@ def train_gpu(wildcards):
 
 
 def train_tasks(wildcards):
-    """SLURM tasks of a dist training job: its P workers plus S shards."""
-    return sum(EXP.cluster(wildcards.workload))
+    """SLURM tasks of a launched backend's training job (dist: its P workers plus S shards)."""
+    return BACKEND.processes(*EXP.cluster(wildcards.workload))
 
 
-# Processes of a training job (SLURM tasks): P + S for dist, else one. A dist job also gets
-# `mpi`, which makes the SLURM executor plugins submit its P + S tasks and run its command as
-# is (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
-TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" else {"tasks": 1}
+# Processes of a training job (SLURM tasks): one per process of a backend whose processes a
+# launcher starts (its descriptor's launch_module; dist: P + S), else one. Such a job also gets
+# `mpi`, which makes the SLURM executor plugins submit its tasks and run its command as is
+# (`psml train` starts the ranks itself); they refuse `mpi` on a one-task job (sim, horovod).
+TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if BACKEND.launch_module else {"tasks": 1}
 
 # A GPU only for training jobs that compute on one (device: cuda, or auto where there is one),
 # on the GPU partition; every other job keeps the profile's default partition and asks for none.

@@ -41,10 +41,13 @@ in the raw byte columns.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import simpy
 
+from psml_core.config import RunSpec
+from psml_core.devices.codec_cost import CodecCostModel
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.engine.loop import WorkerLoop
@@ -105,11 +108,45 @@ class SimBackend(Backend):
     """
 
     clock = "simulated"
+    keeps_vectors_on_device = True
 
     def __init__(self, checkpoint: Path | None = None) -> None:
         self.checkpoint = checkpoint
         self.resumed_at: int | None = None  # the iteration a resumed run started from
         self.gradients: BatchedGradients | None = None  # the last run's, if it batched them
+
+    @classmethod
+    def for_run(cls, spec: RunSpec, checkpoint: Path) -> SimBackend:
+        """Checkpointing at ``checkpoint`` where ``spec.checkpoint_every`` asks for it."""
+        return cls(checkpoint if spec.checkpoint_every > 0 else None)
+
+    def describe_time_model(self, job: Job) -> dict[str, Any]:
+        """The scenario's overlap, how the gradients were computed, and the codec costs."""
+        spec = job.spec
+        out: dict[str, Any] = {"overlap": spec.scenario.overlap, "gradients": self._gradients()}
+        if spec.compute.codec_costs:
+            m = spec.method
+            codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
+            out["codec_costs"] = {
+                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
+                "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
+            }
+        else:
+            out["codec_costs"] = "off (compute.codec_costs: false): codec work takes 0 s"
+        return out
+
+    def _gradients(self) -> dict[str, Any]:
+        """How the workers' gradients were computed (a GPU's batched pass rounds differently)."""
+        g = self.gradients
+        if g is None:
+            return {"computed": "one replica at a time (PSML_SIM_BATCH off, or not on a GPU)"}
+        how = "batched: one pass per step" if g.batched else "per replica, a step at a time"
+        return {
+            "computed": how,
+            "calls": len(g.sizes),
+            "handed_over": g.hits,  # computed with the step's first worker, the replica checked
+            "predictions_missed": g.misses,
+        }
 
     def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
         """Simulate the whole run (from its checkpoint, if there is one) and return its records.

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from psml_core.atomic import write_bytes
+from psml_core.engine.backend import CHECKPOINT_NAME
 from psml_core.engine.job import Job
 from psml_core.engine.server import ServerShard
 from psml_core.errors import DataError
@@ -45,7 +46,6 @@ __all__ = [
     "save_checkpoint",
 ]
 
-CHECKPOINT_NAME = "checkpoint.pkl"
 FAULT_ENV = "PSML_FAULT_KILL_AFTER_CHECKPOINT"
 HOLD_ENV = "PSML_FAULT_HOLD_AFTER_CHECKPOINT"
 _FORMAT = 1

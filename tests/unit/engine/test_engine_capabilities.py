@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from psml_core.capabilities import REFUSALS, check_backend, has_barrier, moves_keys
+from psml_core.backend_info import BACKEND_INFOS, BUILTIN
+from psml_core.capabilities import backend_info, check_backend, has_barrier, moves_keys
 from psml_core.engine.backend import BACKENDS
 from psml_core.errors import ConfigError
 from psml_core.placement import PLACEMENTS
@@ -65,13 +66,36 @@ def test_the_cli_refuses_before_printing_anything(capsys):
     assert err.startswith("psml config: error: backend 'horovod' cannot run")
 
 
-def test_every_backend_has_its_refusal_and_loading_a_config_imports_no_torch():
+def test_each_builtin_descriptor_names_its_registered_class_and_its_clock():
+    assert {info.name for info in BUILTIN} == set(BACKENDS.names())
+    for info in BUILTIN:
+        cls = info.load()
+        assert cls is BACKENDS.get(info.name) and cls.clock == info.clock
+        assert BACKEND_INFOS.get(info.name) is info
+
+
+def test_an_unknown_backend_is_one_line_listing_the_known_ones():
+    exp = load_experiment({"tier": "smoke", "backend": "ray"}, CONFIG)
+    with pytest.raises(ConfigError) as err:
+        check_backend(exp)
+    msg = str(err.value)
+    assert msg.startswith("unknown backend 'ray' (config key 'backend')")
+    assert msg.endswith("known backends: dist, horovod, sim") and "\n" not in msg
+
+
+def test_the_descriptors_count_processes_and_say_who_checkpoints_and_launches():
+    sim, dist, horovod = (backend_info(n) for n in ("sim", "dist", "horovod"))
+    assert [b.processes(4, 2) for b in (sim, dist, horovod)] == [1, 6, 4]
+    assert [b.checkpoints for b in (sim, dist, horovod)] == [True, False, False]
+    assert dist.launch_module == "psml_core.engine.torchdist.launch"
+    assert sim.launch_module is None and horovod.launch_module is None
+    assert sim.in_process and not dist.in_process and not horovod.in_process
+
+
+def test_loading_a_config_imports_no_torch():
     import subprocess
     import sys
 
-    assert set(REFUSALS) == set(BACKENDS.names())
-    for name in REFUSALS:
-        assert BACKENDS.get(name).refusal is not None
     code = (
         "import sys; from psml_core.capabilities import check_backend; "
         "from psml_core.recipes import load_experiment; "
