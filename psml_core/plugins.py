@@ -258,11 +258,11 @@ def _register_backend(ep: md.EntryPoint, plugin: Plugin, found: Mapping[str, Plu
         raise ConfigError(
             f"{where} is {info!r}, not a BackendInfo; point it at the backend's descriptor"
         )
-    if info.name != ep.name:
-        raise ConfigError(f"{where} names backend {info.name!r}; name the entry point so too")
     if ep.name in BACKEND_INFOS:
         owner = _owner(found, "backend", ep.name, BACKEND_INFOS.get(ep.name))
         raise _clash(where, plugin, "backend", ep.name, owner)
+    if info.name != ep.name:
+        raise ConfigError(f"{where} names backend {info.name!r}; name the entry point so too")
     BACKEND_INFOS.register(ep.name)(info)
     plugin.blocks.setdefault("backend", []).append(ep.name)
 
