@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from psml_core import plugins
+from psml_core.backend_info import BACKEND_INFOS
 from psml_core.codecs import CODECS, ServerCodec, make_codec
 from psml_core.codecs.lossless import snappy_size
 from psml_core.codecs.randomk import RandomKServer
@@ -27,7 +28,7 @@ from psml_core.config import (
 )
 from psml_core.config import read_run_spec as _read_run_spec
 from psml_core.control import CONTROLLERS
-from psml_core.errors import ConfigError, DataError
+from psml_core.errors import ConfigError, DataError, did_you_mean
 from psml_core.placement import PLACEMENTS
 from psml_core.placement.dynamic import DynamicPlacement
 from psml_core.plugins import load_plugins
@@ -229,6 +230,7 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     exp = build_experiment(
         user, base, methods_files=plugins.methods_files(), paper_files=plugins.paper_files()
     )
+    _check_backend_name(exp.backend)
     for name, ex in exp.experiments.items():
         for method in ex.methods:
             if ex.sweep and method not in listed and method in exp.recipes:
@@ -238,6 +240,17 @@ def load_experiment(user: dict[str, Any], root: str | Path | None = None) -> Exp
     check_scale(exp)
     _check_validation_table(exp.report.get("validation"))
     return exp
+
+
+def _check_backend_name(name: str) -> None:
+    """``backend`` names a registered descriptor: psml's own or a plugin's (psml.backends)."""
+    if name not in BACKEND_INFOS:
+        known = BACKEND_INFOS.names()
+        raise ConfigError(
+            f"invalid config: key 'backend': unknown backend {name!r}; "
+            f"{did_you_mean(name, known)}known backends: {', '.join(known)} (a package adds "
+            "one through the entry-point group psml.backends)"
+        )
 
 
 def _check_validation_table(path: str | None) -> None:

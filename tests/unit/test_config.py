@@ -46,7 +46,10 @@ def test_every_tier_is_valid(repo, tier):
         ({"workers": "two"}, "key 'workers': expected integer"),
         ({"workers": 0}, "key 'workers': 0 is out of range; must be >= 1"),
         ({"bogus": 1}, "unknown key 'bogus'"),
-        ({"backend": "mpi"}, "allowed values: sim, dist, horovod"),
+        (
+            {"backend": "mpi"},
+            "key 'backend': unknown backend 'mpi'; known backends: dist, horovod, sim",
+        ),
         ({"scenarios": {"x": {"bandwidth_gbps": -1}}}, "scenarios.x.bandwidth_gbps"),
         (
             {

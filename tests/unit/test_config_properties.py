@@ -32,6 +32,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from psml_core.backend_info import BACKEND_INFOS
 from psml_core.cli import main
 from psml_core.config import effective_config
 from psml_core.recipes import load_experiment, load_methods
@@ -292,6 +293,7 @@ def _config_makers(config: dict[str, Any], config_dir: Path) -> list[Maker]:
                 refs[("experiments", name, field, i)] = known
     for w in config["workloads"]:
         refs[("workloads", w, "dataset")] = set(config["datasets"])
+    refs[("backend",)] = set(BACKEND_INFOS.names())  # a name; the descriptors say which
     # A user config's null removes the tier's key (config/README.md), so it is no invalid value
     # here; tests/unit/test_config.py checks that removing a required key is still one error.
     makers = schema_mutations(config, schema, schema["$defs"], none=False)
@@ -330,7 +332,7 @@ def test_mutations_cover_the_issues_cases(config_makers):
         ("range", ("scenarios", "hetero_dc", "heterogeneity", "straggler_prob")),
         ("type", ("workers",)),
         ("type", ("workloads", "rcv1_logreg", "lr")),
-        ("enum", ("backend",)),
+        ("unknown name", ("backend",)),
         ("enum", ("workloads", "digits_mlp", "model")),
         ("unknown key", ()),
         ("unknown key", ("workloads", "digits_mlp")),

@@ -94,7 +94,7 @@ def test_a_libsvm_file_that_does_not_exist_is_named_when_the_config_loads(tmp_pa
     ("user", "fragment"),
     [
         ({"methods": ["tpok_ef"]}, "unknown method 'tpok_ef'; did you mean 'topk_ef'? known"),
-        ({"backend": "dsit"}, "'dsit' is not allowed; did you mean 'dist'? allowed values"),
+        ({"backend": "dsit"}, "unknown backend 'dsit'; did you mean 'dist'? known backends"),
         ({"wokers": 4}, "unknown key 'wokers' in '(top level)'; did you mean 'workers'?"),
         ({"tier": "smoek"}, "did you mean 'smoke'?"),
     ],

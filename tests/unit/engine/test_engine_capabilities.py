@@ -75,12 +75,11 @@ def test_each_builtin_descriptor_names_its_registered_class_and_its_clock():
 
 
 def test_an_unknown_backend_is_one_line_listing_the_known_ones():
-    exp = load_experiment({"tier": "smoke", "backend": "ray"}, CONFIG)
     with pytest.raises(ConfigError) as err:
-        check_backend(exp)
+        load_experiment({"tier": "smoke", "backend": "ray"}, CONFIG)
     msg = str(err.value)
-    assert msg.startswith("unknown backend 'ray' (config key 'backend')")
-    assert msg.endswith("known backends: dist, horovod, sim") and "\n" not in msg
+    assert msg.startswith("invalid config: key 'backend': unknown backend 'ray'")
+    assert "known backends: dist, horovod, sim" in msg and "\n" not in msg
 
 
 def test_the_descriptors_count_processes_and_say_who_checkpoints_and_launches():
