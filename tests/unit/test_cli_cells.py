@@ -13,7 +13,7 @@ import pytest
 
 from psml_core.cli import main
 from psml_core.config import Experiment
-from psml_core.run_cells import cell_paths
+from psml_core.run_resolver import workflow_files
 from psml_core.tuning.record import with_operating_points
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,15 +78,19 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     assert capsys.readouterr().out.count("\n") == len(grid)
     # The workflow's placement where it exists; explicit flags win.
     w, m, s, seed = grid[0]
-    part = cell_paths(smoke, smoke.run(w, m, s, seed)).partition
+    part = workflow_files(smoke, smoke.run(w, m, s, seed)).partition
     part.parent.mkdir(parents=True)
     part.write_bytes(b"")
     assert main(["train", *_by_name(w, m, s, seed), *SMOKE]) == 0
-    assert calls.pop()[1:] == (f"data/smoke/{smoke.run(w, m, s, seed).dataset.name}",
-                               f"results/smoke/runs/{w}/{m}/{s}/seed{seed}", str(part))  # fmt: skip
+    dataset = smoke.run(w, m, s, seed).dataset.name
+    assert tuple(map(str, calls.pop()[1:])) == (
+        f"data/smoke/{dataset}",
+        f"results/smoke/runs/{w}/{m}/{s}/seed{seed}",
+        str(part),
+    )
     argv = ["--data", "d", "--out", "o", "--partition", "p"]
     assert main(["train", *_by_name(w, m, s, seed), *SMOKE, *argv]) == 0
-    assert calls.pop()[1:] == ("d", "o", "p")
+    assert tuple(map(str, calls.pop()[1:])) == ("d", "o", "p")
 
 
 @pytest.mark.parametrize(
