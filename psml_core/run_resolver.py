@@ -79,14 +79,11 @@ class ResolvedRun:
 # --------------------------------------------------------------------------- the layout
 
 
-def data_path(tier: str, spec: RunSpec) -> Path:
-    """The data set a run reads: prepared, or hashed for its recipe and seed."""
-    h = spec.method.hashing
-    if h is None:
-        return Path(layout.path(layout.DATA, tier=tier, dataset=spec.dataset.name))
-    where = layout.path(
-        layout.HASHED, tier=tier, dataset=spec.dataset.name, hashing=h.key, seed=spec.seed
-    )
+def data_path(tier: str, dataset: str, hashing: str | None = None, seed: int = 0) -> Path:
+    """A data set's directory: prepared, or hashed by a hashing block (its key) for a seed."""
+    if hashing is None:
+        return Path(layout.path(layout.DATA, tier=tier, dataset=dataset))
+    where = layout.path(layout.HASHED, tier=tier, dataset=dataset, hashing=hashing, seed=seed)
     return Path(where)
 
 
@@ -336,9 +333,10 @@ def workflow_files(exp: Experiment, spec: RunSpec) -> ResolvedRun:
     Raises:
         ConfigError: a path leaves the working directory (a spec given as a file).
     """
+    hashing = None if spec.method.hashing is None else spec.method.hashing.key
     found = ResolvedRun(
         spec=spec,
-        data=data_path(exp.tier, spec),
+        data=data_path(exp.tier, spec.dataset.name, hashing, spec.seed),
         partition=partition_path(exp, spec.workload.name, spec.method.name),
         out=run_path(exp.tier, spec),
     )
