@@ -41,9 +41,10 @@ from psml_core.heap import configure_heap
 from psml_core.heartbeat import stage_lines
 from psml_core.recipes import read_run_spec
 from psml_core.results_command import cmd_compare, cmd_report
-from psml_core.run_cells import cmd_runs, cmd_show, train_spec
-from psml_core.tuning.command import cmd_tune, tune_args
-from psml_core.validate.command import cmd_validate, validate_args
+from psml_core.run_cells import cmd_runs, cmd_show
+from psml_core.run_resolver import ResolvedRun
+from psml_core.tune_command import cmd_tune, tune_args
+from psml_core.validate_command import cmd_validate, validate_args
 
 __all__ = ["main"]
 
@@ -54,7 +55,7 @@ __all__ = ["main"]
 def cmd_config(args: argparse.Namespace) -> int:
     """Validate a config and print the effective configuration (or one error line)."""
     from psml_core.config import deployment_config_dir, effective_config
-    from psml_core.run_cells import load_tier, user_config
+    from psml_core.run_resolver import load_tier, user_config
 
     if args.readme:
         from psml_core.config.readme import config_readme
@@ -202,19 +203,57 @@ def _partition(spec: RunSpec, args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one run; writes metrics.parquet and summary.json."""
-    spec = train_spec(args)
-    if backend_info(spec.backend).launch_module and args.launcher != "local":
-        return _launch_ranks(spec, args)
-    summary = _train_here(spec, args)
+    run = _train_run(args)
+    if backend_info(run.spec.backend).launch_module and args.launcher != "local":
+        return _launch_ranks(run, args.launcher)
+    summary = _train_here(run)
     acc = summary["final_test_accuracy"]
     print(
-        f"{spec.run_id}: accuracy {acc:.4f}, {summary['total_time_s']:.4g} s "
+        f"{run.spec.run_id}: accuracy {acc:.4f}, {summary['total_time_s']:.4g} s "
         f"({summary['clock']}), {summary['bytes_up']} B up, {summary['bytes_down']} B down"
     )
     return 0
 
 
-def _train_here(spec: RunSpec, args: argparse.Namespace) -> dict[str, Any]:
+def _train_run(args: argparse.Namespace) -> ResolvedRun:
+    """The run ``psml train`` trains: ``--run``, or a cell by name with the workflow's files.
+
+    The only place ``psml train``'s arguments are read; the resolver does the rest.
+
+    Raises:
+        ConfigError: both or neither form given, a name missing, or a cell not in the tier.
+    """
+    from psml_core.run_resolver import DEFAULT_CONFIGFILE, resolve_run, resolve_spec, user_config
+
+    cell = ("workload", "method", "scenario", "seed")
+    given = [f"--{f}" for f in cell if getattr(args, f) is not None]
+    files = {"data": args.data, "partition": args.partition, "calibration": args.calibration}
+    if args.run is not None:
+        # The config flags select a cell too; with --run they would be silently ignored.
+        given += [
+            f"--{f.replace('_', '-')}" for f in ("set", "tier", "config_dir") if getattr(args, f)
+        ]
+        if args.configfile != DEFAULT_CONFIGFILE:
+            given.append("--configfile")
+        if given:
+            raise ConfigError(f"give --run or {', '.join(given)} (a run by name), not both")
+        if args.data is None or args.out is None:
+            raise ConfigError("--run needs --data and --out")
+        return resolve_spec(read_run_spec(args.run), out=args.out, **files)
+    if len(given) < len(cell):
+        missing = ", ".join(f"--{f}" for f in cell if f"--{f}" not in given)
+        raise ConfigError(
+            f"give the run as --workload, --method, --scenario and --seed (missing {missing}), "
+            "or as --run JSON; `psml runs` lists the runs"
+        )
+    user = user_config(args.configfile, args.set, args.tier)
+    return resolve_run(
+        user, args.workload, args.method, args.scenario, args.seed,
+        config_dir=args.config_dir, out=args.out, **files,
+    )  # fmt: skip
+
+
+def _train_here(run: ResolvedRun) -> dict[str, Any]:
     """:func:`~psml_core.engine.training.train` in this process (dist: its spawned ranks).
 
     A dist run's ranks send torch's C++ output to ``<out>.ranks/rank<r>.log``, not to the
@@ -223,16 +262,19 @@ def _train_here(spec: RunSpec, args: argparse.Namespace) -> dict[str, Any]:
     from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV, log_dir
     from psml_core.engine.training import train
 
-    if spec.backend != "dist" or os.environ.get(LOG_DIR_ENV):
-        return train(spec, args.data, args.out, assignment_path=args.partition)
-    os.environ[LOG_DIR_ENV] = str(log_dir({}, args.out))
+    def go() -> dict[str, Any]:
+        return train(run.spec, run.data, run.out, assignment_path=run.partition)
+
+    if run.spec.backend != "dist" or os.environ.get(LOG_DIR_ENV):
+        return go()
+    os.environ[LOG_DIR_ENV] = str(log_dir({}, run.out))
     try:
-        return train(spec, args.data, args.out, assignment_path=args.partition)
+        return go()
     finally:
         del os.environ[LOG_DIR_ENV]
 
 
-def _launch_ranks(spec: RunSpec, args: argparse.Namespace) -> int:
+def _launch_ranks(run: ResolvedRun, launcher: str) -> int:
     """Start a launched backend's processes (dist: P + S ranks) with srun or torchrun.
 
     Inside a SLURM allocation (srun) or here (torchrun), each runs the descriptor's
@@ -241,20 +283,22 @@ def _launch_ranks(spec: RunSpec, args: argparse.Namespace) -> int:
     import shutil
     import subprocess
 
+    spec = run.spec
     info = backend_info(spec.backend)
     n = info.processes(spec.workers, spec.shards)
-    rank_args = ["--run", args.run, "--data", args.data, "--out", args.out]
-    if args.partition:
-        rank_args += ["--partition", args.partition]
+    # The ranks read the resolved spec (at its point, calibrated), not the one given.
+    rank_args = ["--run", spec.to_json(), "--data", str(run.data), "--out", str(run.out)]
+    if run.partition is not None:
+        rank_args += ["--partition", str(run.partition)]
     module = ["-m", str(info.launch_module)]
-    if args.launcher == "srun":
+    if launcher == "srun":
         cmd = ["srun", "-n", str(n), sys.executable, *module, *rank_args]
         if shutil.which(cmd[0]) is None:
-            raise ConfigError(f"--launcher {args.launcher}: {cmd[0]!r} is not on PATH")
+            raise ConfigError(f"--launcher {launcher}: {cmd[0]!r} is not on PATH")
         return subprocess.run(cmd, check=False).returncode
     if shutil.which("torchrun") is None:
-        raise ConfigError(f"--launcher {args.launcher}: 'torchrun' is not on PATH")
-    return _torchrun(spec, n, [*module, "--", *rank_args], Path(args.out))
+        raise ConfigError(f"--launcher {launcher}: 'torchrun' is not on PATH")
+    return _torchrun(spec, n, [*module, "--", *rank_args], run.out)
 
 
 def _torchrun(spec: RunSpec, n: int, rank_cmd: list[str], out: Path) -> int:

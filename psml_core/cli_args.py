@@ -9,7 +9,7 @@ from typing import Any
 
 from psml_core.config.reading import parse_json, read_text
 from psml_core.errors import ConfigError
-from psml_core.run_cells import DEFAULT_CONFIGFILE
+from psml_core.run_resolver import DEFAULT_CONFIGFILE
 
 __all__ = [
     "json_arg",

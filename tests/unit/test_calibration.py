@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -19,7 +18,7 @@ from psml_core.config.calibration import (
 from psml_core.engine.calibrate import fit_factor, search_factor
 from psml_core.errors import ConfigError, DataError, RunError
 from psml_core.recipes import load_experiment
-from psml_core.run_cells import calibrated
+from psml_core.run_resolver import calibrated
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "ratatouille.theta0"
@@ -171,15 +170,15 @@ def test_training_refuses_a_recipe_still_in_the_papers_units(exp, tmp_path) -> N
 def test_psml_train_reads_the_factor_from_the_workflows_file(exp, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     run = exp.run("digits_mlp_pf", "ratatouille_async__t0p6", "dc_10g", 0)
-    args = argparse.Namespace(calibration=None, run=run.to_json())
     with pytest.raises(DataError, match="not fitted yet; run `snakemake --cores 1 results/smoke"):
-        calibrated(run, args)
+        calibrated(run, None)
     path = tmp_path / "results" / "smoke" / "calibration" / f"{KEY}.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"key": KEY, "factor": 0.1}))
-    got = calibrated(run, args)
+    got, used = calibrated(run, None)
     assert got.method.codec.params["theta0"] == pytest.approx(0.06)
-    assert json.loads(args.run)["method"]["calibrated"]["factor"] == 0.1
+    assert json.loads(got.to_json())["method"]["calibrated"]["factor"] == 0.1
+    assert used == Path("results", "smoke", "calibration", f"{KEY}.json")
     path.write_text(json.dumps({"key": "other.x", "factor": 0.1}))
     with pytest.raises(DataError, match="holds calibration 'other.x'"):
         read_factor(path, KEY)

@@ -13,7 +13,7 @@ import pytest
 
 from psml_core.cli import main
 from psml_core.config import Experiment
-from psml_core.run_cells import cell_paths
+from psml_core.run_resolver import data_path, run_path, workflow_files
 from psml_core.tuning.record import with_operating_points
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,8 +26,8 @@ def _workflow_helpers(exp: Experiment) -> dict:
     """The workflow's own helpers of common.smk (run_json, run_data, ...), bound to ``exp``."""
     text = (RULES / "common.smk").read_text(encoding="utf-8")
     ns: dict = {"EXP": exp, "TIER": exp.tier, "SCENARIOS": sorted(exp.scenarios)}
-    ns.update(json=json, Path=Path, asdict=asdict)
-    for name in ("dataset_of", "prepared", "run_data", "run_json", "run_dir"):
+    ns.update(json=json, Path=Path, asdict=asdict, data_path=data_path, run_path=run_path)
+    for name in ("dataset_of", "prepared", "data_files", "run_data", "run_json", "run_dir"):
         found = re.search(rf"^def {name}\(.*?(?=^\S)", text, flags=re.M | re.S)
         assert found, f"common.smk has no {name}()"
         exec(found.group(0), ns)  # noqa: S102 - the workflow's own source
@@ -46,7 +46,7 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     wf = _workflow_helpers(with_operating_points(smoke, REPO / "config")[0])
     train_smk = (RULES / "train.smk").read_text(encoding="utf-8")
     assert "partition=partition_of," in train_smk
-    assert 'f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}' in train_smk
+    assert 'metrics=f"{RUN_WILDCARDS}/metrics.parquet"' in train_smk
     calls: list[tuple] = []
 
     def fake_train(spec, data, out, assignment_path=None):
@@ -78,15 +78,19 @@ def test_typed_spec_and_paths_are_the_workflows(smoke, tmp_path, monkeypatch, ca
     assert capsys.readouterr().out.count("\n") == len(grid)
     # The workflow's placement where it exists; explicit flags win.
     w, m, s, seed = grid[0]
-    part = cell_paths(smoke, smoke.run(w, m, s, seed)).partition
+    part = workflow_files(smoke, smoke.run(w, m, s, seed)).partition
     part.parent.mkdir(parents=True)
     part.write_bytes(b"")
     assert main(["train", *_by_name(w, m, s, seed), *SMOKE]) == 0
-    assert calls.pop()[1:] == (f"data/smoke/{smoke.run(w, m, s, seed).dataset.name}",
-                               f"results/smoke/runs/{w}/{m}/{s}/seed{seed}", str(part))  # fmt: skip
+    dataset = smoke.run(w, m, s, seed).dataset.name
+    assert tuple(map(str, calls.pop()[1:])) == (
+        f"data/smoke/{dataset}",
+        f"results/smoke/runs/{w}/{m}/{s}/seed{seed}",
+        str(part),
+    )
     argv = ["--data", "d", "--out", "o", "--partition", "p"]
     assert main(["train", *_by_name(w, m, s, seed), *SMOKE, *argv]) == 0
-    assert calls.pop()[1:] == ("d", "o", "p")
+    assert tuple(map(str, calls.pop()[1:])) == ("d", "o", "p")
 
 
 @pytest.mark.parametrize(

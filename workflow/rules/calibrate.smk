@@ -6,10 +6,10 @@ rule calibrate:
     input:
         unpack(calibration_data),
         # Written when the workflow is read (specs.smk).
-        spec=f"results/{TIER}/specs/calibration/{{calibration}}.json",
+        spec=wild(layout.SPEC_CALIBRATION),
         traces=calibration_traces,
     output:
-        f"results/{TIER}/calibration/{{calibration}}.json",
+        wild(layout.CALIBRATION),
     log:
         f"logs/{TIER}/calibrate/{{calibration}}.log",
     benchmark:

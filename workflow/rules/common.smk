@@ -17,6 +17,8 @@ from snakemake.utils import validate
 
 from psml_core.config import deployment_config_dir, effective_config
 from psml_core.config.paths import inside
+from psml_core import layout
+from psml_core.run_resolver import calibration_path, data_path, partition_path, run_path
 from psml_core.config.reading import parse_yaml, yaml12_numbers
 from psml_core.capabilities import backend_info, check_backend
 from psml_core.recipes import load_experiment
@@ -165,10 +167,22 @@ def dataset_of(wildcards):
 def prepared(wildcards):
     """The prepared data set (and its manifest) a job reads."""
     name = dataset_of(wildcards) if hasattr(wildcards, "workload") else wildcards.dataset
-    return {
-        "data": f"data/{TIER}/{name}/data.npz",
-        "manifest": f"data/{TIER}/{name}/manifest.json",
-    }
+    return data_files(data_path(TIER, name))
+
+
+def data_files(base):
+    """A data set's files, by the names a rule's input gives them."""
+    return {"data": f"{base}/data.npz", "manifest": f"{base}/manifest.json"}
+
+
+def wild(pattern):
+    """A layout pattern (psml_core/layout.py) as a rule's path: the tier filled in, the other
+    fields left as wildcards."""
+    return layout.wildcards(pattern, tier=TIER)
+
+
+# A run's directory as the train rule's output: its id's fields as wildcards.
+RUN_WILDCARDS = layout.wildcards(layout.RUN, tier=TIER, run_id=layout.RUN_ID)
 
 
 def run_data(wildcards):
@@ -181,8 +195,7 @@ def run_data(wildcards):
     if h is None:
         return prepared(wildcards)
     seed = int(getattr(wildcards, "seed", EXP.seeds[0]))
-    base = f"data/{TIER}/hashed/{dataset_of(wildcards)}/{h.key}/seed{seed}"
-    return {"data": f"{base}/data.npz", "manifest": f"{base}/manifest.json"}
+    return data_files(data_path(TIER, dataset_of(wildcards), h.key, seed))
 
 
 def hashing_json(wildcards):
@@ -228,13 +241,13 @@ def placement_data(wildcards):
 
 def partition_of(wildcards):
     """The assignment a training run reads: its (workload, recipe)'s placement."""
-    key = PLACEMENT_OF[(wildcards.workload, wildcards.method)]
-    return f"results/{TIER}/partition/{wildcards.workload}/{key}.npz"
+    return str(partition_path(EXP, wildcards.workload, wildcards.method))
 
 
 def tune_file(key):
     """Where the tune job of a tuning key (`<workload>/<method>`) writes its entry."""
-    return f"results/{TIER}/tune/{key}.json"
+    workload, method = key.split("/")
+    return layout.path(layout.TUNE, tier=TIER, workload=workload, method=method)
 
 
 def tuned_input(wildcards):
@@ -301,7 +314,7 @@ def out_dir(wildcards, output):
 
 def run_dir(run):
     """The results directory of a run."""
-    return f"results/{TIER}/runs/{run.run_id}"
+    return str(run_path(TIER, run))
 
 
 def _existing(paths):
@@ -424,7 +437,7 @@ def all_metrics(wildcards):
 
 def all_sparsity(wildcards):
     """Sparsity statistics of every data set in use."""
-    return [f"results/{TIER}/sparsity/{d}.json" for d in DATASETS]
+    return [layout.path(layout.SPARSITY, tier=TIER, dataset=d) for d in DATASETS]
 
 
 def hashing_args(wildcards):
@@ -437,14 +450,18 @@ def hashing_args(wildcards):
 
 def all_partitions(wildcards):
     """Predicted traffic of every placement, each once."""
-    return [f"results/{TIER}/partition/{w}/{key}.json" for w, key in sorted(PLACED_BY)]
+    return [partition_file(w, key, "json") for w, key in sorted(PLACED_BY)]
+
+
+def partition_file(workload, placement, ext):
+    """A placement's assignment (npz) or predicted traffic (json), by its key."""
+    return layout.path(layout.PARTITION, tier=TIER, workload=workload, placement=placement, ext=ext)
 
 
 def named_partitions(wildcards):
     """The report's entries: ``<workload>/<method>=<file>`` for every (workload, method)."""
     return [
-        f"{w}/{m}=results/{TIER}/partition/{w}/{key}.json"
-        for (w, m), key in sorted(PLACEMENT_OF.items())
+        f"{w}/{m}={partition_file(w, key, 'json')}" for (w, m), key in sorted(PLACEMENT_OF.items())
     ]
 
 
@@ -529,7 +546,7 @@ def write_config_json(out, experiment, points, log):
 def calibration_of(wildcards):
     """The calibration file a training run reads ([] unless its recipe is a calibrated sweep's)."""
     mark = EXP.recipes[wildcards.method].calibrated
-    return [f"results/{TIER}/calibration/{mark['id']}.json"] if mark else []
+    return [str(calibration_path(TIER, mark["id"]))] if mark else []
 
 
 def calibration_arg(wildcards, input):
@@ -547,10 +564,7 @@ def calibration_json_of(wildcards):
 def calibration_data(wildcards):
     """The prepared data set of a calibration's workload."""
     name = EXP.workloads[EXP.calibrations[wildcards.calibration].workload].dataset
-    return {
-        "data": f"data/{TIER}/{name}/data.npz",
-        "manifest": f"data/{TIER}/{name}/manifest.json",
-    }
+    return data_files(data_path(TIER, name))
 
 
 def calibration_traces(wildcards):
@@ -565,7 +579,8 @@ def calibration_traces(wildcards):
 def run_spec_file(w, m, s, seed, tuned=False):
     """Where a run's spec is: specs/runs/ (known when read), specs/tuned/ (after its tune job)."""
     kind = "tuned" if tuned else "runs"
-    return f"results/{TIER}/specs/{kind}/{w}/{m}/{s}/seed{seed}.json"
+    run_id = EXP.run_id(w, m, s, seed)
+    return layout.path(layout.SPEC_RUN, tier=TIER, kind=kind, run_id=run_id)
 
 
 def waits_for_tuning(w, m):
@@ -587,19 +602,18 @@ def settings_files():
             files[run_spec_file(w, m, s, seed)] = EXP.run(w, m, s, seed).to_json()
     for w, key in sorted(PLACED_BY):
         wc = SimpleNamespace(workload=w, placement=key)
-        files[f"results/{TIER}/specs/partition/{w}/{key}.json"] = partition_json(wc)
+        where = layout.path(layout.SPEC_PARTITION, tier=TIER, workload=w, placement=key)
+        files[where] = partition_json(wc)
     for key in sorted(TUNING.pending):
         w, m = key.split("/")
-        files[f"results/{TIER}/specs/tune/{key}.json"] = tune_json(
-            SimpleNamespace(workload=w, method=m)
-        )
+        where = layout.path(layout.SPEC_TUNE, tier=TIER, workload=w, method=m)
+        files[where] = tune_json(SimpleNamespace(workload=w, method=m))
     for name in CALIBRATIONS:
-        files[f"results/{TIER}/specs/calibration/{name}.json"] = calibration_json_of(
-            SimpleNamespace(calibration=name)
-        )
+        where = layout.path(layout.SPEC_CALIBRATION, tier=TIER, calibration=name)
+        files[where] = calibration_json_of(SimpleNamespace(calibration=name))
     lists = {"summaries": all_summaries, "metrics": all_metrics, "partitions": named_partitions}
     for name, paths in lists.items():
-        files[f"results/{TIER}/specs/{name}.txt"] = "\n".join(paths(None))
+        files[layout.path(layout.SPEC_LIST, tier=TIER, name=name)] = "\n".join(paths(None))
     return files
 
 
@@ -650,7 +664,7 @@ try:
             *(prepared(SimpleNamespace(dataset=d))["data"] for d in DATASETS),
             *(partition_of(SimpleNamespace(workload=w, method=m)) for w, m in PLACEMENT_OF),
             *(tune_file(key) for key in TUNING.pending),
-            *(f"results/{TIER}/calibration/{name}.json" for name in CALIBRATIONS),
+            *(str(calibration_path(TIER, name)) for name in CALIBRATIONS),
         ],
         what="workflow path",
     )

@@ -9,11 +9,11 @@ localrules:
 rule compare:
     input:
         summaries=all_summaries,
-        listed=f"results/{TIER}/specs/summaries.txt",
+        listed=layout.path(layout.SPEC_LIST, tier=TIER, name="summaries"),
         config=f"results/{TIER}/config.json",
         papers=paper_files,
         partition=all_partitions,
-        listed_partitions=f"results/{TIER}/specs/partitions.txt",
+        listed_partitions=layout.path(layout.SPEC_LIST, tier=TIER, name="partitions"),
     output:
         runs=f"results/{TIER}/runs.csv",
         aggregate=f"results/{TIER}/aggregate.csv",

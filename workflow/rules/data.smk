@@ -5,8 +5,7 @@ rule prepare:
     input:
         sources=dataset_sources,
     output:
-        data=f"data/{TIER}/{{dataset}}/data.npz",
-        manifest=f"data/{TIER}/{{dataset}}/manifest.json",
+        **data_files(wild(layout.DATA)),
     log:
         f"logs/{TIER}/prepare/{{dataset}}.log",
     benchmark:
@@ -28,8 +27,7 @@ rule hash:
     input:
         unpack(prepared),
     output:
-        data=f"data/{TIER}/hashed/{{dataset}}/{{hashing}}/seed{{seed}}/data.npz",
-        manifest=f"data/{TIER}/hashed/{{dataset}}/{{hashing}}/seed{{seed}}/manifest.json",
+        **data_files(wild(layout.HASHED)),
     log:
         f"logs/{TIER}/hash/{{dataset}}/{{hashing}}/seed{{seed}}.log",
     benchmark:

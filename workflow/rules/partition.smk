@@ -5,10 +5,10 @@
 rule partition:
     input:
         unpack(placement_data),
-        spec=f"results/{TIER}/specs/partition/{{workload}}/{{placement}}.json",
+        spec=wild(layout.SPEC_PARTITION),
     output:
-        assignment=f"results/{TIER}/partition/{{workload}}/{{placement}}.npz",
-        traffic=f"results/{TIER}/partition/{{workload}}/{{placement}}.json",
+        assignment=layout.wildcards(layout.PARTITION, tier=TIER, ext="npz"),
+        traffic=layout.wildcards(layout.PARTITION, tier=TIER, ext="json"),
     log:
         f"logs/{TIER}/partition/{{workload}}/{{placement}}.log",
     benchmark:

@@ -33,8 +33,8 @@ rule report:
         metrics=all_metrics,
         sparsity=all_sparsity,
         partition=all_partitions,
-        listed_metrics=f"results/{TIER}/specs/metrics.txt",
-        listed_partitions=f"results/{TIER}/specs/partitions.txt",
+        listed_metrics=layout.path(layout.SPEC_LIST, tier=TIER, name="metrics"),
+        listed_partitions=layout.path(layout.SPEC_LIST, tier=TIER, name="partitions"),
         config=f"results/{TIER}/config.json",
         validation=[VALIDATION] if VALIDATION else [],
     output:

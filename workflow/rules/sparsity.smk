@@ -6,7 +6,7 @@ rule analyze:
     input:
         unpack(prepared),
     output:
-        f"results/{TIER}/sparsity/{{dataset}}.json",
+        wild(layout.SPARSITY),
     log:
         f"logs/{TIER}/analyze/{{dataset}}.log",
     benchmark:

@@ -22,7 +22,7 @@ rule run_spec:
         # The tune job's choice, for a (workload, method) the record has no point for.
         tuned=lambda wc: tune_file(EXP.tuning_key(wc.workload, wc.method)),
     output:
-        f"results/{TIER}/specs/tuned/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.json",
+        layout.wildcards(layout.SPEC_RUN, tier=TIER, kind="tuned", run_id=layout.RUN_ID),
     log:
         f"logs/{TIER}/specs/tuned/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
     params:

@@ -11,8 +11,8 @@ rule train:
         calibration=calibration_of,
         costs=cost_files,
     output:
-        metrics=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/metrics.parquet",
-        summary=f"results/{TIER}/runs/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}/summary.json",
+        metrics=f"{RUN_WILDCARDS}/metrics.parquet",
+        summary=f"{RUN_WILDCARDS}/summary.json",
     log:
         f"logs/{TIER}/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
     benchmark:

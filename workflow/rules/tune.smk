@@ -11,10 +11,10 @@ rule tune:
     input:
         unpack(prepared),
         # Written when the workflow is read (specs.smk).
-        spec=f"results/{TIER}/specs/tune/{{workload}}/{{method}}.json",
+        spec=wild(layout.SPEC_TUNE),
         traces=tune_traces,
     output:
-        f"results/{TIER}/tune/{{workload}}/{{method}}.json",
+        wild(layout.TUNE),
     log:
         f"logs/{TIER}/tune/{{workload}}/{{method}}.log",
     benchmark:

@@ -14,7 +14,7 @@ import yaml
 
 from psml_core.config import effective_config
 from psml_core.config.reading import parse_yaml, yaml12_numbers
-from psml_core.run_cells import user_config
+from psml_core.run_resolver import user_config
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -20,7 +20,7 @@ from psml_core.config import Experiment, effective_config
 from psml_core.config.paths import inside
 from psml_core.config.schema import name_pattern
 from psml_core.errors import ConfigError
-from psml_core.run_cells import cell_paths, find_cell
+from psml_core.run_resolver import find_cell, workflow_files
 
 REPO = Path(__file__).resolve().parents[3]
 HANG_S = 5  # every refusal here takes about a second; past this it hangs
@@ -91,12 +91,12 @@ def test_inside_checks_words_not_links(tmp_path: Path) -> None:
 
 
 def test_a_run_whose_names_leave_the_results_is_refused_by_psml_train(smoke: Experiment) -> None:
-    """`psml train`'s paths (run_cells.cell_paths) for a spec whose names were not checked."""
+    """`psml train`'s paths (run_resolver.workflow_files) for a spec with unchecked names."""
     w, m, s, seed = smoke.grid()[0]
     spec = smoke.run(w, m, s, seed)
     bad = dataclasses.replace(spec, run_id=f"{EVIL}/{m}/{s}/seed{seed}")
     with pytest.raises(ConfigError) as info:
-        cell_paths(smoke, bad)
+        workflow_files(smoke, bad)
     _one_line(str(info.value), "leaves", "psml-hostile-outside")
     # By name (`psml train --workload ...`, `psml show`): only the tier's names are cells.
     with pytest.raises(ConfigError) as info:

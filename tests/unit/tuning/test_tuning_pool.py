@@ -12,7 +12,7 @@ PARENT = r"""
 import os, sys, time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from psml_core.tuning.command import _exit_with_parent
+from psml_core.tune_command import _exit_with_parent
 
 def pid_then_sleep():
     return os.getpid()

@@ -83,7 +83,7 @@ def _hidden(text: str | None) -> tuple[int, ...] | None:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Run the validation; print the table; exit 1 if a row is outside the bound."""
     from psml_core.config import deployment_config_dir
-    from psml_core.run_cells import load_tier, user_config
+    from psml_core.run_resolver import load_tier, user_config
     from psml_core.validate.harness import Plan, link_scenario, run_validation
     from psml_core.validate.netns import preflight
 

@@ -146,7 +146,7 @@ def _one(
 def _tune_record(args: argparse.Namespace) -> int:
     """Tune the tier's missing or stale keys (or all, or some) into its record."""
     from psml_core.config import deployment_config_dir
-    from psml_core.run_cells import load_tier, user_config
+    from psml_core.run_resolver import load_tier, user_config
     from psml_core.tuning.record import read_record, record_path, resolve, write_record
 
     config_dir = args.config_dir or deployment_config_dir()
