@@ -20,7 +20,6 @@ Roles:
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from psml_core.codecs.tensors import is_tensor
 from psml_core.registry import Registry
 
 if TYPE_CHECKING:
@@ -42,18 +42,6 @@ __all__ = [
     "check_vector",
     "is_tensor",
 ]
-
-
-def is_tensor(x: object) -> bool:
-    """Whether ``x`` is a torch tensor, asked without importing torch.
-
-    The codecs dispatch on the input's type: a NumPy vector takes the host path, a torch tensor
-    the torch path on its device. Importing torch takes seconds, and ``psml config`` or the
-    Snakefile import the codecs without it, so torch is looked up only where something else has
-    imported it (no tensor can exist otherwise).
-    """
-    mod = sys.modules.get("torch")
-    return mod is not None and isinstance(x, mod.Tensor)
 
 
 @dataclass(frozen=True)

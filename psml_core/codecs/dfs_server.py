@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psml_core.codecs.base import CodecContext, Payload, ServerCodec, check_vector, is_tensor
+from psml_core.codecs.base import Codec, CodecContext, Payload, ServerCodec, check_vector, is_tensor
 from psml_core.codecs.blocks import (
     block_budget,
     block_energy,
@@ -28,8 +28,6 @@ from psml_core.codecs.integrity import seal, unseal
 
 if TYPE_CHECKING:
     import torch
-
-    from psml_core.codecs.dfs import DFSCodec
 
 __all__ = ["DFSServer"]
 
@@ -73,9 +71,9 @@ class DFSServer(ServerCodec):
         codec: The worker-side :class:`DFSCodec`.
     """
 
-    codec: DFSCodec  # the worker-side codec (imported for types only: it imports this module)
+    codec: Any  # the worker-side DFSCodec (not imported: it imports this module)
 
-    def __init__(self, codec: DFSCodec) -> None:
+    def __init__(self, codec: Codec) -> None:
         super().__init__(codec)
         self.block_size: int = codec.block_size  # B of the next step (published by shared)
         self.n: int | None = None

@@ -27,10 +27,10 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from psml_core.codecs.base import is_tensor
 from psml_core.codecs.formats import bitmap_bytes, block_count, coo_max_k
 from psml_core.codecs.host_buffers import PINNED_FROM, frozen, host_array
 from psml_core.codecs.integrity import CHECKSUM_BYTES, counted, crc32c, crc_seed, unseal
+from psml_core.codecs.tensors import is_tensor
 
 __all__ = [
     "COO_ORDER",
