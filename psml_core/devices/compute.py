@@ -104,8 +104,8 @@ class ProfileCompute(ComputeModel):
     deterministic = True
 
     def __init__(self, spec: ComputeSpec, root: str | Path | None = None) -> None:
-        self.device = spec.device
-        self.device_profile: Device = load_device(spec.device, root)
+        self.device = spec.cost_profile
+        self.device_profile: Device = load_device(spec.cost_profile, root)
         self.profile: ComputeProfile = self.device_profile.compute
 
     def seconds(self, model: Model, X: Matrix) -> float:

@@ -71,7 +71,7 @@ def _time_model(job: Job, backend: Backend, device: torch.device) -> dict[str, A
             m = spec.method
             codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
             out["codec_costs"] = {
-                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
+                "workers": CodecCostModel.for_device(spec.compute.cost_profile).describe(codecs),
                 "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
             }
         else:
@@ -147,7 +147,7 @@ def _run(
     configure_torch(spec)
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
     # multi-process run takes its own GPU, engine.torch_device.rank_device).
-    device = resolve_device(spec.device)
+    device = resolve_device(spec.torch_device)
     backend = _backend(spec, checkpoint)
     t0 = time.perf_counter()
     # The stages the workflow runs as jobs of their own (hash, partition), run here when their

@@ -96,7 +96,7 @@ def fingerprint(
     for key in ("run_id", "tier", "checkpoint_every", "operating_point"):
         run.pop(key, None)
     # Where the model's arithmetic runs changes rounding, not what is trained or its clock (the
-    # sim charges compute.device's profile): a point tuned on the CPU holds on a GPU. to_dict
+    # sim charges compute.cost_profile's profile): a point tuned on the CPU holds on a GPU. to_dict
     # leaves the default "cpu" out, so dropping it keeps the records' fingerprints.
     run.pop("device", None)
     for key in _TEXT:  # what the report prints about a recipe, never what it trains

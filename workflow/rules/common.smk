@@ -117,7 +117,7 @@ TIER = EXP.tier
 # that compute on a GPU (device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
 try:
     RULE_ENV = _ENVS[torch_flavour("cpu")]
-    TRAIN_ENV = _ENVS[torch_flavour(EXP.device)]
+    TRAIN_ENV = _ENVS[torch_flavour(EXP.torch_device)]
 except ConfigError as _err:
     sys.exit(f"error: {_err}")
 RUNS = {run.run_id: run for run in EXP.runs()}
@@ -331,7 +331,7 @@ def scenario_files(scenario, workload=None):
         for spec in (sc.delay or {}, sc.cross_traffic or {})
         if spec.get("kind") == "trace"
     ]
-    device = EXP.compute_for(scenario, workload).device
+    device = EXP.compute_for(scenario, workload).cost_profile
     return _existing([*traces, str(CONFIG_DIR / "devices" / f"{device}.yaml")])
 
 
@@ -390,7 +390,7 @@ def _on_cluster():
 def train_gpu(wildcards):
     """GPUs of a training job: one for device cuda; for device auto, one on a cluster (the GPU
     partition) or where this host has one, else none."""
-    if EXP.device == "cuda":
+    if EXP.torch_device == "cuda":
         return 1
     return int(_on_cluster() or _gpu_here())
 
@@ -409,7 +409,7 @@ TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if EXP.backend == "dist" els
 # on the GPU partition; every other job keeps the profile's default partition and asks for none.
 TRAIN_GPU = (
     {"gpu": train_gpu, "slurm_partition": EXP.slurm_gpu_partition}
-    if EXP.device in ("cuda", "auto")
+    if EXP.torch_device in ("cuda", "auto")
     else {}
 )
 

@@ -74,6 +74,8 @@ def test_measured_is_calibrated_once_and_scales_with_flops():
 
 
 def test_unknown_device():
-    with pytest.raises(ConfigError, match="key 'compute.device': 'tpu' is not allowed") as exc:
+    with pytest.raises(
+        ConfigError, match="key 'compute.cost_profile': 'tpu' is not allowed"
+    ) as exc:
         make_compute_model(ComputeSpec("profile", "tpu"))
     assert "a100, cpu-core, v100" in str(exc.value)

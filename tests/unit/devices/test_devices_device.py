@@ -65,7 +65,7 @@ def test_cpu_core_is_measured_and_gpus_cited():
 def test_config_schema_device_enum_equals_the_files_present():
     with open(schema_dir() / "config.schema.yaml", encoding="utf-8") as fh:
         schema = yaml.safe_load(fh)
-    enum = schema["$defs"]["compute"]["properties"]["device"]["enum"]
+    enum = schema["$defs"]["compute"]["properties"]["cost_profile"]["enum"]
     assert sorted(enum) == device_names() == sorted(SHIPPED)
     assert (config_root() / "devices").is_dir()
 

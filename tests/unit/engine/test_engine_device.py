@@ -61,9 +61,9 @@ def test_the_cpu_build_names_the_cuda_install(monkeypatch, tmp_path, capsys) -> 
 
 def test_a_cpu_run_keeps_its_config_hash_and_cuda_changes_it(smoke) -> None:
     spec = spec_for(smoke)
-    assert spec.device == "cpu" and "device" not in json.loads(spec.to_json())
-    cuda = dataclasses.replace(spec, device="cuda")
-    assert json.loads(cuda.to_json())["device"] == "cuda"
+    assert spec.torch_device == "cpu" and "torch_device" not in json.loads(spec.to_json())
+    cuda = dataclasses.replace(spec, torch_device="cuda")
+    assert json.loads(cuda.to_json())["torch_device"] == "cuda"
     assert cuda.config_hash() != spec.config_hash()
     assert RunSpec.from_json(cuda.to_json()) == cuda
     assert RunSpec.from_json(spec.to_json()) == spec
@@ -74,7 +74,10 @@ def test_the_tier_and_the_command_line_set_the_device(smoke) -> None:
 
     config = Path(__file__).resolve().parents[3] / "config"
     exp = load_experiment({"tier": "smoke", "device": "auto"}, config)
-    assert exp.device == "auto" and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).device == "auto"
+    assert (
+        exp.torch_device == "auto"
+        and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).torch_device == "auto"
+    )
     with pytest.raises(ConfigError, match="device"):
         load_experiment({"tier": "smoke", "device": "gpu"}, config)
 
