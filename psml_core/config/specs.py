@@ -448,7 +448,7 @@ class RunSpec:
         the seed, nothing else. Runs with the same key get the same assignment, so the
         workflow computes it once for all of them.
         """
-        d = self.to_dict()
+        d = hashed_names(self.to_dict())  # the names before issue 47, as config_hash
         inputs = {k: d[k] for k in _PLACEMENT_INPUTS}
         inputs["workload"] = {k: v for k, v in d["workload"].items() if k not in _TRAINING_ONLY}
         inputs.update(placement=d["method"]["placement"], hashing=d["method"]["hashing"])
