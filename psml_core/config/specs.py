@@ -435,7 +435,7 @@ class RunSpec:
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
-        # Hashed under the keys' names before issue 47 (device, compute.device, workload.device):
+        # Hashed under the keys' names before issue 47 (device, compute's and workload's device):
         # a run keeps the hash, so the results and checkpoints, it had before the rename.
         text = json.dumps(hashed_names(self.to_dict()), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()

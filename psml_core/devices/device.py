@@ -235,7 +235,7 @@ class Device:
     def describe(self) -> dict[str, Any]:
         """The compute profile and the file's identity, for a run's provenance."""
         out: dict[str, Any] = {
-            "device": self.name,
+            "cost_profile": self.name,
             "device_file": f"devices/{self.path.name}",
             "device_file_sha256": self.sha256,
             "flops_per_s": self.compute.flops_per_s,

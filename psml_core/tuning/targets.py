@@ -93,7 +93,7 @@ def fingerprint(
         objective: Its objective (None: the final accuracy, no claim).
     """
     objective = objective or Objective()
-    # Under the keys' names before issue 47 (compute.device, ...), as the config hash: the
+    # Under the keys' names before issue 47 (compute's device, ...), as the config hash: the
     # records' fingerprints stay valid across the rename.
     run = hashed_names(spec.to_dict())
     for key in ("run_id", "tier", "checkpoint_every", "operating_point"):

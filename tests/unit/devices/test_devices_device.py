@@ -173,7 +173,7 @@ def test_loading_is_cached_until_the_file_changes(tmp_path):
 
 def test_describe_names_the_file_and_its_hash():
     d = load_device("cpu-core").describe()
-    assert d["device"] == "cpu-core" and d["device_file"] == "devices/cpu-core.yaml"
+    assert d["cost_profile"] == "cpu-core" and d["device_file"] == "devices/cpu-core.yaml"
     assert d["source"]["kind"] == "measured" and len(d["device_file_sha256"]) == 64
     raw = load_yaml(config_root() / "devices" / "cpu-core.yaml")
     assert d["flops_per_s"] == raw["compute"]["flops_per_s"]

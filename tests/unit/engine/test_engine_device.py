@@ -192,7 +192,7 @@ def test_a_sim_run_kept_on_the_gpu_moves_the_same_bytes(smoke, prepared, method)
         spec_for(smoke), method=smoke.recipes[method], run_id=f"digits_mlp/{method}"
     )
     cpu = SimBackend().run(staged_job(spec, ds))
-    job = staged_job(dataclasses.replace(spec, device="cuda"), ds)
+    job = staged_job(dataclasses.replace(spec, torch_device="cuda"), ds)
     device = resolve_device("cuda")
     job.model.to(device)
     assert keep_on_device(job, device) is None
