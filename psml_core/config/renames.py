@@ -59,8 +59,24 @@ def _rename(data: dict[str, Any], table: tuple, source: str) -> dict[str, Any]:
     return data
 
 
+def _rename_swept(cfg: dict[str, Any], source: str) -> None:
+    """An experiment's workload_sweep that sets a workload's old ``device``: its new name."""
+    for path, sweep in _parents(cfg, ("experiments", "*", "workload_sweep")):
+        params = sweep.get("params")
+        if isinstance(params, list) and "device" in params:
+            print(
+                f"psml: {source}: '{path}params' names 'device', deprecated, renamed "
+                "'cost_profile'",
+                file=sys.stderr,
+            )
+            sweep["params"] = ["cost_profile" if x == "device" else x for x in params]
+
+
 def renamed_config_keys(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """``cfg`` (a config or tier mapping, changed in place) with the old keys renamed.
+
+    The keys themselves, and an experiment's ``workload_sweep.params`` that sets a workload's
+    ``device``.
 
     Args:
         cfg: The mapping as read from ``source``.
@@ -69,6 +85,7 @@ def renamed_config_keys(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     Raises:
         ConfigError: An old key and its new name are both set.
     """
+    _rename_swept(cfg, source)
     return _rename(cfg, _CONFIG, source)
 
 

@@ -38,3 +38,24 @@ def test_run_hash_view_uses_the_old_names() -> None:
     }
     assert run["compute"] == {"cost_profile": "v100"}  # the input is left alone
     assert renamed_run_keys(hashed_names(run), "--run") == run
+
+
+def test_a_workload_sweep_of_the_old_device_sweeps_the_cost_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An experiment's workload_sweep that sets ``device`` derives workloads by cost profile."""
+    from psml_core.config import config_root
+    from psml_core.recipes import load_experiment
+
+    sweep = {"base": "digits_mlp", "values": ["cpu-core", "v100"], "labels": ["cpu", "v100"]}
+    exp = {"methods": ["dense_bsp"], "workload_sweep": {**sweep, "params": ["device"]}}
+    old = load_experiment({"tier": "smoke", "experiments": {"prof": exp}}, config_root())
+    err = capsys.readouterr().err
+    assert "'experiments.prof.workload_sweep.params' names 'device', deprecated" in err
+    assert err.count("\n") == 1
+    assert old.workloads["digits_mlp__v100"].cost_profile == "v100"
+    exp["workload_sweep"]["params"] = ["cost_profile"]
+    new = load_experiment({"tier": "smoke", "experiments": {"prof": exp}}, config_root())
+    assert old.workloads == new.workloads and not capsys.readouterr().err
+    a, b = (e.run("digits_mlp__v100", "dense_bsp", "dc_10g", 0) for e in (old, new))
+    assert a.compute.cost_profile == "v100" and a.config_hash() == b.config_hash()
