@@ -261,8 +261,8 @@ COST_PROFILE = "cost profile (simulated clock)"
 def compute_table(experiment: Mapping[str, Any]) -> Table:
     """The compute-time model's settings, the torch device and the cost profile each apart.
 
-    A configuration written before issue 47 names them ``device`` and ``compute.device`` (and
-    ``workloads.<w>.device``); both names are read.
+    A configuration written before issue 47 names both ``device`` (the top-level key, and
+    compute's and each workload's); both names are read.
     """
     compute = dict(experiment.get("compute") or {})
     if "cost_profile" not in compute and "device" in compute:

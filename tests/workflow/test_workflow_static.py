@@ -30,11 +30,11 @@ def test_snakefmt_check():
         ([], "psml train --run"),
         (["--profile", "profiles/local"], "psml train --run"),
         (["--profile", "profiles/slurm"], "slurm_partition=cpu"),
-        (["--profile", "profiles/slurm", "--config", "device=cuda"], "gpu=1"),
+        (["--profile", "profiles/slurm", "--config", "torch_device=cuda"], "gpu=1"),
         # auto takes a GPU where there is one: on the cluster, the GPU partition's (it never
         # asked for one); here, without a GPU, none.
-        (["--profile", "profiles/slurm", "--config", "device=auto"], "gpu=1"),
-        (["--config", "device=auto"], "gpu=0"),
+        (["--profile", "profiles/slurm", "--config", "torch_device=auto"], "gpu=1"),
+        (["--config", "torch_device=auto"], "gpu=0"),
         (["--profile", "profiles/slurm", "--config", "backend=dist"], "tasks=6, mpi=srun"),
     ],
 )

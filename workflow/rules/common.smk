@@ -114,7 +114,7 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 TIER = EXP.tier
 # Each rule's conda environment (--sdm conda): the CPU build of torch, but for training jobs
-# that compute on a GPU (device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
+# that compute on a GPU (torch_device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
 try:
     RULE_ENV = _ENVS[torch_flavour("cpu")]
     TRAIN_ENV = _ENVS[torch_flavour(EXP.torch_device)]
@@ -322,8 +322,8 @@ def delay_traces(wildcards):
 def scenario_files(scenario, workload=None):
     """A scenario's trace CSVs (delay, cross-traffic) and the run's device file.
 
-    The device is the workload's own (``workloads.<name>.device``) where it sets one, else
-    the tier's.
+    The cost profile is the workload's own (``workloads.<name>.cost_profile``) where it sets
+    one, else the tier's (``compute.cost_profile``).
     """
     sc = EXP.scenarios[scenario]
     traces = [
@@ -388,7 +388,7 @@ def _on_cluster():
 
 
 def train_gpu(wildcards):
-    """GPUs of a training job: one for device cuda; for device auto, one on a cluster (the GPU
+    """GPUs of a training job: one for torch_device cuda; for auto, one on a cluster (the GPU
     partition) or where this host has one, else none."""
     if EXP.torch_device == "cuda":
         return 1

@@ -73,13 +73,13 @@ def test_the_tier_and_the_command_line_set_the_device(smoke) -> None:
     from pathlib import Path
 
     config = Path(__file__).resolve().parents[3] / "config"
-    exp = load_experiment({"tier": "smoke", "device": "auto"}, config)
+    exp = load_experiment({"tier": "smoke", "torch_device": "auto"}, config)
     assert (
         exp.torch_device == "auto"
         and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).torch_device == "auto"
     )
-    with pytest.raises(ConfigError, match="device"):
-        load_experiment({"tier": "smoke", "device": "gpu"}, config)
+    with pytest.raises(ConfigError, match="torch_device"):
+        load_experiment({"tier": "smoke", "torch_device": "gpu"}, config)
 
 
 def test_the_summary_records_the_device(smoke, prepared, tmp_path) -> None:
@@ -117,7 +117,7 @@ def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepare
     ds = load_prepared(prepared["digits"])
     base = dataclasses.replace(spec_for(smoke), backend="dist", workers=2, shards=2)
     cpu = DistBackend().run(staged_job(base, ds))
-    gpu = DistBackend().run(staged_job(dataclasses.replace(base, device="cuda"), ds))
+    gpu = DistBackend().run(staged_job(dataclasses.replace(base, torch_device="cuda"), ds))
     key = sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in cpu)
     assert sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in gpu) == key
     losses = [np.array([r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))])
