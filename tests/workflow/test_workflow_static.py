@@ -45,7 +45,7 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
     assert expect in out
     trains = [ln for ln in out.splitlines() if "resources:" in ln and "launcher=" in ln]
     if "profiles/slurm" in profile_args:  # a GPU only for training jobs that compute on one
-        cuda = "device=cuda" in profile_args or "device=auto" in profile_args
+        cuda = "torch_device=cuda" in profile_args or "torch_device=auto" in profile_args
         assert trains and all(("gpu=1" in ln) == cuda for ln in trains)
         assert all(("slurm_partition=gpu" in ln) == cuda for ln in trains)
         # Sized from the run: one CPU per task (torch's one thread), its memory estimate
