@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     device = resolve_device(args.device)
-    smoke = load_experiment({"tier": "smoke", "device": args.device}, REPO / "config")
+    smoke = load_experiment({"tier": "smoke", "torch_device": args.device}, REPO / "config")
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
     wl = dataclasses.replace(
         run.workload, iterations=args.iterations, hidden=(args.hidden,), eval_every=args.iterations

@@ -130,7 +130,7 @@ def run_method(exp: Any, method: str, args: Any, ds: Any, device: torch.device) 
     """A few iterations of ``method``: its mean wall iteration and how its gradients went."""
     spec = exp.run("resnet18_cifar10", method, "dc_10g", exp.seeds[0])
     wl = dataclasses.replace(spec.workload, iterations=args.iterations, eval_every=10**9)
-    spec = dataclasses.replace(spec, workload=wl, device=args.device)
+    spec = dataclasses.replace(spec, workload=wl, torch_device=args.device)
     if args.workers:
         spec = dataclasses.replace(spec, workers=args.workers, shards=args.workers)
     job = staged_job(spec, ds)
@@ -165,7 +165,7 @@ def software_s(exp: Any, method: str, args: Any, ds: Any) -> float:
     """
     spec = exp.run("resnet18_cifar10", method, "dc_10g", exp.seeds[0])
     wl = dataclasses.replace(spec.workload, iterations=6, eval_every=10**9)
-    spec = dataclasses.replace(spec, workload=wl, device="cpu")
+    spec = dataclasses.replace(spec, workload=wl, torch_device="cpu")
     if args.workers:
         spec = dataclasses.replace(spec, workers=args.workers, shards=args.workers)
     real = resnet.ResNet18.__init__

@@ -77,8 +77,8 @@ def check_codec_costs(exp: Experiment) -> None:
     """
     if not backend_info(exp.backend).prices_codecs or not exp.compute.codec_costs:
         return
-    devices = {exp.compute.device, SERVER_DEVICE}
-    devices |= {wl.device for wl in exp.workloads.values() if wl.device is not None}
+    devices = {exp.compute.cost_profile, SERVER_DEVICE}
+    devices |= {wl.cost_profile for wl in exp.workloads.values() if wl.cost_profile is not None}
     known = set.intersection(*(_priced(d) for d in devices))
     if not known:
         return

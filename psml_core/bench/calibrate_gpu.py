@@ -1,4 +1,4 @@
-"""``psml bench calibrate --device cuda``: a GPU device file measured on the local GPU.
+"""``psml bench calibrate --torch-device cuda``: a GPU device file measured on the local GPU.
 
 What is measured on the GPU, and what is not:
 
@@ -89,7 +89,7 @@ def torch_device_for(force_cpu: bool) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ConfigError(
-            "--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False); "
+            "--torch-device cuda: torch sees no CUDA device (torch.cuda.is_available() is False); "
             "run it on the GPU machine with a CUDA build of torch (scripts/install.sh), or add "
             "--force-cpu to try the path on the CPU (tests only)"
         )

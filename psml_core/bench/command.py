@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def bench_calibrate(args: argparse.Namespace) -> int:
         return _calibrate_plugins(args)
     if getattr(args, "update", False):
         return _calibrate_update(args)
-    if (args.device or "").startswith("cuda") or args.force_cpu:
+    if args.torch_device or args.force_cpu:
         return bench_calibrate_gpu(args)
     gpus = _gpus(args)
     if args.source and args.out:
@@ -69,8 +70,8 @@ def bench_calibrate(args: argparse.Namespace) -> int:
     if args.source and not gpus:
         raise ConfigError("--from only feeds --estimate-gpu; name the GPUs (e.g. v100,a100)")
     if args.out:
-        device = args.device or Path(args.out).stem
-        command = f"psml bench calibrate --device {device} --out {args.out}"
+        device = args.cost_profile or Path(args.out).stem
+        command = f"psml bench calibrate --cost-profile {device} --out {args.out}"
         settings: dict[str, Any] = {}
         if args.quick:
             command += " --quick"
@@ -201,7 +202,7 @@ def _calibrate_update(args: argparse.Namespace) -> int:
 
 
 def bench_calibrate_gpu(args: argparse.Namespace) -> int:
-    """``psml bench calibrate --device cuda --out FILE``: measure the local GPU's profile.
+    """``psml bench calibrate --torch-device cuda --out FILE``: measure the local GPU's profile.
 
     Compute and memcpy are measured on the GPU; the codec table is the CPU table of ``--from``
     (default ``config/devices/cpu-core.yaml``) scaled by the measured memcpy
@@ -212,15 +213,19 @@ def bench_calibrate_gpu(args: argparse.Namespace) -> int:
     from psml_core.config import config_root, load_yaml
 
     if not args.out:
-        raise ConfigError("--device cuda needs --out FILE (e.g. config/devices/h100.yaml)")
+        raise ConfigError("--torch-device cuda needs --out FILE (e.g. config/devices/h100.yaml)")
     if args.estimate_gpu:
-        raise ConfigError("--device cuda measures the GPU; --estimate-gpu estimates one: pick one")
+        raise ConfigError(
+            "--torch-device cuda measures the GPU; --estimate-gpu estimates one: pick one"
+        )
     source = Path(args.source) if args.source else config_root() / "devices" / "cpu-core.yaml"
     cpu = load_yaml(source, what="device file")
     if not isinstance(cpu, dict) or not isinstance(cpu.get("codec_costs"), dict):
         raise ConfigError(f"device file {str(source)!r} has no codec_costs table")
-    name = Path(args.out).stem
-    command = f"psml bench calibrate --device cuda --out {args.out}"
+    name = args.cost_profile or Path(args.out).stem
+    command = "psml bench calibrate --torch-device cuda"
+    command += f" --cost-profile {args.cost_profile}" * bool(args.cost_profile)
+    command += f" --out {args.out}"
     if args.source:
         command += f" --from {args.source}"
     command += " --quick" * bool(args.quick) + " --force-cpu" * bool(args.force_cpu)
@@ -288,6 +293,29 @@ def _calibrate_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+class _DeviceAlias(argparse.Action):
+    """The deprecated ``--device``: ``cuda`` is now ``--torch-device``, a name ``--cost-profile``.
+
+    Its one flag meant both: the cost profile's name, or, given ``cuda``, the torch device to
+    measure. It sets the new one and says so in one line on stderr.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Set ``--torch-device`` or ``--cost-profile`` from the old flag's value."""
+        new = "torch-device" if str(values).startswith("cuda") else "cost-profile"
+        print(
+            f"psml bench: {option_string} is deprecated, renamed --{new} (here: --{new} {values})",
+            file=sys.stderr,
+        )
+        setattr(namespace, new.replace("-", "_"), values)
+
+
 def bench_args(p: argparse.ArgumentParser) -> None:
     """The arguments of ``psml bench``."""
     p.add_argument("what", choices=["codecs", "calibrate"], help="which benchmark")
@@ -300,14 +328,23 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, help="timed repetitions (codecs: 3, calibrate: 5)")
     p.add_argument("--json", help="codecs: also write the rows as JSON here")
     p.add_argument(
-        "--device",
-        help="calibrate: the profile's name (default: --out's stem); 'cuda' measures the local "
-        "GPU instead (compute and memcpy; codec costs scaled from --from, default cpu-core)",
+        "--cost-profile",
+        metavar="NAME",
+        help="calibrate: the cost profile's name, config/devices/<NAME>.yaml (default: --out's "
+        "stem)",
     )
+    p.add_argument(
+        "--torch-device",
+        choices=["cuda"],
+        help="calibrate: measure the local GPU instead of this CPU (compute and memcpy; codec "
+        "costs scaled from --from, default cpu-core)",
+    )
+    p.add_argument("--device", action=_DeviceAlias, help=argparse.SUPPRESS)
     p.add_argument(
         "--force-cpu",
         action="store_true",
-        help="calibrate --device cuda: run the GPU path on the CPU's torch device (tests only)",
+        help="calibrate --torch-device cuda: run the GPU path on the CPU's torch device (tests "
+        "only)",
     )
     p.add_argument("--out", help="calibrate: the device file to write (measured on this machine)")
     p.add_argument(

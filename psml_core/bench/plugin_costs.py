@@ -46,7 +46,7 @@ def _owners(names: Sequence[str]) -> dict[str, Plugin]:
         if owner is None:
             raise ConfigError(
                 f"--plugin {name}: {name!r} is one of psml's own codecs, priced by the device "
-                "files; calibrate those with `psml bench calibrate --device NAME --out FILE`"
+                "files; calibrate those with `psml bench calibrate --cost-profile NAME --out FILE`"
             )
         out[name] = owner
     return out

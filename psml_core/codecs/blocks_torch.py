@@ -12,12 +12,13 @@ with the NumPy code (its cumulative sum is sequential there).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from psml_core.codecs.base import Payload
+from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.blocks import block_budget, ids_to_mask, records_bytes, remap_mask
 from psml_core.codecs.dfs_cost import CostReport
 from psml_core.codecs.formats import block_count
@@ -34,6 +35,10 @@ from psml_core.codecs.torch_wire import (
 )
 
 __all__ = [
+    "DFSParams",
+    "DFSServerState",
+    "OmniParams",
+    "OmniServerState",
     "dfs_aggregate",
     "dfs_decode_down",
     "dfs_encode",
@@ -48,6 +53,120 @@ __all__ = [
 ]
 
 
+@runtime_checkable
+class OmniParams(Protocol):
+    """What OmniReduce's torch half reads of its codec.
+
+    :class:`~psml_core.codecs.omnireduce.OmniReduceCodec`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    @property
+    def topk(self) -> bool:
+        """Whether the codec pre-sparsifies by top-k."""
+
+    @property
+    def block_size(self) -> int:
+        """Elements per block."""
+
+    @property
+    def threshold(self) -> float:
+        """The block-keep bound on ``|x|``."""
+
+    def kept_elements(self, n: int, ctx: CodecContext) -> int:
+        """Elements the top-k pre-sparsification keeps of ``n``."""
+
+
+@runtime_checkable
+class OmniServerState(Protocol):
+    """OmniReduce's server as its torch half sees it: the codec, and the union it keeps."""
+
+    union: np.ndarray | None
+
+    @property
+    def codec(self) -> OmniParams:
+        """The worker-side codec."""
+
+
+@runtime_checkable
+class DFSParams(Protocol):
+    """What DFS's torch half reads of :class:`~psml_core.codecs.dfs.DFSCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    @property
+    def lam(self) -> float:
+        """The bonus factor of last step's blocks."""
+
+    @property
+    def energy(self) -> float | None:
+        """The energy cut (None: none)."""
+
+    @property
+    def candidates(self) -> tuple[int, ...]:
+        """The candidate block sizes."""
+
+    @property
+    def down_ratio(self) -> float | None:
+        """The broadcast's block fraction (None: the union)."""
+
+    @property
+    def cost_report_bytes(self) -> int:
+        """Bytes of a cost report."""
+
+    def resolve_block_size(self, ctx: CodecContext) -> int:
+        """``B`` in force at ``ctx``."""
+
+    def budget(self, n: int, block: int, ctx: CodecContext) -> int:
+        """Blocks sent of ``n`` at block size ``block``."""
+
+    def previous_mask(self, ctx: CodecContext, n: int, block: int) -> np.ndarray | None:
+        """Last step's mask from ``ctx`` (None when absent)."""
+
+    def reports_due(self, ctx: CodecContext) -> bool:
+        """Whether this push carries a cost report."""
+
+    def check_report(self, report: CostReport, ctx: CodecContext) -> None:
+        """Refuse a report that does not fit ``ctx``."""
+
+
+@runtime_checkable
+class DFSServerState(Protocol):
+    """DFS's server as its torch half sees it, and the state it leaves there.
+
+    :class:`~psml_core.codecs.dfs_server.DFSServer`; the residual lives on the device.
+    """
+
+    n: int | None
+    step: int | None
+    union: np.ndarray | None
+    union_block: int
+    pushed: int
+    mask: np.ndarray | None
+    mask_block: int
+    residual: np.ndarray | torch.Tensor | None
+    last_reports: list[CostReport]
+    history: list[tuple[int, int]]
+
+    @property
+    def codec(self) -> DFSParams:
+        """The worker-side codec."""
+
+    def block_for(self, ctx: CodecContext) -> int:
+        """``B`` of this step, checked against the published one."""
+
+    def choose_block_size(self, reports: Sequence[CostReport]) -> int:
+        """The cheapest ``B`` by the reports."""
+
+    def down_budget(self, n: int, block: int) -> int | None:
+        """Blocks the broadcast may send (None: no limit)."""
+
+
 def _ids_of(mask: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.flatnonzero(mask)).to(device)
 
@@ -59,7 +178,7 @@ def _host_mask(ids: torch.Tensor, nblk: int) -> np.ndarray:
 # -------------------------------------------------------------------------------- OmniReduce
 
 
-def omni_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def omni_encode(codec: OmniParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`OmniReduceCodec.encode <psml_core.codecs.omnireduce.OmniReduceCodec.encode>`."""
     x = check_tensor(x)
     n = int(x.numel())
@@ -73,7 +192,7 @@ def omni_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
 
 
 def omni_records(
-    codec: Any, payload: Payload, ctx: Any, device: torch.device
+    codec: OmniParams, payload: Payload, ctx: CodecContext, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:meth:`OmniReduceCodec.decode_records` onto ``device``: ``(block ids, dense vector)``."""
     n, b = payload.n, codec.block_size
@@ -93,7 +212,9 @@ def omni_records(
     return ids, dense
 
 
-def omni_aggregate(server: Any, payloads: list[Payload], ctx: Any, device: torch.device) -> Any:
+def omni_aggregate(
+    server: OmniServerState, payloads: list[Payload], ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`OmniReduceServer.aggregate` on the device; the union is kept on the host."""
     n = payloads[0].n
     nblk = block_count(n, server.codec.block_size)
@@ -109,7 +230,7 @@ def omni_aggregate(server: Any, payloads: list[Payload], ctx: Any, device: torch
     return out
 
 
-def omni_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
+def omni_encode_down(server: OmniServerState, agg: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`OmniReduceServer.encode_down` of a device aggregate."""
     agg = check_tensor(agg)
     n, b = int(agg.numel()), server.codec.block_size
@@ -121,7 +242,9 @@ def omni_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
     return Payload(f"{server.codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
 
-def omni_decode_down(server: Any, payload: Payload, ctx: Any, device: torch.device) -> Any:
+def omni_decode_down(
+    server: OmniServerState, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`OmniReduceServer.decode_down` onto ``device``."""
     name = f"{server.codec.name}/down"
     body = unseal_to(payload.buffer, name, payload.n, ctx.step, device, down=True)
@@ -132,7 +255,7 @@ def omni_decode_down(server: Any, payload: Payload, ctx: Any, device: torch.devi
 
 
 def dfs_select(
-    codec: Any, v: torch.Tensor, block: int, mask: np.ndarray | None, k: int
+    codec: DFSParams, v: torch.Tensor, block: int, mask: np.ndarray | None, k: int
 ) -> torch.Tensor:
     """:meth:`DFSCodec.select <psml_core.codecs.dfs.DFSCodec.select>` on the device."""
     e = block_energy(v, block)
@@ -151,9 +274,9 @@ def dfs_select(
 
 
 def _report(
-    codec: Any,
+    codec: DFSParams,
     v: torch.Tensor,
-    ctx: Any,
+    ctx: CodecContext,
     block: int,
     prev: np.ndarray | None,
     ids_now: torch.Tensor,
@@ -175,13 +298,13 @@ def _report(
     return CostReport(n, costs, masks)
 
 
-def dfs_encode(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def dfs_encode(codec: DFSParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`DFSCodec.encode <psml_core.codecs.dfs.DFSCodec.encode>` on ``x``'s device."""
     return dfs_encode_sent(codec, x, ctx, sent=False)[0]
 
 
 def dfs_encode_sent(
-    codec: Any, x: torch.Tensor, ctx: Any, sent: bool = True
+    codec: DFSParams, x: torch.Tensor, ctx: CodecContext, sent: bool = True
 ) -> tuple[Payload, torch.Tensor | None]:
     """:func:`dfs_encode`, and (``sent``) the vector its records decode to."""
     x = check_tensor(x)
@@ -196,12 +319,12 @@ def dfs_encode_sent(
 
 
 def dfs_parse(
-    codec: Any, payload: Payload, ctx: Any, device: torch.device
+    codec: DFSParams, payload: Payload, ctx: CodecContext, device: torch.device
 ) -> tuple[CostReport | None, torch.Tensor, torch.Tensor]:
     """:meth:`DFSCodec.parse <psml_core.codecs.dfs.DFSCodec.parse>` onto ``device``."""
     n = payload.n
     b = codec.resolve_block_size(ctx)
-    buf: Any = unseal(payload.buffer, codec.name, n, ctx.step)
+    buf: bytes | memoryview = unseal(payload.buffer, codec.name, n, ctx.step)
     report = None
     if codec.reports_due(ctx):
         m = codec.cost_report_bytes
@@ -224,9 +347,11 @@ def dfs_parse(
     return report, ids, dense
 
 
-def dfs_aggregate(server: Any, payloads: list[Payload], ctx: Any, device: torch.device) -> Any:
+def dfs_aggregate(
+    server: DFSServerState, payloads: list[Payload], ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`DFSServer.aggregate <psml_core.codecs.dfs_server.DFSServer.aggregate>`."""
-    b = server._block(ctx)
+    b = server.block_for(ctx)
     n = payloads[0].n
     out = torch.zeros(n, dtype=torch.float32, device=device)
     union = torch.zeros(block_count(n, b), dtype=torch.bool, device=device)
@@ -249,10 +374,10 @@ def dfs_aggregate(server: Any, payloads: list[Payload], ctx: Any, device: torch.
     return out
 
 
-def dfs_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
+def dfs_encode_down(server: DFSServerState, agg: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`DFSServer.encode_down <psml_core.codecs.dfs_server.DFSServer.encode_down>`."""
     agg = check_tensor(agg)
-    n, b = int(agg.numel()), server._block(ctx)
+    n, b = int(agg.numel()), server.block_for(ctx)
     nblk = block_count(n, b)
     codec = server.codec
     if codec.down_ratio is None:
@@ -282,7 +407,9 @@ def dfs_encode_down(server: Any, agg: torch.Tensor, ctx: Any) -> Payload:
     return Payload(f"{codec.name}/down", n, seal(body, ctx.step, down=True, n=n))
 
 
-def dfs_decode_down(server: Any, payload: Payload, ctx: Any, device: torch.device) -> Any:
+def dfs_decode_down(
+    server: DFSServerState, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`DFSServer.decode_down <psml_core.codecs.dfs_server.DFSServer.decode_down>`."""
     b = server.codec.resolve_block_size(ctx)
     name = f"{server.codec.name}/down"

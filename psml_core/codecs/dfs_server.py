@@ -82,13 +82,14 @@ class DFSServer(ServerCodec):
         self.pushed: int = 0  # sum_p |S_p| of the last aggregate (blocks pushed, with repeats)
         self.mask: np.ndarray | None = None  # M_t, the blocks sent down, on mask_block's grid
         self.mask_block: int = codec.block_size
-        self.residual: np.ndarray | None = None
+        self.residual: np.ndarray | torch.Tensor | None = None  # a tensor on the torch path
         self.step: int | None = None  # ctx.step of the last aggregate
         self.last_costs: dict[int, int] = {}
         self.last_reports: list[CostReport] = []
         self.history: list[tuple[int, int]] = []  # (step of the reports, B chosen)
 
-    def _block(self, ctx: CodecContext) -> int:
+    def block_for(self, ctx: CodecContext) -> int:
+        """``B`` of this step: the codec's, checked against the one this server published."""
         b = self.codec.resolve_block_size(ctx)
         if KEY_BLOCK not in ctx.extra and b != self.block_size:
             raise ValueError(
@@ -99,7 +100,7 @@ class DFSServer(ServerCodec):
 
     def aggregate(self, payloads: list[Payload], ctx: CodecContext) -> np.ndarray:
         """The sum of the pushes; remembers ``G_t``; picks the next ``B`` if they report costs."""
-        b = self._block(ctx)
+        b = self.block_for(ctx)
         n = payloads[0].n
         out = np.zeros(n, dtype=np.float32)
         union = np.zeros(block_count(n, b), dtype=bool)
@@ -146,7 +147,7 @@ class DFSServer(ServerCodec):
 
             return dfs_encode_down(self, agg, ctx)
         agg = check_vector(agg)
-        n, b = int(agg.size), self._block(ctx)
+        n, b = int(agg.size), self.block_for(ctx)
         nblk = block_count(n, b)
         if self.codec.down_ratio is None:
             if self.union is not None and self.union.size == nblk and self.n == n:
@@ -155,7 +156,7 @@ class DFSServer(ServerCodec):
                 sent = block_maxabs(agg, b) > 0
             buf = encode_blocks(agg, np.flatnonzero(sent), b)
         else:
-            if self.residual is None or self.residual.size != n:
+            if not isinstance(self.residual, np.ndarray) or self.residual.size != n:
                 self.residual = np.zeros(n, dtype=np.float64)
             u = agg.astype(np.float64) + self.residual
             live = np.flatnonzero(block_maxabs(u, b) > 0)

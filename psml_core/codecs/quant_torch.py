@@ -10,12 +10,12 @@ bytes must not depend on where the codec ran. On a GPU that host draw is most of
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from psml_core.codecs.base import Payload
+from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.host_buffers import frozen, host_array
 from psml_core.codecs.qsgd_wire import pack_codes, qsgd_uniforms
 from psml_core.codecs.torch_select import tree_sum
@@ -30,6 +30,8 @@ from psml_core.codecs.torch_wire import (
 )
 
 __all__ = [
+    "NamedCodec",
+    "QSGDParams",
     "decode_dense",
     "decode_fp16",
     "decode_qsgd",
@@ -41,7 +43,40 @@ __all__ = [
 _FP16_MAX = 65504.0
 
 
-def encode_dense(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+@runtime_checkable
+class NamedCodec(Protocol):
+    """What the dense and fp16 torch halves read of their codec: the name on the payload."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+
+@runtime_checkable
+class QSGDParams(Protocol):
+    """What QSGD's torch half reads of :class:`~psml_core.codecs.qsgd.QSGDCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    @property
+    def bits(self) -> int:
+        """Bits per code on the wire."""
+
+    @property
+    def levels(self) -> int:
+        """Quantisation levels."""
+
+    @property
+    def stream(self) -> int:
+        """The random stream of this worker's uniforms."""
+
+    def decode(self, payload: Payload, ctx: CodecContext) -> np.ndarray:
+        """The host decoder."""
+
+
+def encode_dense(codec: NamedCodec, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """``none``: the float32 bytes, copied to the host once."""
     x = check_tensor(x)
     return Payload(codec.name, int(x.numel()), to_host(as_bytes(x)))
@@ -89,7 +124,7 @@ def half_bytes(x: torch.Tensor, lo: float | None = None, hi: float | None = None
     return frozen(out) if out is not None else to_host(as_bytes(h))
 
 
-def encode_fp16(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_fp16(codec: NamedCodec, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """``fp16`` on the device."""
     x, lo, hi = checked_range(x)
     return Payload(codec.name, int(x.numel()), half_bytes(x, lo, hi))
@@ -119,7 +154,7 @@ def _norm(x: torch.Tensor) -> np.float32:
     return norm32
 
 
-def _uniforms(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
+def _uniforms(codec: QSGDParams, n: int, ctx: CodecContext, device: torch.device) -> torch.Tensor:
     """The step's rounding uniforms on ``device``, copied there once (none on the CPU).
 
     Drawn into reused host memory: pinned for a GPU, so the copy runs at the link's speed.
@@ -129,7 +164,7 @@ def _uniforms(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tenso
     return torch.from_numpy(host).to(device)
 
 
-def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_qsgd(codec: QSGDParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`QSGDCodec.encode <psml_core.codecs.qsgd.QSGDCodec.encode>` on ``x``'s device."""
     x = check_tensor(x)
     n = int(x.numel())
@@ -154,7 +189,9 @@ def encode_qsgd(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     return Payload(codec.name, n, head + body)
 
 
-def decode_qsgd(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+def decode_qsgd(
+    codec: QSGDParams, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """QSGD's decoder onto ``device``: the host decoder, then one copy to the device.
 
     The host decoder makes the checks and the dequantisation in one pass over the codes.

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from psml_core.codecs.base import Payload
+from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.formats import sparse_size
 from psml_core.codecs.integrity import CHECKSUM_BYTES
 from psml_core.codecs.sparsify import F32_MAX, keep_count, ratio_in_force, step_rng
@@ -36,6 +36,10 @@ from psml_core.codecs.torch_wire import (
 )
 
 __all__ = [
+    "DGCParams",
+    "RandomKParams",
+    "ThresholdParams",
+    "TopKParams",
     "decode_dgc",
     "decode_randomk",
     "decode_threshold",
@@ -52,9 +56,78 @@ __all__ = [
 _F32_MAX = float(F32_MAX)
 
 
+@runtime_checkable
+class TopKParams(Protocol):
+    """What top-k's torch half reads of :class:`~psml_core.codecs.topk.TopKCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    def keep_count(self, n: int, ctx: CodecContext) -> int:
+        """Elements kept of ``n`` at ``ctx``."""
+
+
+@runtime_checkable
+class RandomKParams(Protocol):
+    """What random-k's torch half reads of :class:`~psml_core.codecs.randomk.RandomKCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    def indices(self, n: int, ctx: CodecContext) -> np.ndarray:
+        """The step's shared indices (host, ascending)."""
+
+    def binding(self, ctx: CodecContext) -> tuple[int]:
+        """What the payload's trailer binds besides the step."""
+
+
+@runtime_checkable
+class ThresholdParams(Protocol):
+    """What threshold's torch half reads of :class:`~psml_core.codecs.threshold.ThresholdCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    @property
+    def threshold32(self) -> np.float32:
+        """The largest float32 not above the threshold."""
+
+
+@runtime_checkable
+class DGCParams(Protocol):
+    """What DGC's torch half reads of :class:`~psml_core.codecs.dgc.DGCCodec`."""
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    @property
+    def ratio(self) -> float | None:
+        """The kept fraction (None: the context's)."""
+
+    @property
+    def sample_fraction(self) -> float:
+        """The fraction of elements sampled for the threshold."""
+
+    @property
+    def upper(self) -> float:
+        """The count above which the threshold is raised."""
+
+    @property
+    def lower(self) -> float:
+        """The count below which the threshold is lowered."""
+
+    @property
+    def max_rounds(self) -> int:
+        """The most threshold refinements."""
+
+
 def sparse_on(
     payload: Payload,
-    ctx: Any,
+    ctx: CodecContext,
     what: str,
     device: torch.device,
     value_ok: Callable[[torch.Tensor], torch.Tensor],
@@ -82,20 +155,20 @@ def _finite(v: torch.Tensor) -> torch.Tensor:
     return torch.isfinite(v).all()
 
 
-def _sealed(name: str, n: int, idx: torch.Tensor, vals: torch.Tensor, ctx: Any) -> Payload:
+def _sealed(name: str, n: int, idx: torch.Tensor, vals: torch.Tensor, ctx: CodecContext) -> Payload:
     return Payload(name, n, seal(encode_sparse(n, idx, vals), ctx.step, n=n))
 
 
 # ------------------------------------------------------------------------------------- top-k
 
 
-def encode_topk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_topk(codec: TopKParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`TopKCodec.encode <psml_core.codecs.topk.TopKCodec.encode>` on ``x``'s device."""
     return encode_topk_sent(codec, x, ctx, sent=False)[0]
 
 
 def encode_topk_sent(
-    codec: Any, x: torch.Tensor, ctx: Any, sent: bool = True
+    codec: TopKParams, x: torch.Tensor, ctx: CodecContext, sent: bool = True
 ) -> tuple[Payload, torch.Tensor | None]:
     """:func:`encode_topk`, and (``sent``) the vector it decodes to: the kept values in place."""
     x = check_tensor(x)
@@ -109,7 +182,9 @@ def encode_topk_sent(
     return _sealed(codec.name, n, idx, vals, ctx), dense
 
 
-def decode_topk(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+def decode_topk(
+    codec: TopKParams, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`TopKCodec.decode <psml_core.codecs.topk.TopKCodec.decode>` onto ``device``."""
     n = payload.n
     k = codec.keep_count(n, ctx)
@@ -134,7 +209,9 @@ def decode_topk(codec: Any, payload: Payload, ctx: Any, device: torch.device) ->
 _INDEX_CACHE: dict[tuple[int, torch.device], tuple[np.ndarray, torch.Tensor]] = {}
 
 
-def device_indices(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.Tensor:
+def device_indices(
+    codec: RandomKParams, n: int, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """The step's shared random-k indices on ``device`` (drawn on the host, copied once)."""
     host = codec.indices(n, ctx)
     key = (id(codec), device)
@@ -146,7 +223,7 @@ def device_indices(codec: Any, n: int, ctx: Any, device: torch.device) -> torch.
     return idx
 
 
-def encode_randomk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_randomk(codec: RandomKParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`RandomKCodec.encode <psml_core.codecs.randomk.RandomKCodec.encode>` on the device."""
     x = check_tensor(x)
     idx = device_indices(codec, int(x.numel()), ctx, x.device)
@@ -156,7 +233,11 @@ def encode_randomk(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
 
 
 def decode_randomk(
-    codec: Any, payload: Payload, ctx: Any, device: torch.device, down: bool = False
+    codec: RandomKParams,
+    payload: Payload,
+    ctx: CodecContext,
+    device: torch.device,
+    down: bool = False,
 ) -> torch.Tensor:
     """Random-k's decoder (push or broadcast) onto ``device``: values at the step's indices."""
     idx = device_indices(codec, payload.n, ctx, device)
@@ -179,16 +260,18 @@ def decode_randomk(
 # --------------------------------------------------------------------------------- threshold
 
 
-def encode_threshold(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_threshold(codec: ThresholdParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`ThresholdCodec.encode <psml_core.codecs.threshold.ThresholdCodec.encode>`."""
     x = check_tensor(x)
-    idx = torch.nonzero(torch.abs(x) > float(codec._t32)).reshape(-1)
+    idx = torch.nonzero(torch.abs(x) > float(codec.threshold32)).reshape(-1)
     return _sealed(codec.name, int(x.numel()), idx, x[idx], ctx)
 
 
-def decode_threshold(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+def decode_threshold(
+    codec: ThresholdParams, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`ThresholdCodec.decode <psml_core.codecs.threshold.ThresholdCodec.decode>`."""
-    t32 = float(codec._t32)
+    t32 = float(codec.threshold32)
 
     def values_ok(v: torch.Tensor) -> torch.Tensor:
         a = torch.abs(v)
@@ -204,7 +287,9 @@ def decode_threshold(codec: Any, payload: Payload, ctx: Any, device: torch.devic
 # --------------------------------------------------------------------------------------- DGC
 
 
-def _dgc_select(codec: Any, x: torch.Tensor, k: int, ratio: float, ctx: Any) -> torch.Tensor:
+def _dgc_select(
+    codec: DGCParams, x: torch.Tensor, k: int, ratio: float, ctx: CodecContext
+) -> torch.Tensor:
     """:meth:`DGCCodec.select <psml_core.codecs.dgc.DGCCodec.select>`'s mask, on the device."""
     n = int(x.numel())
     s = max(1, math.floor(n * codec.sample_fraction))
@@ -229,7 +314,7 @@ def _dgc_select(codec: Any, x: torch.Tensor, k: int, ratio: float, ctx: Any) -> 
     return a > 0 if t == 0 else a >= float(t)
 
 
-def encode_dgc(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
+def encode_dgc(codec: DGCParams, x: torch.Tensor, ctx: CodecContext) -> Payload:
     """:meth:`DGCCodec.encode <psml_core.codecs.dgc.DGCCodec.encode>` on ``x``'s device."""
     x = check_tensor(x)
     n = int(x.numel())
@@ -240,7 +325,9 @@ def encode_dgc(codec: Any, x: torch.Tensor, ctx: Any) -> Payload:
     return _sealed(codec.name, n, idx, x[idx], ctx)
 
 
-def decode_dgc(codec: Any, payload: Payload, ctx: Any, device: torch.device) -> torch.Tensor:
+def decode_dgc(
+    codec: DGCParams, payload: Payload, ctx: CodecContext, device: torch.device
+) -> torch.Tensor:
     """:meth:`DGCCodec.decode <psml_core.codecs.dgc.DGCCodec.decode>` onto ``device``."""
 
     def nonzero_finite(v: torch.Tensor) -> torch.Tensor:

@@ -62,6 +62,11 @@ class ThresholdCodec(Codec):
             t32 = np.nextafter(t32, np.float32(0))
         self._t32 = t32
 
+    @property
+    def threshold32(self) -> np.float32:
+        """The largest float32 ``<= threshold`` (``|x| > t`` is ``|x| > t32`` for float32 ``x``)."""
+        return self._t32
+
     def encode(self, x: np.ndarray, ctx: CodecContext) -> Payload:
         """Keep the elements of ``x`` with ``|x| > threshold`` (on a tensor's own device)."""
         if is_tensor(x):

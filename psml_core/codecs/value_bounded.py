@@ -50,14 +50,16 @@ class _Filter:
 
     def __init__(self, dtype: np.dtype) -> None:
         self.dtype = dtype
-        self.residual: np.ndarray | None = None
+        self.residual: np.ndarray | torch.Tensor | None = None  # a tensor on the torch path
         self.last_sent = 0
 
     def accumulate(self, u: np.ndarray) -> np.ndarray:
         """The residual buffer, allocated at the first call (its length is then fixed)."""
         if self.residual is None:
             self.residual = np.zeros(u.size, dtype=self.dtype)
-        elif self.residual.size != u.size:
+        elif not isinstance(self.residual, np.ndarray):  # a device residual (a run moved here)
+            self.residual = self.residual.cpu().numpy()
+        if self.residual.size != u.size:
             raise ValueError(
                 f"value_bounded keeps a residual of {self.residual.size} elements but got a "
                 f"vector of {u.size}: use one codec instance per vector (per worker and shard)"
@@ -251,8 +253,8 @@ class ValueBoundedCodec(Codec):
     # -- worker side -------------------------------------------------------------------------
 
     @property
-    def residual(self) -> np.ndarray | None:
-        """The worker's residual ``r`` (None before the first encode)."""
+    def residual(self) -> np.ndarray | torch.Tensor | None:
+        """The worker's residual ``r`` (None before the first encode; a tensor on the device)."""
         return self._state.residual
 
     @property
@@ -401,8 +403,8 @@ class ValueBoundedServer(ServerCodec):
         self._state = _Filter(codec.residual_dtype)
 
     @property
-    def residual(self) -> np.ndarray | None:
-        """The broadcast residual ``R`` (None before the first broadcast)."""
+    def residual(self) -> np.ndarray | torch.Tensor | None:
+        """The broadcast residual ``R`` (None before the first broadcast; may be a tensor)."""
         return self._state.residual
 
     @property

@@ -11,12 +11,12 @@ NumPy's pairwise order) runs on the host: a tensor given to a key-mode filter is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from psml_core.codecs.base import Payload
+from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.torch_wire import (
     check_finite,
     check_tensor,
@@ -27,12 +27,37 @@ from psml_core.codecs.torch_wire import (
     unseal_to,
 )
 
-__all__ = ["decode_elements", "filter_elements"]
+__all__ = ["FilterState", "ValueBoundedParams", "decode_elements", "filter_elements"]
+
+
+@runtime_checkable
+class ValueBoundedParams(Protocol):
+    """What the filter's torch half reads of its codec.
+
+    :class:`~psml_core.codecs.value_bounded.ValueBoundedCodec`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The codec's name, as the payload carries it."""
+
+    def threshold(self, ctx: CodecContext) -> float:
+        """The bound in force at ``ctx``."""
+
+
+@runtime_checkable
+class FilterState(Protocol):
+    """One end's filter state the torch half carries on: the residual (host or device)."""
+
+    dtype: np.dtype
+    residual: np.ndarray | torch.Tensor | None
+    last_sent: int
+
 
 _DTYPES = {np.dtype(np.float64): torch.float64, np.dtype(np.float32): torch.float32}
 
 
-def _residual(state: Any, u: torch.Tensor) -> torch.Tensor:
+def _residual(state: FilterState, u: torch.Tensor) -> torch.Tensor:
     """The state's residual on ``u``'s device, allocated (zeros) at the first call."""
     dtype = _DTYPES[np.dtype(state.dtype)]
     r = state.residual
@@ -49,7 +74,9 @@ def _residual(state: Any, u: torch.Tensor) -> torch.Tensor:
     return r
 
 
-def filter_elements(codec: Any, state: Any, u: torch.Tensor, ctx: Any, down: bool) -> Payload:
+def filter_elements(
+    codec: ValueBoundedParams, state: FilterState, u: torch.Tensor, ctx: CodecContext, down: bool
+) -> Payload:
     """Add ``u`` to ``state``'s residual, send what passes the bound, keep the rest (sealed)."""
     u = check_tensor(u)
     n = int(u.numel())
@@ -73,7 +100,11 @@ def filter_elements(codec: Any, state: Any, u: torch.Tensor, ctx: Any, down: boo
 
 
 def decode_elements(
-    codec: Any, payload: Payload, ctx: Any, device: torch.device, down: bool = False
+    codec: ValueBoundedParams,
+    payload: Payload,
+    ctx: CodecContext,
+    device: torch.device,
+    down: bool = False,
 ) -> torch.Tensor:
     """An element-mode payload (push or broadcast) decoded onto ``device``."""
     name = f"{codec.name}/down" if down else codec.name

@@ -63,7 +63,7 @@ class Experiment:
     report: dict[str, Any] = field(default_factory=dict)
     experiments: dict[str, ExperimentSpec] = field(default_factory=dict)
     checkpoint_every: int = 0
-    device: str = "cpu"
+    torch_device: str = "cpu"
     slurm_gpu_partition: str = "gpu"
     derived: frozenset[str] = frozenset()
     """Scenarios and workloads an experiment's axis sweep derived (only its own grid runs them)."""
@@ -116,7 +116,7 @@ class Experiment:
             scenario=self.scenarios[scenario],
             compute=self.compute_for(scenario, workload),
             checkpoint_every=self.checkpoint_every,
-            device=self.device,
+            torch_device=self.torch_device,
         )
 
     def placement_run(self, workload: str, method: str) -> RunSpec:
@@ -176,9 +176,9 @@ class Experiment:
             changes["heterogeneity"] = sc.heterogeneity
         if sc.codec_costs is not None:
             changes["codec_costs"] = sc.codec_costs
-        device = self.workloads[workload].device if workload is not None else None
-        if device is not None:
-            changes["device"] = device
+        profile = self.workloads[workload].cost_profile if workload is not None else None
+        if profile is not None:
+            changes["cost_profile"] = profile
         return dataclasses.replace(self.compute, **changes) if changes else self.compute
 
     def grid(self) -> list[tuple[str, str, str, int]]:

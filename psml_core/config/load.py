@@ -15,6 +15,7 @@ from psml_core.config.claim_uses import ClaimUse, read_claim_uses
 from psml_core.config.experiment import Experiment, ExperimentSpec
 from psml_core.config.paths import inside
 from psml_core.config.points import TuningSpec
+from psml_core.config.renames import renamed_config_keys
 from psml_core.config.schema import (
     config_root,
     load_yaml,
@@ -114,7 +115,8 @@ def effective_config(user: dict[str, Any], root: str | Path | None = None) -> di
             "allowed values: " + ", ".join(tiers)
         )
     tier_file = root / "tiers" / f"{tier}.yaml"
-    base = load_yaml(tier_file, "tier file") or {}
+    base = renamed_config_keys(load_yaml(tier_file, "tier file") or {}, _shown(tier_file))
+    user = renamed_config_keys(copy.deepcopy(user), "config (config.yaml + --config)")
     merged = _deep_merge(base, user)
     merged["tier"] = tier
     return validate(merged, "config", source=f"config ({_shown(tier_file)} + overrides)")
@@ -180,7 +182,7 @@ def build_experiment(
             for k, v in cfg.get("experiments", {}).items()
         },
         checkpoint_every=cfg.get("checkpoint_every", 0),
-        device=cfg.get("device", "cpu"),
+        torch_device=cfg.get("torch_device", "cpu"),
         slurm_gpu_partition=cfg.get("slurm_gpu_partition", "gpu"),
         derived=frozenset(made),
         tuning=build(TuningSpec, cfg["tuning"], "tuning"),

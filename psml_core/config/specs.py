@@ -14,6 +14,7 @@ from psml_core.config.build import build, plain
 from psml_core.config.paths import get_path, set_paths
 from psml_core.config.points import OperatingPoint
 from psml_core.config.reading import parse_json
+from psml_core.config.renames import hashed_names, renamed_run_keys
 from psml_core.config.schema import StrictValidator, first_error, format_error, read_schema
 from psml_core.errors import ConfigError
 
@@ -32,13 +33,13 @@ def _part_schema(part: str) -> dict[str, Any]:
         "colocated": {"type": "boolean"},
         **{
             k: top[k]
-            for k in ("tier", "backend", "workers", "shards", "checkpoint_every", "device")
+            for k in ("tier", "backend", "workers", "shards", "checkpoint_every", "torch_device")
         },
         **{k: {"$ref": f"#/$defs/{k}"} for k in ("dataset", "workload", "scenario", "compute")},
         "method": {"$ref": "#/$defs/recipe"},
         "operating_point": {"$ref": "#/$defs/operating_point"},
     }
-    optional = ("checkpoint_every", "device", "operating_point")
+    optional = ("checkpoint_every", "torch_device", "operating_point")
     required = [f.name for f in dataclasses.fields(RunSpec) if f.name not in optional]
     return {
         "$defs": defs,
@@ -144,7 +145,7 @@ class WorkloadSpec:
     target_window: int | None = None
     workers: int | None = None
     warmup_iterations: int = 0
-    device: str | None = None
+    cost_profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ class ComputeSpec:
     """The compute-time model (``compute``)."""
 
     model: str
-    device: str = "cpu-core"
+    cost_profile: str = "cpu-core"
     threads: int = 1
     codec_costs: bool = True
     heterogeneity: HeterogeneitySpec | None = None
@@ -370,24 +371,24 @@ class RunSpec:
     scenario: ScenarioSpec
     compute: ComputeSpec
     checkpoint_every: int = 0
-    device: str = "cpu"
+    torch_device: str = "cpu"
     operating_point: OperatingPoint | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-serialisable dict.
 
-        ``device`` (the default ``cpu``), ``operating_point`` (None) and the workload's
+        ``torch_device`` (the default ``cpu``), ``operating_point`` (None) and the workload's
         ``warmup_iterations`` (0) are left out at their defaults: a run keeps the config hash it
         had before the setting existed (its results and checkpoints stay valid).
         """
         out = plain(dataclasses.asdict(self))
-        if out.get("device") == "cpu":
-            del out["device"]
+        if out.get("torch_device") == "cpu":
+            del out["torch_device"]
         if out.get("operating_point") is None:
             out.pop("operating_point", None)
         if out["workload"].get("warmup_iterations") == 0:
             del out["workload"]["warmup_iterations"]
-        for part, key in (("workload", "device"), ("scenario", "codec_costs")):
+        for part, key in (("workload", "cost_profile"), ("scenario", "codec_costs")):
             if out[part].get(key) is None:  # unset: older specs keep their hash
                 out[part].pop(key, None)
         out["dataset"] = self.dataset.to_dict()
@@ -414,7 +415,7 @@ class RunSpec:
         return dataclasses.replace(self, workload=wl, method=method, operating_point=point)
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, no spaces): stable across runs, used for hashing."""
+        """Canonical JSON (sorted keys, no spaces): stable across runs."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -427,12 +428,17 @@ class RunSpec:
         (:func:`psml_core.recipes.read_run_spec`).
         """
         data = parse_json(text, "--run")
+        if isinstance(data, dict):
+            data = renamed_run_keys(data, "--run")
         check_part(data, "run", source="--run")
         return build(cls, data, "run")
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: two runs with the same hash had the same settings."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
+        # Hashed under the keys' names before issue 47 (device, compute's and workload's device):
+        # a run keeps the hash, so the results and checkpoints, it had before the rename.
+        text = json.dumps(hashed_names(self.to_dict()), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def placement_key(self) -> str:
         """The name of this run's placement: its placement's name and a digest of its inputs.
@@ -442,7 +448,7 @@ class RunSpec:
         the seed, nothing else. Runs with the same key get the same assignment, so the
         workflow computes it once for all of them.
         """
-        d = self.to_dict()
+        d = hashed_names(self.to_dict())  # the names before issue 47, as config_hash
         inputs = {k: d[k] for k in _PLACEMENT_INPUTS}
         inputs["workload"] = {k: v for k, v in d["workload"].items() if k not in _TRAINING_ONLY}
         inputs.update(placement=d["method"]["placement"], hashing=d["method"]["hashing"])

@@ -140,13 +140,15 @@ class CodecCostModel:
 
     Args:
         table: The device's codec cost table.
-        device: The device name (for messages).
+        cost_profile: The cost profile's name, the device file's stem (for messages).
         path: The device file (for messages and provenance).
     """
 
-    def __init__(self, table: CodecCostTable, device: str = "", path: str | Path = "") -> None:
+    def __init__(
+        self, table: CodecCostTable, cost_profile: str = "", path: str | Path = ""
+    ) -> None:
         self.table = table
-        self.device = device
+        self.cost_profile = cost_profile
         self.path = str(path)
         self._plugins: dict[str, tuple[CodecCostEntry, ...] | None] = {}
         self._blocks: dict[str, dict[int, tuple[CodecCostEntry, ...]]] = {}
@@ -342,7 +344,7 @@ class CodecCostModel:
                 under ``plugin_costs``.
         """
         out: dict[str, Any] = {
-            "device": self.device,
+            "cost_profile": self.cost_profile,
             "device_file": f"devices/{Path(self.path).name}" if self.path else "",
             "source": self.table.source.as_dict(),
         }
@@ -406,8 +408,8 @@ class CodecCostModel:
         return bool(due(ctx)) if callable(due) else False
 
     def _missing(self, what: str, codec: str | None = None) -> ConfigError:
-        where = self.path or f"config/devices/{self.device}.yaml"
-        dev = self.device or Path(where).stem
+        where = self.path or f"config/devices/{self.cost_profile}.yaml"
+        dev = self.cost_profile or Path(where).stem
         owner = block_origin("codec", codec) if codec else None
         if owner is not None:
             return ConfigError(
@@ -418,5 +420,5 @@ class CodecCostModel:
             )
         return ConfigError(
             f"device file {where!r} has no codec cost for {what}; calibrate it with "
-            f"`psml bench calibrate --device {dev} --out {where}` (or add the entry)"
+            f"`psml bench calibrate --cost-profile {dev} --out {where}` (or add the entry)"
         )

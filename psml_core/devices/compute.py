@@ -97,15 +97,15 @@ class ProfileCompute(ComputeModel):
     time on any machine; nothing is timed at run time.
 
     Args:
-        spec: The compute settings (``device`` names the file).
+        spec: The compute settings (``cost_profile`` names the file).
         root: Config directory holding ``devices/`` (default: :func:`config_root`).
     """
 
     deterministic = True
 
     def __init__(self, spec: ComputeSpec, root: str | Path | None = None) -> None:
-        self.device = spec.device
-        self.device_profile: Device = load_device(spec.device, root)
+        self.cost_profile = spec.cost_profile
+        self.device_profile: Device = load_device(spec.cost_profile, root)
         self.profile: ComputeProfile = self.device_profile.compute
 
     def seconds(self, model: Model, X: Matrix) -> float:

@@ -217,7 +217,7 @@ class Device:
     """A device profile (``config/devices/<name>.yaml``).
 
     Attributes:
-        name: The device name (the file's stem; ``compute.device`` in a config).
+        name: The device name (the file's stem; ``compute.cost_profile`` in a config).
         path: The file it was read from.
         sha256: SHA-256 of the file's bytes (identifies the calibration in provenance).
         description: One line on the device.
@@ -235,7 +235,7 @@ class Device:
     def describe(self) -> dict[str, Any]:
         """The compute profile and the file's identity, for a run's provenance."""
         out: dict[str, Any] = {
-            "device": self.name,
+            "cost_profile": self.name,
             "device_file": f"devices/{self.path.name}",
             "device_file_sha256": self.sha256,
             "flops_per_s": self.compute.flops_per_s,
@@ -429,7 +429,7 @@ def load_device(name: str, root: str | Path | None = None) -> Device:
     if not isinstance(name, str) or not name or "/" in name or not path.is_file():
         known = device_names(root)
         raise ConfigError(
-            f"key 'compute.device': {name!r} is not allowed; allowed values: "
+            f"key 'compute.cost_profile': {name!r} is not allowed; allowed values: "
             + (", ".join(known) if known else f"none (no device files in {str(d)!r})")
         )
     path = path.resolve()

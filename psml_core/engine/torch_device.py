@@ -1,7 +1,7 @@
 """Where a run's tensors live (``device: cpu | cuda | auto``) and what it ran on.
 
 The simulated clock never depends on this: it comes from the device profile
-(``compute.device``). This is where the real gradients are computed.
+(``compute.cost_profile``). This is where the real gradients are computed.
 """
 
 from __future__ import annotations

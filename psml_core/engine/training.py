@@ -124,7 +124,7 @@ def _run(
     configure_torch(spec)
     # Here: sim's models, or the device of rank 0 of a launched dist run (each rank of a
     # multi-process run takes its own GPU, engine.torch_device.rank_device).
-    device = resolve_device(spec.device)
+    device = resolve_device(spec.torch_device)
     info = backend_info(spec.backend)
     backend = _backend(spec, info, checkpoint)
     t0 = time.perf_counter()

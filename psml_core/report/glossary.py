@@ -195,7 +195,7 @@ ABBREVIATIONS = {
     "TCP": "Transmission Control Protocol",
     "TNSE": "IEEE Transactions on Network Science and Engineering",
     "TUN": "a virtual network device of the Linux kernel (a tunnel)",
-    "V100": "a data-centre GPU by Nvidia (a device profile's hardware class)",
+    "V100": "a data-centre GPU by Nvidia (a cost profile's hardware class)",
 }
 """Every abbreviation the report may use, spelled out (the glossary lists those it uses)."""
 

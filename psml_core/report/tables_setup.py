@@ -253,21 +253,40 @@ def _efficiency(value: Any) -> str:
     return DASH if missing(value) else f"{100 * float(value):.1f}%"
 
 
+# The compute table's labels for the two settings once both called "device" (issue 47).
+TORCH_DEVICE = "torch device"
+COST_PROFILE = "cost profile (simulated clock)"
+
+
 def compute_table(experiment: Mapping[str, Any]) -> Table:
-    """The compute-time model's settings."""
-    compute = experiment.get("compute") or {}
-    pairs = [(str(k), fmt_value(compute[k], str(k))) for k in sorted(compute)] or [(DASH, DASH)]
+    """The compute-time model's settings, the torch device and the cost profile each apart.
+
+    A configuration written before issue 47 names both ``device`` (the top-level key, and
+    compute's and each workload's); both names are read.
+    """
+    compute = dict(experiment.get("compute") or {})
+    if "cost_profile" not in compute and "device" in compute:
+        compute["cost_profile"] = compute.pop("device")
+    torch_device = experiment.get("torch_device", experiment.get("device"))
+    pairs = [(TORCH_DEVICE, fmt_value(torch_device if torch_device else "cpu"))]
+    if "cost_profile" in compute:  # beside the torch device, so that the two read apart
+        pairs.append((COST_PROFILE, fmt_value(compute["cost_profile"])))
+    pairs += [
+        (str(k), fmt_value(compute[k], str(k))) for k in sorted(compute) if k != "cost_profile"
+    ]
     # A workload may name the hardware class its paper trained on: its runs use that profile.
     own: dict[str, list[str]] = {}
     for name, wl in sorted((experiment.get("workloads") or {}).items()):
-        device = (wl or {}).get("device")
-        if device and device != compute.get("device"):
-            own.setdefault(str(device), []).append(str(name))
-    pairs += [(f"device of {', '.join(names)}", dev) for dev, names in sorted(own.items())]
+        profile = (wl or {}).get("cost_profile", (wl or {}).get("device"))
+        if profile and profile != compute.get("cost_profile"):
+            own.setdefault(str(profile), []).append(str(name))
+    pairs += [(f"{COST_PROFILE} of {', '.join(names)}", p) for p, names in sorted(own.items())]
     return kv_table(
         "compute",
-        "Compute-time model: the tier's settings, and the device profile of each workload that "
-        "names its own (the hardware class its paper trained on).",
+        "Compute-time model: the torch device the models' tensors live on (real hardware; "
+        "on the sim backend it does not enter the simulated clock), the tier's settings, and "
+        "the cost profile (config/devices/<name>.yaml) the simulated clock charges, with that "
+        "of each workload that names its own (the hardware class its paper trained on).",
         pairs,
         ["Setting", "Value"],
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from psml_core import __version__
 from psml_core.config import Experiment, MethodRecipe, RunSpec, TuningSpec
+from psml_core.config.renames import hashed_names
 from psml_core.metrics import divergence
 from psml_core.sync import SYNC_POLICIES
 from psml_core.tuning.objective import Objective, objective_for
@@ -92,12 +93,14 @@ def fingerprint(
         objective: Its objective (None: the final accuracy, no claim).
     """
     objective = objective or Objective()
-    run = spec.to_dict()
+    # Under the keys' names before issue 47 (compute's device, ...), as the config hash: the
+    # records' fingerprints stay valid across the rename.
+    run = hashed_names(spec.to_dict())
     for key in ("run_id", "tier", "checkpoint_every", "operating_point"):
         run.pop(key, None)
-    # Where the model's arithmetic runs changes rounding, not what is trained or its clock (the
-    # sim charges compute.device's profile): a point tuned on the CPU holds on a GPU. to_dict
-    # leaves the default "cpu" out, so dropping it keeps the records' fingerprints.
+    # The torch device changes rounding, not what is trained or its clock (the sim charges
+    # compute.cost_profile): a point tuned on the CPU holds on a GPU. to_dict leaves the default
+    # "cpu" out, so dropping it keeps the records' fingerprints.
     run.pop("device", None)
     for key in _TEXT:  # what the report prints about a recipe, never what it trains
         run["method"].pop(key, None)

@@ -160,7 +160,7 @@ def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, cap
             "bench",
             "calibrate",
             "--quick",
-            "--device",
+            "--cost-profile",
             "cpu-core",
             "--out",
             str(out),
@@ -173,6 +173,7 @@ def test_bench_calibrate_quick_writes_device_files_that_load(tmp_path: Path, cap
     assert rc == 0
     text = capsys.readouterr().out
     assert "| codec | ratio | op |" in text and f"wrote {out}" in text
+    assert f"psml bench calibrate --cost-profile cpu-core --out {out}" in out.read_text()
     dev = load_device("cpu-core", root=tmp_path)  # validates against device.schema.yaml
     assert dev.compute.source.kind == "measured"
     assert "--quick" in dev.compute.source.detail and "a test" in dev.compute.source.detail
@@ -216,7 +217,10 @@ def test_bench_calibrate_update_remeasures_only_the_named_codecs(tmp_path: Path,
     from psml_core.devices.device import load_device
 
     out = tmp_path / "devices" / "cpu-core.yaml"
-    assert main(["bench", "calibrate", "--quick", "--device", "cpu-core", "--out", str(out)]) == 0
+    assert (
+        main(["bench", "calibrate", "--quick", "--cost-profile", "cpu-core", "--out", str(out)])
+        == 0
+    )
     before = load_yaml(out)
     dfs = load_device("cpu-core", root=tmp_path).codec_costs.codecs["dfs"]
     assert sorted({e.block_size for e in dfs}) == list(DFS_BLOCK_SIZES)  # priced per B
@@ -295,6 +299,28 @@ def test_bench_calibrate_bad_arguments_are_one_line(argv, fragment, capsys):
     assert main(argv) != 0
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "value, new, other",
+    [("cpu-core", "cost_profile", "torch_device"), ("cuda", "torch_device", "cost_profile")],
+)
+def test_bench_calibrate_device_is_a_deprecated_alias_of_the_flag_it_meant(
+    value, new, other, capsys
+):
+    """The old --device: a profile's name is --cost-profile, cuda is --torch-device; one line."""
+    from psml_core.cli import _parser
+
+    args = _parser().parse_args(["bench", "calibrate", "--device", value, "--out", "a.yaml"])
+    assert getattr(args, new) == value and getattr(args, other) is None
+    err = capsys.readouterr().err
+    flag = "--" + new.replace("_", "-")
+    assert err == f"psml bench: --device is deprecated, renamed {flag} (here: {flag} {value})\n"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "--cost-profile NAME" in out and "--torch-device {cuda}" in out
+    assert "--device" not in out.replace("--torch-device", "")  # hidden
 
 
 def test_hash_writes_the_data_set_partition_and_train_then_read(smoke, prepared, tmp_path, capsys):

@@ -30,11 +30,11 @@ def test_snakefmt_check():
         ([], "psml train --run"),
         (["--profile", "profiles/local"], "psml train --run"),
         (["--profile", "profiles/slurm"], "slurm_partition=cpu"),
-        (["--profile", "profiles/slurm", "--config", "device=cuda"], "gpu=1"),
+        (["--profile", "profiles/slurm", "--config", "torch_device=cuda"], "gpu=1"),
         # auto takes a GPU where there is one: on the cluster, the GPU partition's (it never
         # asked for one); here, without a GPU, none.
-        (["--profile", "profiles/slurm", "--config", "device=auto"], "gpu=1"),
-        (["--config", "device=auto"], "gpu=0"),
+        (["--profile", "profiles/slurm", "--config", "torch_device=auto"], "gpu=1"),
+        (["--config", "torch_device=auto"], "gpu=0"),
         (["--profile", "profiles/slurm", "--config", "backend=dist"], "tasks=6, mpi=srun"),
     ],
 )
@@ -45,7 +45,7 @@ def test_dry_run_per_profile(workflow_copy: Path, profile_args, expect):
     assert expect in out
     trains = [ln for ln in out.splitlines() if "resources:" in ln and "launcher=" in ln]
     if "profiles/slurm" in profile_args:  # a GPU only for training jobs that compute on one
-        cuda = "device=cuda" in profile_args or "device=auto" in profile_args
+        cuda = "torch_device=cuda" in profile_args or "torch_device=auto" in profile_args
         assert trains and all(("gpu=1" in ln) == cuda for ln in trains)
         assert all(("slurm_partition=gpu" in ln) == cuda for ln in trains)
         # Sized from the run: one CPU per task (torch's one thread), its memory estimate

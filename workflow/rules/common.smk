@@ -117,10 +117,10 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 TIER = EXP.tier
 # Each rule's conda environment (--sdm conda): the CPU build of torch, but for training jobs
-# that compute on a GPU (device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
+# that compute on a GPU (torch_device cuda or auto); PSML_TORCH=cpu|cuda chooses for every rule.
 try:
     RULE_ENV = _ENVS[torch_flavour("cpu")]
-    TRAIN_ENV = _ENVS[torch_flavour(EXP.device)]
+    TRAIN_ENV = _ENVS[torch_flavour(EXP.torch_device)]
 except ConfigError as _err:
     sys.exit(f"error: {_err}")
 RUNS = {run.run_id: run for run in EXP.runs()}
@@ -336,8 +336,8 @@ def delay_traces(wildcards):
 def scenario_files(scenario, workload=None):
     """A scenario's trace CSVs (delay, cross-traffic) and the run's device file.
 
-    The device is the workload's own (``workloads.<name>.device``) where it sets one, else
-    the tier's.
+    The cost profile is the workload's own (``workloads.<name>.cost_profile``) where it sets
+    one, else the tier's (``compute.cost_profile``).
     """
     sc = EXP.scenarios[scenario]
     traces = [
@@ -345,7 +345,7 @@ def scenario_files(scenario, workload=None):
         for spec in (sc.delay or {}, sc.cross_traffic or {})
         if spec.get("kind") == "trace"
     ]
-    device = EXP.compute_for(scenario, workload).device
+    device = EXP.compute_for(scenario, workload).cost_profile
     return _existing([*traces, str(CONFIG_DIR / "devices" / f"{device}.yaml")])
 
 
@@ -398,9 +398,9 @@ def _on_cluster():
 
 
 def train_gpu(wildcards):
-    """GPUs of a training job: one for device cuda; for device auto, one on a cluster (the GPU
+    """GPUs of a training job: one for torch_device cuda; for auto, one on a cluster (the GPU
     partition) or where this host has one, else none."""
-    if EXP.device == "cuda":
+    if EXP.torch_device == "cuda":
         return 1
     return int(_on_cluster() or _gpu_here())
 
@@ -420,7 +420,7 @@ TRAIN_TASKS = {"tasks": train_tasks, "mpi": "srun"} if BACKEND.launch_module els
 # on the GPU partition; every other job keeps the profile's default partition and asks for none.
 TRAIN_GPU = (
     {"gpu": train_gpu, "slurm_partition": EXP.slurm_gpu_partition}
-    if EXP.device in ("cuda", "auto")
+    if EXP.torch_device in ("cuda", "auto")
     else {}
 )
 

@@ -327,7 +327,7 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         )
     # device: cuda puts this rank's model on its own GPU; the payloads are host bytes that
     # Horovod moves over NCCL where it was built with NCCL (nccl_device), else its CPU path.
-    device = rank_device(spec.device, hvd.local_rank())
+    device = rank_device(spec.torch_device, hvd.local_rank())
     job.model.to(device)
     collective = collective_for(job, options)
     worker = job.workers[rank]

@@ -128,7 +128,7 @@ class SimBackend(Backend):
             m = spec.method
             codecs = [m.codec.name, *([m.codec_down.name] if m.codec_down else [])]
             out["codec_costs"] = {
-                "workers": CodecCostModel.for_device(spec.compute.device).describe(codecs),
+                "workers": CodecCostModel.for_device(spec.compute.cost_profile).describe(codecs),
                 "servers": CodecCostModel.for_device(SERVER_DEVICE).describe(codecs),
             }
         else:

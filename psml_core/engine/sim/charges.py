@@ -1,10 +1,10 @@
 """What compression costs the simulated clock: each codec operation priced by the cost model.
 
-The worker's device encodes its pushes and decodes its pull answers (the run's ``compute.device``);
-each shard's server thread decodes every push and encodes the answers on one CPU core
-(:data:`SERVER_DEVICE`). Prices come from the device files' codec cost tables
-(:class:`~psml_core.devices.codec_cost.CodecCostModel`); with ``compute.codec_costs: false``
-everything is free.
+The worker's device encodes its pushes and decodes its pull answers (the run's
+``compute.cost_profile``); each shard's server thread decodes every push and encodes the
+answers on one CPU core (:data:`SERVER_DEVICE`). Prices come from the device files'
+codec cost tables (:class:`~psml_core.devices.codec_cost.CodecCostModel`); with
+``compute.codec_costs: false`` everything is free.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class CodecCharges:
 
     def __init__(self, compute: ComputeSpec) -> None:
         on = compute.codec_costs
-        self.costs = CodecCostModel.for_device(compute.device) if on else None
+        self.costs = CodecCostModel.for_device(compute.cost_profile) if on else None
         self.server_costs = CodecCostModel.for_device(SERVER_DEVICE) if on else None
 
     @staticmethod

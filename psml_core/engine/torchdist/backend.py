@@ -80,7 +80,7 @@ class DistBackend(Backend):
         as :meth:`Progress.settings` describes).
         """
         check_supported(job)
-        if self.options.bodies == "nccl" and job.spec.device == "cpu":
+        if self.options.bodies == "nccl" and job.spec.torch_device == "cpu":
             raise ConfigError(
                 "PSML_DIST_BODIES=nccl needs device: cuda (NCCL moves data between GPUs only); "
                 "use PSML_DIST_BODIES=auto or gloo on the CPU"

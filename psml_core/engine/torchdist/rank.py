@@ -54,7 +54,7 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
             f"the job has {spec.shards} shards and {spec.workers} workers; the session {layout}"
         )
     # device: cuda puts this rank's model on its own GPU (local rank modulo the GPUs seen).
-    device = rank_device(spec.device, session.env.local_rank)
+    device = rank_device(spec.torch_device, session.env.local_rank)
     job.model.to(device)
     faults = Faults.from_env()
     wire = Wire(rank)

@@ -58,7 +58,7 @@ def summary(
             "versions": {"torch": "2.13.0", "python": "3.11.2"}, "backend": "sim", "seed": seed,
             "data_sha256": {"digits.npz": "00" * 32}, "run_spec": {"run_id": run_id},
             "wall_clock_s": 0.25,
-            "compute_model": {"model": "profile", "device": "cpu-core"},
+            "compute_model": {"model": "profile", "cost_profile": "cpu-core"},
         },
     }  # fmt: skip
     jsonschema.Draft202012Validator(SCHEMA).validate(s)

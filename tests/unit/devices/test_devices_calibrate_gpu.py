@@ -1,4 +1,4 @@
-"""`psml bench calibrate --device cuda`: the GPU path, run on the CPU (--force-cpu) here."""
+"""`psml bench calibrate --torch-device cuda`: the GPU path, run on the CPU (--force-cpu) here."""
 
 from __future__ import annotations
 
@@ -19,7 +19,16 @@ CPU = config_root() / "devices" / "cpu-core.yaml"
 def measured(tmp_path_factory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("gpu")
     out = root / "devices" / "forced.yaml"
-    argv = ["bench", "calibrate", "--device", "cuda", "--force-cpu", "--quick", "--out", str(out)]
+    argv = [
+        "bench",
+        "calibrate",
+        "--torch-device",
+        "cuda",
+        "--force-cpu",
+        "--quick",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     return root, out.read_text(encoding="utf-8")
 
@@ -58,7 +67,7 @@ def test_the_summary_says_the_codec_table_is_estimated(measured) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")
 def test_without_a_gpu_the_cuda_path_is_one_line(tmp_path, capsys) -> None:
-    assert main(["bench", "calibrate", "--device", "cuda", "--out", str(tmp_path / "g.yaml")])
+    assert main(["bench", "calibrate", "--torch-device", "cuda", "--out", str(tmp_path / "g.yaml")])
     err = capsys.readouterr().err
     assert "torch sees no CUDA device" in err and "--force-cpu" in err and err.count("\n") == 1
     assert not (tmp_path / "g.yaml").exists()
@@ -73,6 +82,6 @@ def test_without_a_gpu_the_cuda_path_is_one_line(tmp_path, capsys) -> None:
     ],
 )
 def test_bad_arguments_are_one_line(extra, fragment, capsys) -> None:
-    assert main(["bench", "calibrate", "--device", "cuda", "--force-cpu", *extra]) != 0
+    assert main(["bench", "calibrate", "--torch-device", "cuda", "--force-cpu", *extra]) != 0
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1

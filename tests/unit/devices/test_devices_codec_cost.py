@@ -315,7 +315,7 @@ def test_a_codec_missing_from_the_table_names_the_file_and_the_fix(model):
     with pytest.raises(ConfigError) as exc:
         model.encode_s(make_codec(BlockSpec("qsgd", {})), 10, _ctx())
     msg = str(exc.value)
-    assert "codec 'qsgd'" in msg and "psml bench calibrate --device test" in msg
+    assert "codec 'qsgd'" in msg and "psml bench calibrate --cost-profile test" in msg
     with pytest.raises(ConfigError, match="operation 'encode_report' of codec 'topk'"):
         model.op_s("topk", "encode_report", 10, 0.01)
 
@@ -332,7 +332,7 @@ def test_shipped_tables_price_every_codec_and_dfs_reports(device):
     from psml_core.codecs import CODECS
 
     m = CodecCostModel.for_device(device)
-    assert m.describe()["device"] == device
+    assert m.describe()["cost_profile"] == device
     for name in CODECS.names():
         params = {"theta0": 0.01} if name in ("value_bounded", "topk_matched") else {}
         c = make_codec(BlockSpec(name, params))

@@ -27,7 +27,7 @@ def test_profile_time_is_overhead_plus_flops_over_rate():
     prof = load_device("v100").compute
     expected = prof.overhead_s + 6 * (10 * 8 + 8 * 3) * 4 / prof.flops_per_s
     assert cm.seconds(model, X) == pytest.approx(expected)
-    assert cm.deterministic and cm.describe()["device"] == "v100"
+    assert cm.deterministic and cm.describe()["cost_profile"] == "v100"
     assert DEVICE_PROFILES["v100"] == prof and "v100" in DEVICE_PROFILES
     assert sorted(DEVICE_PROFILES) == ["a100", "cpu-core", "v100"]
 
@@ -39,7 +39,7 @@ def test_profile_is_deterministic_and_describes_its_source(device):
     b = make_compute_model(ComputeSpec("profile", device))
     assert [a.seconds(model, X) for _ in range(3)] == [b.seconds(model, X)] * 3
     d = a.describe()
-    assert d["model"] == "profile" and d["device"] == device
+    assert d["model"] == "profile" and d["cost_profile"] == device
     assert d["source"]["kind"] in ("measured", "cited", "estimated") and d["source"]["detail"]
     assert d["device_file"] == f"devices/{device}.yaml" and len(d["device_file_sha256"]) == 64
     json.dumps(d)  # goes into summary.json
@@ -74,6 +74,8 @@ def test_measured_is_calibrated_once_and_scales_with_flops():
 
 
 def test_unknown_device():
-    with pytest.raises(ConfigError, match="key 'compute.device': 'tpu' is not allowed") as exc:
+    with pytest.raises(
+        ConfigError, match="key 'compute.cost_profile': 'tpu' is not allowed"
+    ) as exc:
         make_compute_model(ComputeSpec("profile", "tpu"))
     assert "a100, cpu-core, v100" in str(exc.value)

@@ -65,7 +65,7 @@ def test_cpu_core_is_measured_and_gpus_cited():
 def test_config_schema_device_enum_equals_the_files_present():
     with open(schema_dir() / "config.schema.yaml", encoding="utf-8") as fh:
         schema = yaml.safe_load(fh)
-    enum = schema["$defs"]["compute"]["properties"]["device"]["enum"]
+    enum = schema["$defs"]["compute"]["properties"]["cost_profile"]["enum"]
     assert sorted(enum) == device_names() == sorted(SHIPPED)
     assert (config_root() / "devices").is_dir()
 
@@ -173,7 +173,7 @@ def test_loading_is_cached_until_the_file_changes(tmp_path):
 
 def test_describe_names_the_file_and_its_hash():
     d = load_device("cpu-core").describe()
-    assert d["device"] == "cpu-core" and d["device_file"] == "devices/cpu-core.yaml"
+    assert d["cost_profile"] == "cpu-core" and d["device_file"] == "devices/cpu-core.yaml"
     assert d["source"]["kind"] == "measured" and len(d["device_file_sha256"]) == 64
     raw = load_yaml(config_root() / "devices" / "cpu-core.yaml")
     assert d["flops_per_s"] == raw["compute"]["flops_per_s"]

@@ -61,9 +61,9 @@ def test_the_cpu_build_names_the_cuda_install(monkeypatch, tmp_path, capsys) -> 
 
 def test_a_cpu_run_keeps_its_config_hash_and_cuda_changes_it(smoke) -> None:
     spec = spec_for(smoke)
-    assert spec.device == "cpu" and "device" not in json.loads(spec.to_json())
-    cuda = dataclasses.replace(spec, device="cuda")
-    assert json.loads(cuda.to_json())["device"] == "cuda"
+    assert spec.torch_device == "cpu" and "torch_device" not in json.loads(spec.to_json())
+    cuda = dataclasses.replace(spec, torch_device="cuda")
+    assert json.loads(cuda.to_json())["torch_device"] == "cuda"
     assert cuda.config_hash() != spec.config_hash()
     assert RunSpec.from_json(cuda.to_json()) == cuda
     assert RunSpec.from_json(spec.to_json()) == spec
@@ -73,10 +73,13 @@ def test_the_tier_and_the_command_line_set_the_device(smoke) -> None:
     from pathlib import Path
 
     config = Path(__file__).resolve().parents[3] / "config"
-    exp = load_experiment({"tier": "smoke", "device": "auto"}, config)
-    assert exp.device == "auto" and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).device == "auto"
-    with pytest.raises(ConfigError, match="device"):
-        load_experiment({"tier": "smoke", "device": "gpu"}, config)
+    exp = load_experiment({"tier": "smoke", "torch_device": "auto"}, config)
+    assert (
+        exp.torch_device == "auto"
+        and exp.run("digits_mlp", "dense_bsp", "dc_10g", 0).torch_device == "auto"
+    )
+    with pytest.raises(ConfigError, match="torch_device"):
+        load_experiment({"tier": "smoke", "torch_device": "gpu"}, config)
 
 
 def test_the_summary_records_the_device(smoke, prepared, tmp_path) -> None:
@@ -114,7 +117,7 @@ def test_a_dist_run_on_the_gpu_moves_the_same_bytes_as_on_the_cpu(smoke, prepare
     ds = load_prepared(prepared["digits"])
     base = dataclasses.replace(spec_for(smoke), backend="dist", workers=2, shards=2)
     cpu = DistBackend().run(staged_job(base, ds))
-    gpu = DistBackend().run(staged_job(dataclasses.replace(base, device="cuda"), ds))
+    gpu = DistBackend().run(staged_job(dataclasses.replace(base, torch_device="cuda"), ds))
     key = sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in cpu)
     assert sorted((r.iteration, r.worker, r.bytes_up, r.bytes_down) for r in gpu) == key
     losses = [np.array([r.loss for r in sorted(rs, key=lambda r: (r.iteration, r.worker))])
@@ -189,7 +192,7 @@ def test_a_sim_run_kept_on_the_gpu_moves_the_same_bytes(smoke, prepared, method)
         spec_for(smoke), method=smoke.recipes[method], run_id=f"digits_mlp/{method}"
     )
     cpu = SimBackend().run(staged_job(spec, ds))
-    job = staged_job(dataclasses.replace(spec, device="cuda"), ds)
+    job = staged_job(dataclasses.replace(spec, torch_device="cuda"), ds)
     device = resolve_device("cuda")
     job.model.to(device)
     assert keep_on_device(job, device) is None

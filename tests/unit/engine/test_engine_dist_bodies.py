@@ -303,7 +303,7 @@ from psml_core.errors import RunError
 if __name__ == "__main__":
     smoke = load_experiment({"tier": "smoke"}, Path(sys.argv[1]))
     run = smoke.run("digits_mlp", "dense_bsp", "dc_10g", smoke.seeds[0])
-    spec = dataclasses.replace(run, workers=2, shards=2, backend="dist", device="auto")
+    spec = dataclasses.replace(run, workers=2, shards=2, backend="dist", torch_device="auto")
     job = staged_job(spec, load_prepared(Path(sys.argv[2])))
     try:
         DistBackend(DistOptions(bodies="nccl")).run(job)

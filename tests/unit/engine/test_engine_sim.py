@@ -141,7 +141,7 @@ def test_codec_costs_appear_in_the_simulated_time(smoke, prepared):
     job, recs = simulate(base, prepared)
     free = dataclasses.replace(base, compute=dataclasses.replace(base.compute, codec_costs=False))
     _, free_recs = simulate(free, prepared)
-    costs = CodecCostModel.for_device(base.compute.device)
+    costs = CodecCostModel.for_device(base.compute.cost_profile)
     server = CodecCostModel.for_device(SERVER_DEVICE)
     n = job.model.n_params
     ctx = job.ctx(0, 1.0)

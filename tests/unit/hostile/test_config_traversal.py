@@ -51,7 +51,8 @@ BAD_NAMES = [
     ({"experiments": {"e": {"methods": ["dense_bsp"], "scenarios": [".hidden"]}}},
      "'experiments.e.scenarios[0]'"),
     ({"workloads": {"digits_mlp": {"dataset": "../../etc"}}}, "'workloads.digits_mlp.dataset'"),
-    ({"workloads": {"digits_mlp": {"device": "../cpu-core"}}}, "'workloads.digits_mlp.device'"),
+    ({"workloads": {"digits_mlp": {"cost_profile": "../cpu-core"}}},
+     "'workloads.digits_mlp.cost_profile'"),
     ({"experiments": {"e": {"methods": ["dense_bsp"], "scenario_sweep": {
         "base": "../x", "params": ["bandwidth_gbps"], "values": [1]}}}},
      "'experiments.e.scenario_sweep.base'"),

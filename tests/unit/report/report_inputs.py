@@ -194,7 +194,8 @@ def experiment() -> dict[str, Any]:
             k: {x: y for x, y in v.items() if x != "params"} for k, v in WORKLOADS.items()
         },
         "scenarios": SCENARIOS,
-        "compute": {"model": "profile", "device": "cpu-core", "threads": 1},
+        "torch_device": "cpu",
+        "compute": {"model": "profile", "cost_profile": "cpu-core", "threads": 1},
         "recipes": {m: _recipe(m) for m in (METHOD, ADAPTIVE, SNAPPY, *SWEPT)},
     }
 
@@ -291,7 +292,7 @@ def summary(
             "data_sha256": {f"{dataset}.npz": "ab" * 32},
             "run_spec": {"run_id": run_id},
             "wall_clock_s": 0.42,
-            "compute_model": {"model": "profile", "device": "cpu-core"},
+            "compute_model": {"model": "profile", "cost_profile": "cpu-core"},
         },
     }  # fmt: skip
     jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(out)

@@ -86,3 +86,25 @@ def test_hidden_models_are_those_whose_size_hidden_sets() -> None:
         if len(counts) > 1:
             sized.add(name)
     assert sized == set(HIDDEN_MODELS)
+
+
+def test_the_compute_table_tells_the_torch_device_from_the_cost_profile() -> None:
+    """Issue 47: two settings once both called device; a config from before it still reads."""
+    from psml_core.report.tables_setup import COST_PROFILE, TORCH_DEVICE, compute_table
+
+    new = {
+        "torch_device": "cuda",
+        "compute": {"model": "profile", "cost_profile": "cpu-core", "threads": 1},
+        "workloads": {"a": {"cost_profile": "v100"}, "b": {"cost_profile": "cpu-core"}, "c": {}},
+    }
+    rows = compute_table(new).rows
+    assert rows[:2] == [[TORCH_DEVICE, "cuda"], [COST_PROFILE, "cpu-core"]]
+    assert [f"{COST_PROFILE} of a", "v100"] in rows and len(rows) == 5  # b's is the tier's
+    assert "device" not in {r[0] for r in rows} and "cost_profile" not in {r[0] for r in rows}
+    old = {
+        "device": "cuda",
+        "compute": {"model": "profile", "device": "cpu-core", "threads": 1},
+        "workloads": {"a": {"device": "v100"}, "b": {"device": "cpu-core"}, "c": {}},
+    }
+    assert compute_table(old).rows == rows
+    assert compute_table({}).rows[0] == [TORCH_DEVICE, "cpu"]  # the schema's default

@@ -121,7 +121,7 @@ def test_the_fingerprint_follows_what_training_depends_on(smoke):
         dataclasses.replace(spec, workers=spec.workers + 1),
         dataclasses.replace(spec, seed=spec.seed + 1),
         # The profile the clock charges counts ...
-        dataclasses.replace(spec, compute=dataclasses.replace(spec.compute, device="v100")),
+        dataclasses.replace(spec, compute=dataclasses.replace(spec.compute, cost_profile="v100")),
     ]
     assert len({fp(s) for s in changed} | {t.fingerprint}) == len(changed) + 1
     assert fp(spec, dataclasses.replace(smoke.tuning, lr_factors=(0.5, 1.0))) != t.fingerprint
@@ -130,7 +130,7 @@ def test_the_fingerprint_follows_what_training_depends_on(smoke):
     # Names, descriptions, checkpoints and (for a scenario-free recipe) the scenario do not count.
     same = [
         dataclasses.replace(spec, run_id="x", checkpoint_every=5),
-        dataclasses.replace(spec, device="cuda"),  # ... where the arithmetic runs does not
+        dataclasses.replace(spec, torch_device="cuda"),  # ... where the arithmetic runs does not
         dataclasses.replace(spec, method=dataclasses.replace(spec.method, description="new")),
         dataclasses.replace(spec, scenario=smoke.scenarios["slow_100m"]),
         dataclasses.replace(spec, compute=smoke.compute_for("hetero_dc")),
