@@ -11,12 +11,20 @@ from psml_core.codecs.base import Codec, CodecContext, Payload
 from psml_core.codecs.kv import KVCodec
 from psml_core.engine.optim import ServerOptimizer
 from psml_core.sync.base import SyncPolicy
-from psml_core.sync.pcp import BUDGET_BYTES, PCP, RoundReport
+from psml_core.sync.rounds import BUDGET_BYTES, RoundPolicy, RoundReport
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BUDGET_KEY", "PULL_MODES", "RATIO_KEY", "Pull", "ServerShard", "codec_state"]
+__all__ = [
+    "BUDGET_KEY",
+    "PULL_MODES",
+    "RATIO_BYTES",
+    "RATIO_KEY",
+    "Pull",
+    "ServerShard",
+    "codec_state",
+]
 
 PULL_MODES = ("params", "aggregate", "delta", "touched")
 
@@ -25,6 +33,9 @@ BUDGET_KEY = "sync_budget"
 
 RATIO_KEY = "ctl_ratio"
 """``Pull.extra`` key of the step's compression ratio, where shard 0 runs the controller (dist)."""
+
+RATIO_BYTES = 4
+"""Wire size of the ratio in an answer (float32)."""
 
 
 def codec_state(extra: dict[str, Any]) -> dict[str, Any]:
@@ -84,14 +95,15 @@ class ServerShard:
       used. Waits like ``params`` under a barrier. With a dense model every key is touched and
       this is ``params`` with a kv answer of all keys.
 
-    Round policies (PCP): a clock is a round; each push carries a worker's accumulated model
-    change and its :class:`~psml_core.sync.pcp.RoundReport`; once all P are in, the shard adds
-    their weighted sum to its values and asks the policy for the next round's budgets, which
-    shard 0 sends with its pull answers (4 bytes each). A run of a round policy processes the
-    same number of samples as one of any other policy: ``step_budget`` local steps in all
-    (P x iterations). The budgets are trimmed so that the total does not pass it (each worker
-    keeps at least one step, so the last round may pass it by fewer than P steps), and once it
-    is spent every budget is 0: the workers stop (:attr:`finished`).
+    Round policies (:class:`~psml_core.sync.rounds.RoundPolicy`, e.g. PCP): a clock is a round;
+    each push carries a worker's accumulated model change and its
+    :class:`~psml_core.sync.rounds.RoundReport`; once all P are in, the shard adds their
+    weighted sum to its values and asks the policy for the next round's budgets, which shard 0
+    sends with its pull answers (4 bytes each). A run of a round policy processes the same
+    number of samples as one of any other policy: ``step_budget`` local steps in all (P x
+    iterations). The budgets are trimmed so that the total does not pass it (each worker keeps
+    at least one step, so the last round may pass it by fewer than P steps), and once it is
+    spent every budget is 0: the workers stop (:attr:`finished`).
 
     Args:
         rank: Shard rank.
@@ -148,6 +160,10 @@ class ServerShard:
         self.kv = KVCodec()  # the answer format of touched pulls
         if policy.rounds and pull_mode != "params":
             raise ValueError(f"round policy {policy.name!r} needs pull_mode 'params'")
+        # What the end of a round asks of the policy (None: no rounds).
+        self.round_policy = policy if isinstance(policy, RoundPolicy) else None
+        if policy.rounds and self.round_policy is None:
+            raise TypeError(f"sync policy {policy.name!r} has rounds but is no RoundPolicy")
         self.device: torch.device | None = None
         self._workers_t: Any = None  # P as a float32 scalar on the device (see _mean)
         self._decoded: tuple[Payload, Any] | None = None  # the last broadcast, decoded
@@ -243,8 +259,9 @@ class ServerShard:
             return False
         del self._pending[clock]
         reports = self._reports.pop(clock)
-        policy = self.policy
-        assert isinstance(policy, PCP)
+        policy = self.round_policy
+        if policy is None:
+            raise ValueError(f"a round push to shard {self.rank}, whose policy has no rounds")
         weights = policy.weights([reports[w].steps for w in range(self.workers)])
         merged = np.zeros_like(self.values)
         for w in range(self.workers):  # fixed order: deterministic sums

@@ -19,6 +19,8 @@ from psml_core.models.base import Matrix, Model
 if TYPE_CHECKING:
     import torch
 
+    from psml_core.engine.server import Pull, ServerShard
+
 __all__ = ["BatchSampler", "Worker"]
 
 
@@ -268,6 +270,48 @@ class Worker:
             self.apply_delta(shard, vector)
         else:
             self.apply_aggregate(shard, vector)
+
+    def install(
+        self,
+        s: int,
+        shard: ServerShard,
+        answer: Pull,
+        ctx: CodecContext,
+        keys: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """Decode shard ``s``'s pull ``answer`` under ``ctx`` into the replica (every backend).
+
+        Decoding uses no shard state, so a worker's own copy of the shard object decodes what
+        the shard process sent.
+
+        Args:
+            s: The shard's index.
+            shard: The shard (its pull mode and codecs decode the answer).
+            answer: The shard's answer.
+            ctx: The context of the answer (a broadcast's own context wins, see ``Pull.ctx``).
+            keys: ``touched`` mode, the positions of the batch's keys in the shard's key list.
+
+        Returns:
+            The decoded vector that was applied (None: touched mode, or nothing to apply).
+
+        Raises:
+            ValueError: the payload does not decode, naming its size and codec (the codecs
+                reject a buffer they cannot have encoded).
+        """
+        if keys is not None:  # touched: the values of exactly the requested keys
+            self.apply_touched(s, keys, shard.decode_touched(answer, keys))
+            return None
+        try:
+            vector = shard.decode_pull(answer, ctx)
+        except ValueError as exc:
+            payload = answer.payload
+            size = "no" if payload is None else f"{len(payload.buffer)}-byte {payload.codec!r}"
+            raise ValueError(
+                f"{size} payload for {len(shard.keys)} keys does not decode: {exc}"
+            ) from exc
+        if vector is not None:
+            self.apply_answer(s, shard.pull_mode, vector)
+        return vector
 
     def apply_delta(self, shard: int, change: np.ndarray) -> None:
         """``delta`` mode: add a shard's change since the last pull to the replica."""

@@ -8,64 +8,20 @@ one step, then merges the workers' accumulated model changes once.
 from __future__ import annotations
 
 import math
-import struct
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from psml_core.errors import ConfigError
-from psml_core.sync.base import SYNC_POLICIES, SyncPolicy
+from psml_core.sync.base import SYNC_POLICIES
+from psml_core.sync.rounds import BUDGET_BYTES, REPORT_BYTES, RoundPolicy, RoundReport
 
 __all__ = ["PCP", "REPORT_BYTES", "RoundReport", "BUDGET_BYTES"]
 
-REPORT_BYTES = 12
-"""Wire size of a :class:`RoundReport`: uint32 steps, float32 step time, float32 comm time."""
-
-BUDGET_BYTES = 4
-"""Wire size of a granted budget (uint32), sent with shard 0's pull answer."""
-
-_REPORT = struct.Struct("<Iff")
-assert _REPORT.size == REPORT_BYTES
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    """What a worker tells every shard with its round push.
-
-    Attributes:
-        steps: Local steps taken in the round (its merge weight under ``samples`` weighting).
-        step_s: Mean compute time of one local step in the round.
-        comm_s: Communication time of the worker's previous round (pull + push; 0 at first).
-    """
-
-    steps: int
-    step_s: float
-    comm_s: float
-
-    def pack(self) -> bytes:
-        """The 12-byte wire form (float32 times: the prediction needs no more precision)."""
-        return _REPORT.pack(self.steps, self.step_s, self.comm_s)
-
-    @classmethod
-    def unpack(cls, buf: bytes | memoryview) -> RoundReport:
-        """Parse the wire form; a wrong length is a protocol error, not garbage."""
-        if len(buf) != REPORT_BYTES:
-            raise ValueError(f"a round report is {REPORT_BYTES} bytes, got {len(buf)}")
-        steps, step_s, comm_s = _REPORT.unpack(bytes(buf))
-        return cls(int(steps), float(step_s), float(comm_s))
-
-    def wire(self) -> RoundReport:
-        """The report as the receiver sees it (times rounded to float32).
-
-        Every backend's server then predicts from exactly the same numbers.
-        """
-        return RoundReport.unpack(self.pack())
-
 
 @SYNC_POLICIES.register("pcp")
-class PCP(SyncPolicy):
+class PCP(RoundPolicy):
     """Synchronous parallel with parameter-communication prediction (PCP-SP).
 
     Paper: Zeng, Xue, Xu, Shi, Zeng, Zhang, Yue, "Synchronous parallel with parameter
@@ -103,8 +59,6 @@ class PCP(SyncPolicy):
         weighting: ``samples`` or ``uniform`` merge weights.
     """
 
-    barrier = True
-    rounds = True
     WEIGHTINGS = ("samples", "uniform")
 
     def __init__(

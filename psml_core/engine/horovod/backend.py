@@ -20,10 +20,13 @@ Two exchanges (``HorovodOptions.collective``; ``auto`` picks by codec):
   per-rank residual over the whole vector), the payload bytes travel as a ``uint8`` tensor
   through ``hvd.allgather`` (ranks may send different sizes; an ``int64`` allgather of the
   sizes goes first to split the result), and every rank decodes all P payloads in rank order,
-  sums them with the codec's server side (``ServerCodec.aggregate``) and divides by P. With
-  ``pull: aggregate`` every rank then also runs the server's ``encode_down``/``decode_down``
-  and publishes ``shared()`` state into the next step's context, exactly as a PS shard would
-  (a replicated server: no bytes move for it). Top-k etc. are whole-model here, not per shard.
+  sums them with the codec's server side (``ServerCodec.aggregate``) and divides by P. These
+  are the P pushes of one BSP iteration to a PS shard over all keys, and every rank serves
+  them exactly so: a replicated :class:`~psml_core.engine.server.ServerShard`, driven through
+  its :class:`~psml_core.engine.shard_service.ShardService`, whose values *are* the rank's
+  replica. With ``pull: aggregate`` the shard also runs ``encode_down``/``decode_down`` and
+  answers every worker's next pull with the broadcast, whose ``shared()`` state goes into the
+  next step's context (no bytes move for it). Top-k etc. are whole-model here, not per shard.
 
 Byte accounting (per rank and step; payload bytes only, never Gloo/TCP framing):
 
@@ -48,8 +51,9 @@ after the exchange one ``allreduce(op=Max)`` of ``(comm_s, compute_s, ratio, -ra
 slowest rank's figures, which every rank's controller observes (so all controllers stay
 identical); a rank whose ratio differed from the others' is a RunError.
 
-Evaluation: rank 0 evaluates its replica (= the global model) after the steps that
-``Job.should_evaluate`` selects, in a background thread so that the next step is not held up.
+Evaluation: rank 0 evaluates its replica (= the global model, one part) after the steps that
+``Job.should_evaluate`` selects, in a background thread so that the next step is not held up
+(:mod:`psml_core.engine.evaluations`).
 """
 
 from __future__ import annotations
@@ -57,29 +61,32 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import torch
 
 from psml_core.capabilities import horovod_refusal
-from psml_core.codecs.base import Codec, Payload, ServerCodec
+from psml_core.codecs.base import Codec, Payload
 from psml_core.config import BlockSpec, MethodRecipe
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
+from psml_core.engine.evaluations import BackgroundEvaluations, EvalCollector
 from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.horovod.transport import HorovodTransport
 from psml_core.engine.job import Job, make_worker_codec, update_momentum
 from psml_core.engine.loop import WorkerLoop, run_blocking
-from psml_core.engine.optim import make_optimizer
+from psml_core.engine.optim import ServerOptimizer, make_optimizer
 from psml_core.engine.progress import Progress
+from psml_core.engine.server import ServerShard
+from psml_core.engine.shard_service import PullMsg, PushMsg, ShardService
 from psml_core.engine.step import to_records
 from psml_core.engine.torch_device import rank_device
 from psml_core.errors import ConfigError, RunError
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
+from psml_core.sync.bsp import BSP
 
 __all__ = ["HorovodBackend", "HorovodResult", "check_job", "collective_for", "run_rank"]
 
@@ -192,40 +199,67 @@ def nccl_device(hvd: Any, device: torch.device) -> torch.device | None:
     return None
 
 
+def replicated_service(
+    job: Job, size: int, codec: Codec, optimizer: ServerOptimizer, replica: np.ndarray
+) -> ShardService:
+    """A rank's copy of the server: one BSP shard over all keys, whose values are ``replica``.
+
+    Every rank serves the same P pushes in the same (rank) order, so every copy, and every
+    replica, stays bit-identical; the shard's optimizer step updates ``replica`` in place.
+    """
+    n = job.model.n_params
+    pull = "aggregate" if job.spec.method.pull == "aggregate" else "params"
+    shard = ServerShard(
+        0, np.arange(n), replica, size, BSP(), codec, codec, optimizer, pull_mode=pull
+    )
+    shard.values = replica  # the replica itself, not a copy: no second model per rank
+    return ShardService(shard)
+
+
 class _Exchange:
-    """One rank's gradient exchange: dense allreduce or codec payloads through allgather."""
+    """One rank's step: dense allreduce, or codec payloads through allgather into the service.
+
+    Either way the exchange updates the replica with ``optimizer`` and returns this rank's
+    bytes up and down.
+    """
 
     def __init__(
-        self, hvd: Any, job: Job, rank: int, collective: str, nccl: torch.device | None = None
+        self,
+        hvd: Any,
+        job: Job,
+        rank: int,
+        collective: str,
+        optimizer: ServerOptimizer,
+        nccl: torch.device | None = None,
     ) -> None:
         self.hvd, self.job, self.rank, self.collective = hvd, job, rank, collective
         self.nccl = nccl  # where the exchanged tensors go (NCCL), or None (the CPU path)
         self.size = hvd.size()
         self.n = job.model.n_params
-        spec = job.spec
-        self.aggregate_mode = spec.method.pull == "aggregate"
-        self.codec: Codec = make_worker_codec(spec, rank)  # momentum correction included
-        self.server: ServerCodec = self.codec.server()
+        self.optimizer = optimizer
+        self.params = job.workers[rank].params
+        self.codec: Codec = make_worker_codec(job.spec, rank)  # momentum correction included
+        self.service = replicated_service(job, self.size, self.codec, optimizer, self.params)
         self.extra: dict[str, Any] = {}  # what the replicated server published for the next step
 
-    def __call__(self, grad: np.ndarray, step: int, ratio: float) -> tuple[np.ndarray, int, int]:
-        """The averaged gradient of the step, and this rank's bytes up and down."""
+    def __call__(self, grad: np.ndarray, step: int, ratio: float) -> tuple[int, int]:
+        """Exchange the step's gradient and update the replica; this rank's bytes up and down."""
         if self.collective == "allreduce":
             return self._allreduce(grad)
         return self._allgather(grad, step, ratio)
 
-    def _allreduce(self, grad: np.ndarray) -> tuple[np.ndarray, int, int]:
+    def _allreduce(self, grad: np.ndarray) -> tuple[int, int]:
         g = torch.from_numpy(np.ascontiguousarray(grad, dtype=np.float32))
         if self.nccl is not None:
             g = g.to(self.nccl)
         total = self.hvd.allreduce(g, op=self.hvd.Sum, name="psml.grad").cpu().numpy()
         avg = total / np.float32(self.size)
-        return avg.astype(np.float32, copy=False), 4 * self.n, 4 * self.n
+        self.optimizer.step(self.params, avg.astype(np.float32, copy=False))
+        return 4 * self.n, 4 * self.n
 
-    def _allgather(self, grad: np.ndarray, step: int, ratio: float) -> tuple[np.ndarray, int, int]:
+    def _gathered(self, mine: Payload) -> list[Payload]:
+        """Every rank's payload, in rank order (sizes first, then the bytes)."""
         hvd = self.hvd
-        ctx = self.job.ctx(step, ratio, self.extra)
-        mine = self.codec.encode(grad, ctx)
         sizes = hvd.allgather(
             torch.tensor([mine.wire_bytes], dtype=torch.int64), name="psml.sizes"
         ).tolist()
@@ -252,32 +286,30 @@ class _Exchange:
             else:
                 payloads.append(Payload(mine.codec, self.n, gathered[offset : offset + nbytes]))
             offset += nbytes
-        avg = self.server.aggregate(payloads, ctx) / np.float32(self.size)
-        if self.aggregate_mode:  # what a PS shard would broadcast, computed on every rank
-            down = self.server.encode_down(avg, ctx)
-            avg = self.server.decode_down(down, ctx)
-            self.extra = self.server.shared()[0]
-        return avg.astype(np.float32, copy=False), mine.wire_bytes, sum(sizes) - mine.wire_bytes
+        return payloads
 
-
-class _Evaluator:
-    """Rank 0: evaluate snapshots of the replica in a background thread."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.pending: dict[int, Future[tuple[float, float]]] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psml-hvd-eval")
-
-    def add(self, step: int, params: np.ndarray) -> None:
-        ds = self.job.dataset
-        self.pending[step] = self._pool.submit(
-            self.job.model.evaluate, params.copy(), ds.X_test, ds.y_test
-        )
-
-    def results(self) -> dict[int, tuple[float, float]]:
-        out = {t: f.result() for t, f in self.pending.items()}
-        self._pool.shutdown()
-        return out
+    def _allgather(self, grad: np.ndarray, step: int, ratio: float) -> tuple[int, int]:
+        ctx = self.job.ctx(step, ratio, self.extra)
+        mine = self.codec.encode(grad, ctx)
+        payloads = self._gathered(mine)
+        service = self.service
+        applied = False
+        for r, payload in enumerate(payloads):  # the P pushes of the step, in rank order
+            msg = PushMsg(r, step, payload, ctx)
+            applied = service.push(msg)
+        if not applied:
+            raise RunError(f"rank {self.rank}: step {step}'s {len(payloads)} pushes did not apply")
+        service.settle(msg)
+        if service.shard.pull_mode == "aggregate":  # every worker's next pull: the broadcast
+            for r in range(self.size):
+                nxt = PullMsg(r, step + 1)
+                if not service.pull(nxt):
+                    raise RunError(f"rank {self.rank}: the server holds pull {step + 1} of {r}")
+                answer = service.answer(nxt, ctx)
+                if r == self.rank:
+                    self.extra = answer.pull.extra
+        down = sum(p.wire_bytes for p in payloads) - mine.wire_bytes
+        return mine.wire_bytes, down
 
 
 def _gather(
@@ -285,7 +317,7 @@ def _gather(
     params: np.ndarray,
     rows: list[dict[str, Any]],
     observed: list[Observation],
-    evaluator: _Evaluator | None,
+    evaluations: BackgroundEvaluations | None,
 ) -> tuple[list[IterationRecord], dict[int, list[Observation]]]:
     """Every rank's rows and observations; rank 0 (the evaluator's) turns them into records.
 
@@ -302,9 +334,9 @@ def _gather(
         raise RunError(f"the replicas of ranks {differ} differ from rank 0's after the run")
     observations = {r: p["observed"] for r, p in enumerate(parts)}
     records: list[IterationRecord] = []
-    if evaluator is not None:
+    if evaluations is not None:
         rows = [row for part in parts for row in part["rows"]]
-        records = to_records(rows, evaluator.results(), "wall-clock")
+        records = to_records(rows, evaluations.results(), "wall-clock")
     return records, observations
 
 
@@ -331,25 +363,30 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     job.model.to(device)
     collective = collective_for(job, options)
     worker = job.workers[rank]
-    exchange = _Exchange(hvd, job, rank, collective, nccl_device(hvd, device))
     optimizer = make_optimizer(spec.workload, job.model.n_params, update_momentum(spec))
+    exchange = _Exchange(hvd, job, rank, collective, optimizer, nccl_device(hvd, device))
     emulate_delay = options.emulate and bool(spec.scenario.delay)
     delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None
-    evaluator = _Evaluator(job) if rank == 0 else None
+    # Rank 0's replica is the whole model: one part, evaluated from a copy in the background.
+    evaluations = BackgroundEvaluations(job) if rank == 0 else None
+    collector = (
+        EvalCollector(job, evaluations, lambda parts: parts[0].copy(), parts=1)
+        if evaluations is not None
+        else None
+    )
     hvd.barrier()  # every rank has built its job: start the clock together
     tr = HorovodTransport(
         hvd,
         job,
         rank,
         exchange=exchange,
-        optimizer=optimizer,
         delay=delay,
         emulate=options.emulate,
-        evaluate=evaluator.add if evaluator is not None else None,
+        evaluate=(lambda t, params: collector.add(t, 0, params)) if collector else None,
         t0=time.perf_counter(),
     )
     run_blocking(WorkerLoop(worker, tr, spec.workload.iterations, rounds=False).run())
-    records, observations = _gather(hvd, worker.params, tr.rows, tr.observed, evaluator)
+    records, observations = _gather(hvd, worker.params, tr.rows, tr.observed, evaluations)
     return HorovodResult(
         records=records,
         params=worker.params.copy(),

@@ -27,7 +27,7 @@ from psml_core.sync.pcp import RoundReport
 
 __all__ = ["HorovodTransport", "slowest"]
 
-Exchange = Callable[[np.ndarray, int, float], tuple[np.ndarray, int, int]]
+Exchange = Callable[[np.ndarray, int, float], tuple[int, int]]
 
 
 def slowest(hvd: Any, rank: int, t: int, comm: float, compute: float, ratio: float) -> Observation:
@@ -54,8 +54,8 @@ class HorovodTransport(Transport):
         hvd: The initialised ``horovod.torch`` module.
         job: The run (this rank's worker is ``job.workers[rank]``).
         rank: This rank.
-        exchange: The step's exchange: (gradient, step, ratio) to (average, bytes up, down).
-        optimizer: The replica's optimizer.
+        exchange: The step's exchange: (gradient, step, ratio) to (bytes up, bytes down); it
+            updates the replica.
         delay: The injected delay per step (``delay_s(t)``), or None.
         emulate: Whether stragglers' slowdowns are emulated by sleeping.
         evaluate: Rank 0: called with (step, replica) after the steps to evaluate.
@@ -70,14 +70,13 @@ class HorovodTransport(Transport):
         job: Job,
         rank: int,
         exchange: Exchange,
-        optimizer: Any,
         delay: Any,
         emulate: bool,
         evaluate: Callable[[int, np.ndarray], None] | None,
         t0: float,
     ) -> None:
         self.hvd, self.job, self.rank = hvd, job, rank
-        self.exchange, self.optimizer = exchange, optimizer
+        self.exchange = exchange
         self.delay, self.emulate, self.evaluate = delay, emulate, evaluate
         self.params = job.workers[rank].params
         self.remote = [True]  # one collective, no shards: every byte goes to other ranks
@@ -112,8 +111,7 @@ class HorovodTransport(Transport):
         """Exchange, update the replica, then the control allreduce."""
         if self.delay is not None:
             time.sleep(self.delay.delay_s(t))
-        avg, up, down = self.exchange(vector, t, self.ratio)
-        self.optimizer.step(self.params, avg)
+        up, down = self.exchange(vector, t, self.ratio)  # the replica is updated
         comm_end = time.perf_counter()
         comm = comm_end - self.compute_end
         obs = slowest(self.hvd, self.rank, t, comm, compute, self.ratio)

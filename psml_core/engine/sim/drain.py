@@ -85,7 +85,7 @@ class CheckpointDrain:
     def save(self, t: int, order: list[int], arrived: list[float], prev: list[float]) -> None:
         """Write the checkpoint of the drain before iteration ``t``."""
         run = self.run
-        assert not any(s.gate.waiting for s in run.shard_state), "not drained"
+        assert all(s.service.idle() for s in run.shard_state), "not drained"
         workers, shards, parts = capture_job(run.job)
         save_checkpoint(
             self.path,

@@ -1,11 +1,14 @@
 """The SimPy processes of a simulated run's messages: pulls, pushes and the servers.
 
-:class:`RunState` holds what one run mutates (the shards' gates and server threads, the rows,
-the evaluations, the controller feed) and moves its messages: each pull is a SimPy process of
+:class:`RunState` holds what one run mutates (the shards' services and server threads, the
+rows, the evaluations, the controller feed) and moves its messages: each pull is a SimPy process of
 :meth:`RunState.pull`, each push one of :meth:`RunState.push` (both started at once,
 :class:`~psml_core.engine.sim.started.Started`), and a shard's processing of a landed push is
 :meth:`RunState.serve_push`, callbacks on the events a process would wait for (the same order
-of events, without a process's start and end). A worker's step is
+of events, without a process's start and end). It is the sim backend's driver of each shard's
+:class:`~psml_core.engine.shard_service.ShardService`: the service holds and releases the
+pulls, builds the answers and says when an iteration is complete; this module adds the time.
+A worker's step is
 :class:`~psml_core.engine.loop.WorkerLoop` over a
 :class:`~psml_core.engine.sim.transport.SimTransport`; the backend
 (:mod:`psml_core.engine.sim.backend`) builds the network and starts the workers' loops.
@@ -24,8 +27,10 @@ from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import pack_keys
 from psml_core.codecs.lossless import snappy_bytes
 from psml_core.control.feed import ControllerFeed
+from psml_core.engine.evaluations import EvalCollector
 from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
+from psml_core.engine.shard_service import PullMsg, PushMsg
 from psml_core.engine.sim.charges import CodecCharges
 from psml_core.engine.sim.drain import CheckpointDrain
 from psml_core.engine.sim.gradients import BatchedGradients
@@ -36,7 +41,7 @@ from psml_core.engine.timeline import key_ready_fraction
 from psml_core.metrics.records import IterationRecord
 from psml_core.net.delay import make_delay
 from psml_core.net.network import FairShareNetwork
-from psml_core.sync.pcp import REPORT_BYTES, RoundReport
+from psml_core.sync.rounds import REPORT_BYTES, RoundReport
 
 __all__ = ["Served", "RunState"]
 
@@ -56,12 +61,8 @@ class Served(NamedTuple):
 class _Service(NamedTuple):
     """One push on its way through the shard (:meth:`RunState.serve_push`)."""
 
-    p: int
+    msg: PushMsg
     s: int
-    t: int
-    payload: Payload
-    ctx: CodecContext
-    report: RoundReport | None
     start: float  # when it was handed to the network
     landed: simpy.Event  # fired once the shard has served it
 
@@ -95,9 +96,10 @@ class RunState:
         self.rounds = job.shards[0].policy.rounds
         self.lossless = job.spec.method.lossless == "snappy"
         self.worker_state = [WorkerState.of(len(job.shards)) for _ in job.workers]
-        self.shard_state = [ShardState.of(env) for _ in job.shards]
-        self.applied: dict[int, int] = {}
+        self.shard_state = [ShardState.of(env, shard) for shard in job.shards]
         self.evals: dict[int, tuple[float, float]] = {}
+        # All parts of the model are taken at the instant the last shard completes an iteration.
+        self.collector = EvalCollector(job, self._evaluate, lambda _parts: job.global_params())
         self.rows: list[dict[str, Any]] = []
         # Controller feed: a step's transfer times (its pushes, the next pull) and compute time.
         self.feed = ControllerFeed(job.controller, job.spec.workers)
@@ -110,7 +112,6 @@ class RunState:
     def saved(self) -> dict[str, Any]:
         """What a checkpoint keeps of the run (:meth:`restore` puts it back)."""
         return {
-            "applied": self.applied,
             "evals": self.evals,
             "rows": self.rows,
             "feed": self.feed,
@@ -119,7 +120,8 @@ class RunState:
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Resume from a checkpoint's :meth:`saved` state."""
-        self.applied, self.evals, self.rows = saved["applied"], saved["evals"], saved["rows"]
+        # Drained: no iteration is half applied, none half collected (``ShardService.idle``).
+        self.evals, self.rows = saved["evals"], saved["rows"]
         self.feed = saved["feed"]
         for w, extra in zip(self.worker_state, saved["extra"], strict=True):
             w.extra = extra
@@ -142,7 +144,7 @@ class RunState:
         return self.feed.ratio(t)
 
     def pull(self, p: int, s: int, t: int, keys: Any = None) -> Generator[Any, Any, Served]:
-        """Worker ``p``'s pull of iteration ``t`` from shard ``s``: request, gate, answer.
+        """Worker ``p``'s pull of iteration ``t`` from shard ``s``: request, hold, answer.
 
         ``keys``: touched mode, the positions of the batch's keys in the shard's key list.
         """
@@ -159,8 +161,10 @@ class RunState:
             yield landing  # the request left behind the worker's last push: served after it
         arrived = self.env.now
         at_shard = self.shard_state[s]
-        if not shard.may_serve(p, t):
-            yield at_shard.gate.wait(p, t, False)
+        msg = PullMsg(p, t, keys)
+        if not at_shard.service.pull(msg):
+            msg.token = held = self.env.event()  # fired when a push releases it
+            yield held
         blocked = self.env.now - arrived  # held by the sync policy
         # The shard's server thread answers: after any aggregation in progress, and it takes
         # the time of encoding the answer (params, delta, touched; a broadcast is encoded once).
@@ -168,12 +172,12 @@ class RunState:
         turn = thread.acquire()
         if turn is not None:
             yield turn
-        staleness = shard.policy.staleness(p, shard.clocks)
         # The answer's context: step t at the ratio already in force (the last step's).
         # Step t's own ratio is fixed when the worker has all of its answers, so that
         # under a barrier the controller has seen every step before t.
         ctx = self.job.ctx(t, self.ratio(max(t - 1, 0)))
-        answer = shard.pull(p, t, ctx, now=self.env.now, keys=keys)
+        answered = at_shard.service.answer(msg, ctx, now=self.env.now)
+        answer, staleness = answered.pull, answered.staleness
         serve = self.charges.answer_s(shard, answer, ctx, encode=True)
         if serve:
             yield self.env.timeout(serve)
@@ -186,14 +190,11 @@ class RunState:
         sent = self.env.now
         yield self.net.transfer(machine, p, answer.wire_bytes, d)
         self.feed.transfer(p, t - 1, s, self.env.now - sent)
-        worker = self.job.workers[p]
-        if keys is not None:  # touched: the values of exactly the requested keys
-            worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
-            if self.moves is not None:
+        vector = self.job.workers[p].install(s, shard, answer, ctx, keys)
+        if self.moves is not None:
+            if keys is not None:  # touched: the values of exactly the requested keys
                 self.moves.note_keys(p, shard.keys[keys], len(request) + answer.wire_bytes)
-        elif (vector := shard.decode_pull(answer, ctx)) is not None:
-            worker.apply_answer(s, shard.pull_mode, vector)
-            if self.moves is not None:
+            elif vector is not None:
                 self.moves.note_answer(p, shard.keys, vector, answer.wire_bytes)
         self.worker_state[p].extra[s] = answer.extra
         decode = self.charges.answer_s(shard, answer, answer.ctx or ctx, encode=False)
@@ -227,7 +228,7 @@ class RunState:
         if self.drains is not None:  # in flight: a checkpoint's drain waits until it is served
             self.drains.push_sent()
         landed = self.worker_state[p].landing[s] = self.env.event()
-        served = _Service(p, s, t, payload, ctx, report, start, landed)
+        served = _Service(PushMsg(p, t, payload, ctx, report=report), s, start, landed)
         arrival.callbacks.append(functools.partial(self._arrived, served))
         yield sent
         return self.env.now
@@ -238,7 +239,7 @@ class RunState:
 
     def _arrived(self, push: _Service, _: simpy.Event) -> None:
         # Network time only (DC2's signal); before the shard applies it: a released pull sees it.
-        self.feed.transfer(push.p, push.t, push.s, self.env.now - push.start)
+        self.feed.transfer(push.msg.worker, push.msg.clock, push.s, self.env.now - push.start)
         self.serve_push(push)
 
     def serve_push(self, push: _Service) -> None:
@@ -254,19 +255,18 @@ class RunState:
             turn.callbacks.append(functools.partial(self._decode, push))
 
     def _decode(self, push: _Service, _: object = None) -> None:
-        cost = self.charges.push_s(self.job.shards[push.s], push.payload, push.ctx)
+        cost = self.charges.push_s(self.job.shards[push.s], push.msg.payload, push.msg.ctx)
         if cost:
             self.env.timeout(cost).callbacks.append(functools.partial(self._apply, push))
         else:
             self._apply(push)
 
     def _apply(self, push: _Service, _: object = None) -> None:
-        shard = self.job.shards[push.s]
-        applied = shard.push(
-            push.p, push.t, push.payload, push.ctx, now=self.env.now, report=push.report
-        )
+        shard, msg = self.job.shards[push.s], push.msg
+        msg.now = self.env.now  # when the server thread applies it
+        applied = self.shard_state[push.s].service.push(msg)
         if applied and shard.policy.barrier and shard.pull_mode == "aggregate":
-            cost = self.charges.broadcast_s(shard, push.t, push.ctx)
+            cost = self.charges.broadcast_s(shard, msg.clock, msg.ctx)
             if cost:
                 done = self.env.timeout(cost)
                 done.callbacks.append(functools.partial(self._served, push, applied))
@@ -274,29 +274,30 @@ class RunState:
         self._served(push, applied)
 
     def _served(self, push: _Service, applied: bool, _: object = None) -> None:
-        shard, at_shard = self.job.shards[push.s], self.shard_state[push.s]
+        at_shard = self.shard_state[push.s]
         at_shard.thread.release()
         if applied:
-            at_shard.gate.release(shard.may_serve)
-            self._on_applied(push.t, self.job.spec.workers if shard.policy.barrier else 1)
+            settled = at_shard.service.settle(push.msg)
+            for msg in settled.released:
+                msg.token.succeed()
+            if settled.completed is not None:
+                # The model "after iteration t" is evaluated once every shard has applied every
+                # worker's push of iteration t.
+                self.collector.add(settled.completed, push.s)
         if self.drains is not None:
             self.drains.push_served()
         push.landed.succeed()  # served: the request queued behind it is the server's next
 
-    def _on_applied(self, t: int, pushes: int) -> None:
-        # The model "after iteration t" is evaluated once every shard has applied every worker's
-        # push of iteration t (a barrier applies P pushes at once; async policies one by one).
-        self.applied[t] = self.applied.get(t, 0) + pushes
-        complete = self.job.spec.workers * len(self.job.shards)
-        if self.applied[t] == complete and self.job.should_evaluate(t):
-            ds = self.job.dataset
-            self.evals[t] = self.job.model.evaluate(self.job.global_params(), ds.X_test, ds.y_test)
-            if self.progress.enabled:
-                loss, acc = self.evals[t]
-                up, down = self.bytes_so_far()
-                self.progress.evaluation(
-                    t, sim_time=self.env.now, loss=loss, accuracy=acc, bytes_up=up, bytes_down=down
-                )
+    def _evaluate(self, t: int, params: Any) -> None:
+        """Evaluate the model after iteration ``t`` now (simulated time stands still)."""
+        ds = self.job.dataset
+        self.evals[t] = self.job.model.evaluate(params, ds.X_test, ds.y_test)
+        if self.progress.enabled:
+            loss, acc = self.evals[t]
+            up, down = self.bytes_so_far()
+            self.progress.evaluation(
+                t, sim_time=self.env.now, loss=loss, accuracy=acc, bytes_up=up, bytes_down=down
+            )
 
     def records(self) -> list[IterationRecord]:
         """The records in (iteration, worker) order, with the evaluations of their iterations."""

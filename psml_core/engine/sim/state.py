@@ -11,7 +11,8 @@ from typing import Any
 
 import simpy
 
-from psml_core.engine.sim.gate import Gate
+from psml_core.engine.server import ServerShard
+from psml_core.engine.shard_service import ShardService
 from psml_core.engine.sim.thread import ServerThread
 
 __all__ = ["ShardState", "WorkerState"]
@@ -40,17 +41,18 @@ class WorkerState:
 
 @dataclass
 class ShardState:
-    """A simulated shard's sync gate and server thread.
+    """A simulated shard's service and server thread.
 
     Attributes:
-        gate: The pulls the sync policy holds, released as pushes are applied.
+        service: The shard's service: it holds the pulls the sync policy does not let through
+            (each with the SimPy event its pull waits on) and releases them as pushes apply.
         thread: The server thread: decoding pushes, aggregating, encoding answers.
     """
 
-    gate: Gate
+    service: ShardService
     thread: ServerThread
 
     @classmethod
-    def of(cls, env: simpy.Environment) -> ShardState:
+    def of(cls, env: simpy.Environment, shard: ServerShard) -> ShardState:
         """A shard's state before the first message."""
-        return cls(Gate(env), ServerThread(env))
+        return cls(ShardService(shard), ServerThread(env))

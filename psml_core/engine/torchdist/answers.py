@@ -1,7 +1,6 @@
-"""A dist worker's installation of a shard's answer: decode it into the replica.
+"""A dist worker's reading of a shard's answer off the wire, before ``Worker.install``.
 
-Decoding uses no shard state, so the worker's own copy of the shard object decodes what the
-shard process sent. A malformed answer is a :class:`~.wire.ProtocolError` naming the shard,
+A malformed answer is a :class:`~.wire.ProtocolError` naming the shard,
 the step and what did not decode.
 """
 
@@ -9,16 +8,13 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
-
-from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.base import Payload
 from psml_core.engine.server import Pull, ServerShard
 from psml_core.engine.torchdist.protocol import answer_ratio, codec_name
 from psml_core.engine.torchdist.state import decode_state
 from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError
-from psml_core.engine.worker import Worker
 
-__all__ = ["expect_answer", "install_answer", "read_answer"]
+__all__ = ["expect_answer", "read_answer"]
 
 
 def expect_answer(hdr: Header, p: int, t: int, s: int) -> Header:
@@ -72,39 +68,3 @@ def read_answer(
         raise ProtocolError(
             f"{where}: bad codec state ({len(state)} bytes): {type(exc).__name__}: {exc}"
         ) from exc
-
-
-def install_answer(
-    worker: Worker,
-    shard: ServerShard,
-    s: int,
-    answer: Pull,
-    ctx: CodecContext,
-    keys: np.ndarray | None,
-    where: str,
-) -> None:
-    """Decode shard ``s``'s ``answer`` under ``ctx`` into the worker's replica.
-
-    ``keys``: touched mode, the positions of the batch's keys in the shard's key list.
-
-    Raises:
-        ProtocolError: the payload does not decode (the codecs reject a buffer they cannot
-            have encoded).
-    """
-    if keys is not None:  # touched: the values of exactly the requested keys
-        try:
-            worker.apply_touched(s, keys, shard.decode_touched(answer, keys))
-        except ValueError as exc:
-            raise ProtocolError(f"{where}: {exc}") from None
-        return
-    try:
-        vector = shard.decode_pull(answer, ctx)
-    except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
-        payload = answer.payload
-        size = "no" if payload is None else f"{len(payload.buffer)}-byte"
-        raise ProtocolError(
-            f"{where}: {size} {_codec(shard, False)!r} payload for {len(shard.keys)} keys "
-            f"does not decode: {exc}"
-        ) from exc
-    if vector is not None:
-        worker.apply_answer(s, shard.pull_mode, vector)

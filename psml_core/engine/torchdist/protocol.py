@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 from psml_core.control.base import Controller
-from psml_core.engine.server import RATIO_KEY
+from psml_core.engine.server import RATIO_BYTES, RATIO_KEY
 from psml_core.engine.torchdist.header import Header, Kind
 
 __all__ = [
@@ -27,9 +27,6 @@ __all__ = [
 
 FIGURES = struct.Struct("<ff")
 """A worker's figures of its previous step for shard 0's controller: comm and compute seconds."""
-
-RATIO_BYTES = 4
-"""The ratio in an answer, as float32."""
 
 
 def adaptive(controller: Controller) -> bool:

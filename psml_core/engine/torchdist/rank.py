@@ -69,8 +69,8 @@ def run_rank(job: Job, session: Session, progress: Progress | None = None) -> Di
             loop = ShardLoop(job, rank, wire, layout, faults, progress if rank == 0 else None)
             loop.run()
             mine["values"] = {rank: job.shards[rank].values.copy()}
-            if loop.evaluator is not None:
-                evals = loop.evaluator.results()
+            if loop.evaluations is not None:
+                evals = loop.evaluations.results()
         else:
             mine["rows"] = run_worker(
                 job, layout.index(rank), wire, layout, session.options, faults, t0

@@ -1,9 +1,10 @@
-"""A shard rank's serving loop, and rank 0's evaluator of the global model.
+"""A shard rank's serving loop: the dist backend's driver of the shard's service.
 
 The protocol per iteration is every backend's (:mod:`psml_core.engine.loop`): a pull
 request to every shard, answered once ``ServerShard.may_serve`` allows; compute; one push per
-shard. :class:`~psml_core.engine.server.ServerShard` does the math; this module only moves its
-messages and measures wall-clock time. The worker's side is
+shard. :class:`~psml_core.engine.shard_service.ShardService` holds and releases the pulls and
+builds the answers, :class:`~psml_core.engine.server.ServerShard` does the math; this module
+only moves their messages and measures wall-clock time. The worker's side is
 :mod:`psml_core.engine.torchdist.transport`. Messages come in through an
 :class:`~psml_core.engine.torchdist.inbox.Inbox`: header slots posted per peer (its workers and,
 on shard 0, the other shards), so no message waits for gloo's rendezvous; each peer closes its
@@ -12,10 +13,10 @@ slots with DONE messages, and the loop ends when every slot has been served.
 Evaluation. When a shard has applied every worker's push of an iteration that
 ``Job.should_evaluate`` selects, it snapshots its values and sends them to rank 0 (shard 0),
 which assembles the global model and evaluates it in a background thread, so serving is not
-held up. Under BSP the snapshots are exactly the model after that round (as in sim); under
-ASP/SSP each shard's part is taken when *that* shard completes the iteration — every part
-contains every push of the iteration, possibly a few later ones (sim takes all parts at the
-one instant the last shard completes).
+held up (:mod:`psml_core.engine.evaluations`). Under BSP the snapshots are exactly the model
+after that round (as in sim); under ASP/SSP each shard's part is taken when *that* shard
+completes the iteration — every part contains every push of the iteration, possibly a few
+later ones (sim takes all parts at the one instant the last shard completes).
 
 Touched pulls (``pull: touched``, PS-lite's sparse pull). The worker draws its mini-batch
 before the pull; each PULL carries, as its payload part, the key list of that shard's keys the
@@ -39,9 +40,7 @@ the ratio can lag one more step: wall-clock control, not a replay of sim.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,17 +49,13 @@ import numpy as np
 from psml_core.codecs.base import CodecContext, Payload
 from psml_core.codecs.kv import unpack_keys
 from psml_core.control.feed import ControllerFeed
+from psml_core.engine.evaluations import BackgroundEvaluations, EvalCollector
 from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
-from psml_core.engine.server import RATIO_KEY, Pull, codec_state
+from psml_core.engine.server import codec_state
+from psml_core.engine.shard_service import DoneMsg, PullMsg, PushMsg, ShardService
 from psml_core.engine.torchdist.inbox import DEPTH, Inbox
-from psml_core.engine.torchdist.protocol import (
-    FIGURES,
-    RATIO_BYTES,
-    adaptive,
-    codec_name,
-    grown,
-)
+from psml_core.engine.torchdist.protocol import FIGURES, adaptive, codec_name, grown
 from psml_core.engine.torchdist.settings import Faults, Layout
 from psml_core.engine.torchdist.state import encode_state
 from psml_core.engine.torchdist.wire import (
@@ -70,11 +65,10 @@ from psml_core.engine.torchdist.wire import (
     Prepost,
     ProtocolError,
     Wire,
-    WireStats,
 )
 from psml_core.sync.pcp import RoundReport
 
-__all__ = ["Evaluator", "ShardLoop", "eval_points"]
+__all__ = ["ShardLoop", "eval_points"]
 
 
 def eval_points(job: Job) -> list[int]:
@@ -82,70 +76,13 @@ def eval_points(job: Job) -> list[int]:
     return [t for t in range(job.spec.workload.iterations) if job.should_evaluate(t)]
 
 
-class Evaluator:
-    """Rank 0: assemble shard snapshots per iteration and evaluate them off the serving thread.
-
-    Each finished evaluation is reported to ``progress`` (from the evaluating thread) with the
-    wall-clock time and shard 0's traffic so far, read from ``stats`` when it was submitted.
-    """
-
-    def __init__(
-        self, job: Job, progress: Progress | None = None, stats: WireStats | None = None
-    ) -> None:
-        self.job = job
-        self.progress = progress or NO_PROGRESS
-        self.stats = stats
-        self.parts: dict[int, dict[int, np.ndarray]] = {}
-        self.pending: dict[int, Future[tuple[float, float]]] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="psml-eval")
-
-    def add(self, shard: int, clock: int, values: np.ndarray) -> None:
-        """One shard's values after iteration ``clock``; evaluate once all shards are in."""
-        parts = self.parts.setdefault(clock, {})
-        parts[shard] = values
-        if len(parts) == len(self.job.shards):
-            del self.parts[clock]
-            params = np.empty(self.job.model.n_params, dtype=np.float32)
-            for s, vals in parts.items():
-                params[self.job.shards[s].keys] = vals
-            ds = self.job.dataset
-            future = self._pool.submit(self.job.model.evaluate, params, ds.X_test, ds.y_test)
-            self.pending[clock] = future
-            if self.progress.enabled:
-                future.add_done_callback(self._reporter(clock))
-
-    def _reporter(self, clock: int) -> Callable[[Future[tuple[float, float]]], None]:
-        """Report the evaluation of ``clock`` with shard 0's bytes so far (read now)."""
-        up = down = None
-        if self.stats is not None:
-            received = self.stats.received
-            up = sum(received.get(k.name, [0, 0, 0])[1] for k in (Kind.PULL, Kind.PUSH))
-            down = self.stats.bytes_sent([Kind.ANSWER])
-
-        def report(future: Future[tuple[float, float]]) -> None:
-            if future.exception() is None:  # a failure is raised by results()
-                loss, acc = future.result()
-                self.progress.evaluation(
-                    clock, loss=loss, accuracy=acc, bytes_up=up, bytes_down=down, scope="shard0"
-                )
-
-        return report
-
-    def results(self) -> dict[int, tuple[float, float]]:
-        """Wait for every evaluation: iteration -> (test loss, test accuracy)."""
-        out = {t: f.result() for t, f in self.pending.items()}
-        self._pool.shutdown()
-        return out
-
-
 @dataclass
 class _Request:
-    worker: int
-    clock: int
+    """What the loop keeps of a pull the service holds (``PullMsg.token``)."""
+
     ratio: float
     arrived: float
     prepost: int
-    keys: np.ndarray | None = None  # touched: the requested positions in the shard's keys
 
 
 class ShardLoop:
@@ -176,9 +113,8 @@ class ShardLoop:
         self.make_inbox = inbox
         self.shard = job.shards[s]
         self.workers = job.spec.workers
-        self.parked: list[_Request] = []
+        self.service = ShardService(self.shard)
         self.last_extra: list[dict[str, Any]] = [{} for _ in range(self.workers)]
-        self.applied: Counter[int] = Counter()
         # Round policies end at their step budget, after a number of rounds known only then:
         # their evaluated rounds are added as the shard applies them (see _push).
         rounds = self.shard.policy.rounds
@@ -193,11 +129,11 @@ class ShardLoop:
         # only then: kept here too, so that a payload that does not decode names its sender.
         self.held: dict[int, dict[int, tuple[Payload, CodecContext, int]]] = {}
         self.holds = self.shard.policy.barrier or self.shard.policy.rounds
-        self.evaluator = (
-            Evaluator(job, self.progress, wire.stats if self.progress.enabled else None)
-            if s == 0
-            else None
+        # Shard 0 assembles the shards' snapshots and evaluates them off the serving thread.
+        self.evaluations = (
+            BackgroundEvaluations(job, self.progress, self._traffic) if s == 0 else None
         )
+        self.collector = EvalCollector(job, self.evaluations) if self.evaluations else None
         self.feed = (
             ControllerFeed(job.controller, self.workers)
             if s == 0 and adaptive(job.controller)
@@ -220,11 +156,18 @@ class ShardLoop:
             for i in range(DEPTH):
                 prepost = self.snapshot_capacity(self.s) if i == 0 else 0
                 self.wire.send(0, Header(Kind.DONE, self.s), prepost=prepost)
-        if self.parked:
-            raise ProtocolError(f"shard {self.s} ends with unanswered pulls {self.parked}")
-        if self.evaluator is not None and self.evaluator.parts:
-            missing = sorted(self.evaluator.parts)
+        if held := self.service.held:
+            pulls = [(m.worker, m.clock) for m in held]
+            raise ProtocolError(f"shard {self.s} ends with unanswered pulls (worker, step) {pulls}")
+        if self.collector is not None and self.collector.parts:
+            missing = sorted(self.collector.parts)
             raise ProtocolError(f"shard 0 ends without every shard's values of {missing}")
+
+    def _traffic(self) -> tuple[int, int]:
+        """Shard 0's bytes so far: received in pulls and pushes, sent in answers."""
+        received = self.wire.stats.received
+        up = sum(received.get(k.name, [0, 0, 0])[1] for k in (Kind.PULL, Kind.PUSH))
+        return up, self.wire.stats.bytes_sent([Kind.ANSWER])
 
     def open_inbox(self) -> Inbox:
         """Post the header slots of every peer, and the first pre-posted receives."""
@@ -255,14 +198,15 @@ class ShardLoop:
         elif hdr.kind == Kind.DONE and not self.layout.is_shard(src):
             # A worker's first DONE completes our pre-posted receive of its next push, if any.
             self.wire.recv_parts(src, hdr, pre=self.push_pre.pop(hdr.worker, None))
-        elif hdr.kind == Kind.DONE and self.evaluator is not None:
+            self.service.done(DoneMsg(hdr.worker))
+        elif hdr.kind == Kind.DONE and self.collector is not None:
             self.wire.recv_parts(src, hdr, pre=self.snap_pre.pop(src, None))
-        elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
+        elif hdr.kind == Kind.SNAPSHOT and self.collector is not None:
             part, _ = self.wire.recv_parts(src, hdr, pre=self.snap_pre.pop(src, None))
             if cap := self.snapshot_capacity(src):
                 self.snap_pre[src] = self.wire.prepost(src, cap)
             assert part is not None  # _check_origin: the payload is the shard's values
-            self.evaluator.add(hdr.worker, hdr.clock, np.frombuffer(part, "<f4").copy())
+            self.collector.add(hdr.clock, hdr.worker, np.frombuffer(part, "<f4").copy())
         else:
             raise ProtocolError(f"shard {self.s} got an unexpected {hdr} from rank {src}")
 
@@ -282,11 +226,10 @@ class ShardLoop:
                     self.feed.report(hdr.worker, hdr.clock - 1, *FIGURES.unpack(figures))
         if keys is None and self.shard.pull_mode == "touched":
             raise ProtocolError(f"a touched pull without its key list from rank {src}")
-        req = _Request(hdr.worker, hdr.clock, hdr.ratio, time.perf_counter(), hdr.prepost, keys)
-        if self.shard.may_serve(req.worker, req.clock):
-            self._answer(req, blocked=0.0)
-        else:
-            self.parked.append(req)
+        msg = PullMsg(hdr.worker, hdr.clock, keys)
+        msg.token = _Request(hdr.ratio, time.perf_counter(), hdr.prepost)
+        if self.service.pull(msg):
+            self._answer(msg, blocked=0.0)
 
     def _check_origin(self, hdr: Header, src: int) -> None:
         """A message must come from the rank it names, for an iteration of the run.
@@ -297,7 +240,7 @@ class ShardLoop:
         """
         who = self.layout.describe(src) if 0 <= src < self.layout.world_size else f"rank {src}"
         iterations = self.job.spec.workload.iterations
-        if hdr.kind == Kind.DONE and self.evaluator is not None and self.layout.is_shard(src):
+        if hdr.kind == Kind.DONE and self.collector is not None and self.layout.is_shard(src):
             if hdr.worker != src:  # another shard closes its slots at shard 0
                 raise ProtocolError(f"shard 0: a DONE for shard {hdr.worker} from {who}")
         elif hdr.kind in (Kind.PULL, Kind.PUSH, Kind.DONE):
@@ -310,7 +253,7 @@ class ShardLoop:
                     f"shard {self.s}: a {hdr.kind.name} of iteration {hdr.clock} from {who}; "
                     f"the run has iterations 0..{iterations - 1}"
                 )
-        elif hdr.kind == Kind.SNAPSHOT and self.evaluator is not None:
+        elif hdr.kind == Kind.SNAPSHOT and self.collector is not None:
             size = 4 * len(self.job.shards[src].keys) if 0 < src < len(self.job.shards) else -1
             # A round policy's last round is evaluated too (the shard may not know it yet).
             known = hdr.clock in self.evaluate or (
@@ -360,16 +303,16 @@ class ShardLoop:
         ctx = self.job.ctx(t, hdr.ratio, codec_state(self.last_extra[w]))
         held = self.held.setdefault(t, {}) if self.holds else {}
         held[w] = (pl, ctx, src)
+        msg = PushMsg(w, t, pl, ctx, time.perf_counter(), report)
         try:
-            applied = self.shard.push(w, t, pl, ctx, now=time.perf_counter(), report=report)
+            applied = self.service.push(msg)
         except ValueError as exc:  # the codecs reject a buffer they cannot have encoded
             raise self._bad_push(t, held, exc) from exc
         if not applied:
             return
         self.held.pop(t, None)
-        self.applied[t] += self.workers if self.shard.policy.barrier else 1
-        if self.applied[t] == self.workers:
-            del self.applied[t]
+        settled = self.service.settle(msg)
+        if settled.completed is not None:
             self.progress.tick(t)
             if self.shard.policy.rounds and self.job.should_evaluate(t):
                 # Every shard applies the same rounds (same reports, same budgets), so every
@@ -378,13 +321,8 @@ class ShardLoop:
             if t in self.evaluate:
                 self._snapshot(t)
         now = time.perf_counter()
-        still = []
-        for req in self.parked:
-            if self.shard.may_serve(req.worker, req.clock):
-                self._answer(req, blocked=now - req.arrived)
-            else:
-                still.append(req)
-        self.parked = still
+        for pull in settled.released:
+            self._answer(pull, blocked=now - pull.token.arrived)
 
     def _bad_push(
         self, t: int, held: dict[int, tuple[Payload, CodecContext, int]], exc: ValueError
@@ -409,14 +347,13 @@ class ShardLoop:
             f"shard {self.s}: the pushes of iteration {t} from {senders} do not apply: {exc}"
         )
 
-    def _answer(self, req: _Request, blocked: float) -> None:
-        w, t = req.worker, req.clock
+    def _answer(self, msg: PullMsg, blocked: float) -> None:
+        w, t, req = msg.worker, msg.clock, msg.token
         ctx = self.job.ctx(t, req.ratio)
-        staleness = self.shard.policy.staleness(w, self.shard.clocks)
-        pull = self.shard.pull(w, t, ctx, now=time.perf_counter(), keys=req.keys)
-        if self.feed is not None:  # the step's ratio travels with shard 0's answer
-            extra = {**pull.extra, RATIO_KEY: self.feed.ratio(t)}
-            pull = Pull(pull.payload, extra, pull.extra_bytes + RATIO_BYTES, pull.ctx)
+        # Shard 0 runs an adaptive controller: the step's ratio travels with its answer.
+        ratio = self.feed.ratio(t) if self.feed is not None else None
+        answer = self.service.answer(msg, ctx, now=time.perf_counter(), ratio=ratio)
+        pull, staleness = answer.pull, answer.staleness
         state = encode_state(pull.extra)
         self.last_extra[w] = pull.extra
         parts: list[Any] = [pull.payload.buffer if pull.payload else b"", state]
@@ -435,8 +372,8 @@ class ShardLoop:
 
     def _snapshot(self, t: int) -> None:
         values = self.shard.values.copy()
-        if self.evaluator is not None:
-            self.evaluator.add(self.s, t, values)
+        if self.collector is not None:
+            self.collector.add(t, self.s, values)
             return
         hdr = Header(Kind.SNAPSHOT, worker=self.s, clock=t, payload_len=values.nbytes)
         part = memoryview(values).cast("B")

@@ -34,7 +34,7 @@ from psml_core.engine.loop import (
 )
 from psml_core.engine.server import Pull
 from psml_core.engine.step import encode_pushes
-from psml_core.engine.torchdist.answers import expect_answer, install_answer, read_answer
+from psml_core.engine.torchdist.answers import expect_answer, read_answer
 from psml_core.engine.torchdist.inbox import DEPTH
 from psml_core.engine.torchdist.protocol import (
     FIGURES,
@@ -44,7 +44,7 @@ from psml_core.engine.torchdist.protocol import (
     push_header,
 )
 from psml_core.engine.torchdist.settings import DistOptions, Faults, Layout
-from psml_core.engine.torchdist.wire import Header, Kind, Wire
+from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
 from psml_core.models.base import Matrix
 from psml_core.sync.pcp import RoundReport
 
@@ -169,7 +169,10 @@ class DistTransport(Transport):
             self.ratio = ratio
         ctx = self.round_ctx[s] if shard.pull_mode == "aggregate" else None
         ctx = ctx or self.job.ctx(t, self.ratio)
-        install_answer(self.job.workers[self.p], shard, s, answer, ctx, keys, where)
+        try:
+            self.job.workers[self.p].install(s, shard, answer, ctx, keys)
+        except ValueError as exc:  # a payload this shard cannot have encoded
+            raise ProtocolError(f"{where}: {exc}") from exc
         self.extra[s] = answer.extra
         return answer
 
