@@ -9,7 +9,7 @@ reports per metric column the largest relative difference between the two.
 Usage:
     python benchmarks/compare_cores.py --tier-dir DIR --old SRC_A --new SRC_B
         [--rate-window 0|keep] [--out FILE.csv] [--jobs 2] [--one-per-method]
-        [--env-old KEY=VALUE ...] [--env-new KEY=VALUE ...]
+        [--env-old KEY=VALUE ...] [--env-new KEY=VALUE ...] [--old-names]
 
 ``DIR`` is the working directory of a finished ``snakemake --config tier=...`` run (its
 ``.snakemake/metadata`` names each train job's command); ``SRC_A`` and ``SRC_B`` are checkouts
@@ -18,7 +18,8 @@ Runs go to a scratch directory. ``--rate-window keep`` runs each spec as the tie
 ``--env-old``/``--env-new`` set environment variables for one side (one tree under two
 settings: ``--old SRC --new SRC --env-old PSML_SIM_BATCH=off --env-new PSML_SIM_BATCH=loop``
 compares the batched engine's machinery with the unbatched engine). The column
-``identical`` is 1 where the two metrics files are byte-identical.
+``identical`` is 1 where the two metrics files are byte-identical. ``--old-names`` hands the old
+tree each spec with its keys under their names before issue 47 (``device``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from psml_core.config.renames import hashed_names
 
 # Columns compared: time and its parts (relative difference), the learning curve (absolute),
 # bytes (exact by construction: a codec's wire format does not depend on event order, except
@@ -71,9 +74,16 @@ def run_one(
     scratch: Path,
     window: float | None,
     extra_env: dict[str, str] | None = None,
+    old_names: bool = False,
 ) -> Path:
-    """Run one train job under ``src`` at ``window`` (None: the spec's); return its metrics."""
+    """Run one train job under ``src`` at ``window`` (None: the spec's); return its metrics.
+
+    ``old_names``: the spec under its keys' names before issue 47 (``device`` for
+    ``torch_device`` and ``cost_profile``), for a version older than the rename.
+    """
     spec = json.loads((tier_dir / _arg(cmd, "--run")).read_text())
+    if old_names:
+        spec = hashed_names(spec)
     if window is not None:
         spec["scenario"]["rate_window"] = window
     out = scratch / _arg(cmd, "--out")
@@ -139,6 +149,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument(
+        "--old-names",
+        action="store_true",
+        help="hand --old the specs under their keys' pre-rename names (device, issue 47)",
+    )
+    ap.add_argument(
         "--one-per-method",
         action="store_true",
         help="only the first run (by path) of each workload and method: a sample of a big tier",
@@ -162,7 +177,9 @@ def main() -> int:
 
         def both(cmd: list[str]) -> dict[str, object]:
             tier = args.tier_dir.resolve()
-            a = run_one(cmd, args.old.resolve(), tier, scratch / "old", window, env_old)
+            a = run_one(
+                cmd, args.old.resolve(), tier, scratch / "old", window, env_old, args.old_names
+            )
             b = run_one(cmd, args.new.resolve(), tier, scratch / "new", window, env_new)
             same = float(a.read_bytes() == b.read_bytes())
             return {"run": _arg(cmd, "--out"), "identical": same, **compare(a, b)}

@@ -12,11 +12,23 @@ from __future__ import annotations
 import string
 
 __all__ = [
+    "AGGREGATE",
+    "BENCH",
     "CALIBRATION",
+    "CLAIMS",
+    "CONFIG",
     "DATA",
     "HASHED",
+    "LOG",
+    "OPERATING_POINTS",
     "PARTITION",
+    "REGIME_MAP",
+    "REPORT_FIGURES",
+    "REPORT_PDF",
+    "REPORT_TABLES",
+    "REPORT_WORK",
     "RUN",
+    "RUNS_TABLE",
     "RUN_ID",
     "SPARSITY",
     "SPEC_CALIBRATION",
@@ -25,6 +37,7 @@ __all__ = [
     "SPEC_RUN",
     "SPEC_TUNE",
     "TUNE",
+    "VALIDATION",
     "fields",
     "path",
     "wildcards",
@@ -57,6 +70,34 @@ SPEC_CALIBRATION = "results/{tier}/specs/calibration/{calibration}.json"
 """A calibration job's settings file."""
 SPEC_LIST = "results/{tier}/specs/{name}.txt"
 """A list of paths (``summaries``, ``metrics``, ``partitions``), one per line."""
+
+
+CONFIG = "results/{tier}/config.json"
+"""The tier's effective settings, operating points included (``psml compare``, the report)."""
+OPERATING_POINTS = "results/{tier}/operating_points.yaml"
+"""The operating points in use, with their candidates (the report's appendix)."""
+RUNS_TABLE = "results/{tier}/runs.csv"
+"""Every run's summary, one row each (``psml compare``)."""
+AGGREGATE = "results/{tier}/aggregate.csv"
+"""Per-setting means over seeds (``psml compare``)."""
+CLAIMS = "results/{tier}/claims.csv"
+"""Every paper claim measured on the runs, with its verdict (``psml compare``)."""
+REGIME_MAP = "results/{tier}/regime_map.parquet"
+"""The regime maps' cells (``psml compare``)."""
+VALIDATION = "results/{tier}/validation.json"
+"""``psml validate``'s table, where the tier names none (``report.validation``)."""
+REPORT_WORK = "results/{tier}/report"
+"""The report's working directory (Typst sources, figures before copying)."""
+REPORT_PDF = "reports/{tier}/report.pdf"
+"""The report."""
+REPORT_FIGURES = "reports/{tier}/figures"
+"""The report's figures for ``snakemake --report`` (SVG, PNG copies)."""
+REPORT_TABLES = "reports/{tier}/tables"
+"""The report's tables for ``snakemake --report`` (CSV rendered as HTML)."""
+LOG = "logs/{tier}/{job}.log"
+"""A workflow job's log; ``job``: the rule's step and wildcards (``train/`` + :data:`RUN_ID`)."""
+BENCH = "logs/{tier}/bench/{job}.tsv"
+"""A workflow job's Snakemake benchmark file (its peak memory sizes the next run's request)."""
 
 
 def fields(pattern: str) -> list[str]:

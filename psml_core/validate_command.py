@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from psml_core import layout
 from psml_core.errors import ConfigError, RunError
 
 __all__ = ["DEFAULT_METHODS", "cmd_validate", "validate_args"]
@@ -110,7 +111,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     command = shlex.join(["psml", "validate", *sys.argv[2:]])
     table = run_validation(exp, plan, command)
-    out = args.out or exp.report.get("validation") or f"results/{exp.tier}/validation.json"
+    out = args.out or exp.report.get("validation") or layout.path(layout.VALIDATION, tier=exp.tier)
     table.write(out)
     print(table.markdown())
     outside = [r for r in table.rows if not table.within(r)]

@@ -11,9 +11,9 @@ rule calibrate:
     output:
         wild(layout.CALIBRATION),
     log:
-        f"logs/{TIER}/calibrate/{{calibration}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="calibrate/{calibration}"),
     benchmark:
-        f"logs/{TIER}/bench/calibrate/{{calibration}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="calibrate/{calibration}")
     conda:
         "../envs/psml.yaml"
     threads: 1

@@ -375,7 +375,7 @@ def train_memory(wildcards, input, attempt):
 
     run = EXP.run(wildcards.workload, wildcards.method, wildcards.scenario, int(wildcards.seed))
     manifest = json.loads(Path(input.manifest).read_text(encoding="utf-8"))
-    bench = f"logs/{TIER}/bench/train/{run.run_id}.tsv"
+    bench = layout.path(layout.BENCH, tier=TIER, job=f"train/{run.run_id}")
     return train_mem_mb(run, manifest, bench, attempt)
 
 

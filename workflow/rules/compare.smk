@@ -10,19 +10,19 @@ rule compare:
     input:
         summaries=all_summaries,
         listed=layout.path(layout.SPEC_LIST, tier=TIER, name="summaries"),
-        config=f"results/{TIER}/config.json",
+        config=layout.path(layout.CONFIG, tier=TIER),
         papers=paper_files,
         partition=all_partitions,
         listed_partitions=layout.path(layout.SPEC_LIST, tier=TIER, name="partitions"),
     output:
-        runs=f"results/{TIER}/runs.csv",
-        aggregate=f"results/{TIER}/aggregate.csv",
-        claims=f"results/{TIER}/claims.csv",
-        regime_map=f"results/{TIER}/regime_map.parquet",
+        runs=layout.path(layout.RUNS_TABLE, tier=TIER),
+        aggregate=layout.path(layout.AGGREGATE, tier=TIER),
+        claims=layout.path(layout.CLAIMS, tier=TIER),
+        regime_map=layout.path(layout.REGIME_MAP, tier=TIER),
     log:
-        f"logs/{TIER}/compare.log",
+        layout.path(layout.LOG, tier=TIER, job="compare"),
     benchmark:
-        f"logs/{TIER}/bench/compare.tsv"
+        layout.path(layout.BENCH, tier=TIER, job="compare")
     conda:
         RULE_ENV
     threads: 1

@@ -7,9 +7,9 @@ rule prepare:
     output:
         **data_files(wild(layout.DATA)),
     log:
-        f"logs/{TIER}/prepare/{{dataset}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="prepare/{dataset}"),
     benchmark:
-        f"logs/{TIER}/bench/prepare/{{dataset}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="prepare/{dataset}")
     conda:
         RULE_ENV
     threads: 1
@@ -29,9 +29,9 @@ rule hash:
     output:
         **data_files(wild(layout.HASHED)),
     log:
-        f"logs/{TIER}/hash/{{dataset}}/{{hashing}}/seed{{seed}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="hash/{dataset}/{hashing}/seed{seed}"),
     benchmark:
-        f"logs/{TIER}/bench/hash/{{dataset}}/{{hashing}}/seed{{seed}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="hash/{dataset}/{hashing}/seed{seed}")
     conda:
         RULE_ENV
     threads: 1

@@ -10,9 +10,9 @@ rule partition:
         assignment=layout.wildcards(layout.PARTITION, tier=TIER, ext="npz"),
         traffic=layout.wildcards(layout.PARTITION, tier=TIER, ext="json"),
     log:
-        f"logs/{TIER}/partition/{{workload}}/{{placement}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="partition/{workload}/{placement}"),
     benchmark:
-        f"logs/{TIER}/bench/partition/{{workload}}/{{placement}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="partition/{workload}/{placement}")
     conda:
         RULE_ENV
     threads: 1

@@ -25,23 +25,23 @@ if VALIDATION and not Path(VALIDATION).is_file():
 
 rule report:
     input:
-        runs=f"results/{TIER}/runs.csv",
-        aggregate=f"results/{TIER}/aggregate.csv",
-        claims=f"results/{TIER}/claims.csv",
-        regime_map=f"results/{TIER}/regime_map.parquet",
+        runs=layout.path(layout.RUNS_TABLE, tier=TIER),
+        aggregate=layout.path(layout.AGGREGATE, tier=TIER),
+        claims=layout.path(layout.CLAIMS, tier=TIER),
+        regime_map=layout.path(layout.REGIME_MAP, tier=TIER),
         papers=paper_files,
         metrics=all_metrics,
         sparsity=all_sparsity,
         partition=all_partitions,
         listed_metrics=layout.path(layout.SPEC_LIST, tier=TIER, name="metrics"),
         listed_partitions=layout.path(layout.SPEC_LIST, tier=TIER, name="partitions"),
-        config=f"results/{TIER}/config.json",
+        config=layout.path(layout.CONFIG, tier=TIER),
         validation=[VALIDATION] if VALIDATION else [],
     output:
         # Snakemake's HTML report lists its categories sorted by name: they are numbered in
         # reading order (the PDF, the verdicts with their reasons, each paper, the rest).
         pdf=report(
-            f"reports/{TIER}/report.pdf",
+            layout.path(layout.REPORT_PDF, tier=TIER),
             caption="../report/report.rst",
             category=PDF_CATEGORY,
             subcategory="PDF",
@@ -49,7 +49,7 @@ rule report:
         # The PDF's figures (SVG, with PNG copies) and tables (CSV, rendered as HTML): one
         # category per part of the PDF that has any (psml_core/report/html.py).
         figures=report(
-            directory(f"reports/{TIER}/figures"),
+            directory(layout.path(layout.REPORT_FIGURES, tier=TIER)),
             patterns=["{group}/{name}.svg"],
             caption="../report/figures.rst",
             category=figure_section,
@@ -57,7 +57,7 @@ rule report:
             labels=figure_labels,
         ),
         tables=report(
-            directory(f"reports/{TIER}/tables"),
+            directory(layout.path(layout.REPORT_TABLES, tier=TIER)),
             patterns=["{group}/{name}.html"],
             caption="../report/tables.rst",
             category=table_section,
@@ -65,9 +65,9 @@ rule report:
             labels=table_labels,
         ),
     log:
-        f"logs/{TIER}/report.log",
+        layout.path(layout.LOG, tier=TIER, job="report"),
     benchmark:
-        f"logs/{TIER}/bench/report.tsv"
+        layout.path(layout.BENCH, tier=TIER, job="report")
     conda:
         RULE_ENV
     threads: 1
@@ -76,7 +76,7 @@ rule report:
         runtime=10,
     params:
         papers=PAPERS_DIR,
-        workdir=f"results/{TIER}/report",
+        workdir=layout.path(layout.REPORT_WORK, tier=TIER),
         validation=f"--validation {shlex.quote(VALIDATION)}" if VALIDATION else "",
     shell:
         "psml report --runs {input.runs} --aggregate {input.aggregate} "

@@ -8,9 +8,9 @@ rule analyze:
     output:
         wild(layout.SPARSITY),
     log:
-        f"logs/{TIER}/analyze/{{dataset}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="analyze/{dataset}"),
     benchmark:
-        f"logs/{TIER}/bench/analyze/{{dataset}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="analyze/{dataset}")
     conda:
         RULE_ENV
     threads: 1

@@ -24,7 +24,7 @@ rule run_spec:
     output:
         layout.wildcards(layout.SPEC_RUN, tier=TIER, kind="tuned", run_id=layout.RUN_ID),
     log:
-        f"logs/{TIER}/specs/tuned/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job=f"specs/tuned/{layout.RUN_ID}"),
     params:
         run=run_json,
     run:
@@ -34,11 +34,11 @@ rule run_spec:
 rule effective_config:
     input:
         # The operating points in use, with their candidates (the report's appendix).
-        points=f"results/{TIER}/operating_points.yaml",
+        points=layout.path(layout.OPERATING_POINTS, tier=TIER),
     output:
-        f"results/{TIER}/config.json",
+        layout.path(layout.CONFIG, tier=TIER),
     log:
-        f"logs/{TIER}/specs/config.log",
+        layout.path(layout.LOG, tier=TIER, job="specs/config"),
     params:
         experiment=experiment_json,
     run:

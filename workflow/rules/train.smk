@@ -14,9 +14,9 @@ rule train:
         metrics=f"{RUN_WILDCARDS}/metrics.parquet",
         summary=f"{RUN_WILDCARDS}/summary.json",
     log:
-        f"logs/{TIER}/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job=f"train/{layout.RUN_ID}"),
     benchmark:
-        f"logs/{TIER}/bench/train/{{workload}}/{{method}}/{{scenario}}/seed{{seed}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job=f"train/{layout.RUN_ID}")
     conda:
         TRAIN_ENV
     threads: train_threads

@@ -16,9 +16,9 @@ rule tune:
     output:
         wild(layout.TUNE),
     log:
-        f"logs/{TIER}/tune/{{workload}}/{{method}}.log",
+        layout.wildcards(layout.LOG, tier=TIER, job="tune/{workload}/{method}"),
     benchmark:
-        f"logs/{TIER}/bench/tune/{{workload}}/{{method}}.tsv"
+        layout.wildcards(layout.BENCH, tier=TIER, job="tune/{workload}/{method}")
     wildcard_constraints:
         workload="|".join(TUNE_WORKLOADS) or "(?!)",
         method="|".join(TUNE_METHODS) or "(?!)",
@@ -41,9 +41,9 @@ rule operating_points:
     input:
         tuned=[tune_file(key) for key in sorted(TUNING.pending)],
     output:
-        f"results/{TIER}/operating_points.yaml",
+        layout.path(layout.OPERATING_POINTS, tier=TIER),
     log:
-        f"logs/{TIER}/specs/operating_points.log",
+        layout.path(layout.LOG, tier=TIER, job="specs/operating_points"),
     params:
         # The record's entries in use (their hash): a change of the record re-collects.
         record=hashlib.sha256(json.dumps(TUNING.entries, sort_keys=True).encode()).hexdigest(),
