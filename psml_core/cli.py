@@ -254,24 +254,10 @@ def _train_run(args: argparse.Namespace) -> ResolvedRun:
 
 
 def _train_here(run: ResolvedRun) -> dict[str, Any]:
-    """:func:`~psml_core.engine.training.train` in this process (dist: its spawned ranks).
-
-    A dist run's ranks send torch's C++ output to ``<out>.ranks/rank<r>.log``, not to the
-    terminal (``$PSML_DIST_LOG_DIR``, set for the call unless the user set it).
-    """
-    from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV, log_dir
+    """:func:`~psml_core.engine.training.train` in this process (a launched backend: its ranks)."""
     from psml_core.engine.training import train
 
-    def go() -> dict[str, Any]:
-        return train(run.spec, run.data, run.out, assignment_path=run.partition)
-
-    if run.spec.backend != "dist" or os.environ.get(LOG_DIR_ENV):
-        return go()
-    os.environ[LOG_DIR_ENV] = str(log_dir({}, run.out))
-    try:
-        return go()
-    finally:
-        del os.environ[LOG_DIR_ENV]
+    return train(run.spec, run.data, run.out, assignment_path=run.partition)
 
 
 def _launch_ranks(run: ResolvedRun, launcher: str) -> int:

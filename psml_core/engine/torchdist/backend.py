@@ -30,14 +30,19 @@ values of every shard, so ``job.global_params()`` is the trained model as in sim
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from psml_core.capabilities import dist_refusal
-from psml_core.config import MethodRecipe
+from psml_core.config import MethodRecipe, RunSpec
 from psml_core.engine.backend import BACKENDS, Backend
 from psml_core.engine.job import Job
 from psml_core.engine.progress import NO_PROGRESS, Progress
 from psml_core.engine.torchdist.rank import check_supported, run_rank
+from psml_core.engine.torchdist.rank_log import LOG_DIR_ENV, log_dir
 from psml_core.engine.torchdist.result import DistResult
 from psml_core.engine.torchdist.session import current_session
 from psml_core.engine.torchdist.settings import DistOptions
@@ -46,6 +51,19 @@ from psml_core.errors import ConfigError
 from psml_core.metrics.records import IterationRecord
 
 __all__ = ["DistBackend", "DistOptions", "DistResult", "check_supported"]
+
+
+@contextlib.contextmanager
+def _logs_in(logs: Path | None) -> Iterator[None]:
+    """``$PSML_DIST_LOG_DIR`` set to ``logs`` while the spawned ranks run (they inherit it)."""
+    if logs is None or os.environ.get(LOG_DIR_ENV):
+        yield
+        return
+    os.environ[LOG_DIR_ENV] = str(logs)
+    try:
+        yield
+    finally:
+        del os.environ[LOG_DIR_ENV]
 
 
 @BACKENDS.register("dist")
@@ -68,9 +86,19 @@ class DistBackend(Backend):
         """Placements that move keys (:func:`psml_core.capabilities.dist_refusal`)."""
         return dist_refusal(method)
 
-    def __init__(self, options: DistOptions | None = None) -> None:
+    def __init__(self, options: DistOptions | None = None, logs: Path | None = None) -> None:
         self.options = options or DistOptions.from_env()
+        self.logs = logs
         self.result: DistResult | None = None
+
+    @classmethod
+    def for_run(cls, spec: RunSpec, checkpoint: Path) -> DistBackend:
+        """A run's backend: its spawned ranks send torch's C++ output to ``<out>.ranks/``.
+
+        The ranks' logs go to ``rank<r>.log`` there, not to the terminal
+        (:mod:`~psml_core.engine.torchdist.rank_log`), unless ``$PSML_DIST_LOG_DIR`` says where.
+        """
+        return cls(logs=log_dir(os.environ, checkpoint.parent))
 
     def run(self, job: Job, progress: Progress | None = None) -> list[IterationRecord]:
         """Run the job's ranks (spawned here, or this launched rank); records on rank 0.
@@ -88,7 +116,8 @@ class DistBackend(Backend):
         progress = progress or NO_PROGRESS
         session = current_session()
         if session is None:
-            result: DistResult | None = spawn_local(job, self.options, progress)
+            with _logs_in(self.logs):
+                result: DistResult | None = spawn_local(job, self.options, progress)
         else:
             result = run_rank(job, session, progress)
         if result is None:
