@@ -124,6 +124,7 @@ def user_config(
     import yaml
 
     from psml_core.config.reading import load_yaml, parse_yaml, yaml_where
+    from psml_core.config.renames import renamed_config_keys
 
     user = load_yaml(configfile, empty_ok=False)
     if not isinstance(user, dict):
@@ -131,6 +132,8 @@ def user_config(
             f"config file {str(configfile)!r}: expected keys at the top level (a mapping), "
             f"got a {type(user).__name__}; write it as `key: value` lines"
         )
+    said: set[str] = set()  # a renamed key's deprecation, told once, naming where it was set
+    renamed_config_keys(user, str(configfile), said)
     for item in sets or []:
         key, sep, value = item.partition("=")
         if not sep:
@@ -140,6 +143,8 @@ def user_config(
         except yaml.YAMLError as exc:
             why = f"the value is not valid YAML{yaml_where(exc)}"
             raise ConfigError(f"--set {item!r}: {why}") from None
+    if sets:
+        renamed_config_keys(user, "--set", said)
     if tier is not None:
         user["tier"] = tier
     return user

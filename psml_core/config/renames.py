@@ -41,7 +41,18 @@ def _parents(data: dict[str, Any], where: tuple[str, ...]) -> list[tuple[str, di
     return found
 
 
-def _rename(data: dict[str, Any], table: tuple, source: str) -> dict[str, Any]:
+def _say(line: str, key: str, said: set[str] | None) -> None:
+    """Print a deprecation line, unless ``said`` holds ``key`` (told already, naming its file)."""
+    if said is not None:
+        if key in said:
+            return
+        said.add(key)
+    print(line, file=sys.stderr)
+
+
+def _rename(
+    data: dict[str, Any], table: tuple, source: str, said: set[str] | None = None
+) -> dict[str, Any]:
     for where, old, new in table:
         for path, node in _parents(data, where):
             if old not in node:
@@ -51,28 +62,27 @@ def _rename(data: dict[str, Any], table: tuple, source: str) -> dict[str, Any]:
                     f"{source}: both '{path}{old}' (its old name) and '{path}{new}' are set; "
                     f"keep '{path}{new}' only"
                 )
-            print(
-                f"psml: {source}: '{path}{old}' is deprecated, renamed '{path}{new}'",
-                file=sys.stderr,
-            )
+            line = f"psml: {source}: '{path}{old}' is deprecated, renamed '{path}{new}'"
+            _say(line, f"{path}{old}", said)
             node[new] = node.pop(old)
     return data
 
 
-def _rename_swept(cfg: dict[str, Any], source: str) -> None:
+def _rename_swept(cfg: dict[str, Any], source: str, said: set[str] | None) -> None:
     """An experiment's workload_sweep that sets a workload's old ``device``: its new name."""
     for path, sweep in _parents(cfg, ("experiments", "*", "workload_sweep")):
         params = sweep.get("params")
         if isinstance(params, list) and "device" in params:
-            print(
-                f"psml: {source}: '{path}params' names 'device', deprecated, renamed "
-                "'cost_profile'",
-                file=sys.stderr,
+            line = (
+                f"psml: {source}: '{path}params' names 'device', deprecated, renamed 'cost_profile'"
             )
+            _say(line, f"{path}params", said)
             sweep["params"] = ["cost_profile" if x == "device" else x for x in params]
 
 
-def renamed_config_keys(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+def renamed_config_keys(
+    cfg: dict[str, Any], source: str, said: set[str] | None = None
+) -> dict[str, Any]:
     """``cfg`` (a config or tier mapping, changed in place) with the old keys renamed.
 
     The keys themselves, and an experiment's ``workload_sweep.params`` that sets a workload's
@@ -81,12 +91,14 @@ def renamed_config_keys(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     Args:
         cfg: The mapping as read from ``source``.
         source: The file (or files) it came from, named in the deprecation and the error.
+        said: The keys whose deprecation was printed already (naming the file that set them,
+            before the files and overrides were merged); updated. None: print every one.
 
     Raises:
         ConfigError: An old key and its new name are both set.
     """
-    _rename_swept(cfg, source)
-    return _rename(cfg, _CONFIG, source)
+    _rename_swept(cfg, source, said)
+    return _rename(cfg, _CONFIG, source, said)
 
 
 def renamed_run_keys(run: dict[str, Any], source: str) -> dict[str, Any]:

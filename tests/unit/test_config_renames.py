@@ -59,3 +59,25 @@ def test_a_workload_sweep_of_the_old_device_sweeps_the_cost_profile(
     assert old.workloads == new.workloads and not capsys.readouterr().err
     a, b = (e.run("digits_mlp__v100", "dense_bsp", "dc_10g", 0) for e in (old, new))
     assert a.compute.cost_profile == "v100" and a.config_hash() == b.config_hash()
+
+
+def test_a_key_told_once_names_the_file_that_set_it(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``psml config`` and the workflow read the user's config more than once: one line each."""
+    from psml_core.config import config_root
+    from psml_core.config.load import effective_config
+    from psml_core.run_resolver import user_config
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("tier: smoke\ndevice: cpu\n", encoding="utf-8")
+    user = user_config(mine, ["compute={model: profile, device: v100}"])
+    assert effective_config(user, config_root())["compute"]["cost_profile"] == "v100"
+    effective_config(user, config_root())
+    assert capsys.readouterr().err.splitlines() == [
+        f"psml: {mine}: 'device' is deprecated, renamed 'torch_device'",
+        "psml: --set: 'compute.device' is deprecated, renamed 'compute.cost_profile'",
+    ]
+    said = {"device"}
+    renamed_config_keys({"device": "cpu"}, "--config", said)
+    assert not capsys.readouterr().err and said == {"device"}

@@ -1,5 +1,6 @@
 # Configuration, validation and the experiment grid. Helper functions only; no rules here.
 
+import copy
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ import yaml
 from snakemake.utils import validate
 
 from psml_core.config import deployment_config_dir, effective_config
+from psml_core.config.renames import renamed_config_keys
 from psml_core.config.paths import inside
 from psml_core import layout
 from psml_core.run_resolver import calibration_path, data_path, partition_path, run_path
@@ -101,6 +103,12 @@ for _entry in workflow.config_settings.config_args or ():
 # psml_core checks what a schema cannot (method names, cross-references) and turns the first
 # violation into one line naming the key and the allowed values; exit before any job runs.
 try:
+    # Keys renamed since (compute.device -> compute.cost_profile, ...): one line each, naming
+    # the file that set it (or --config), and the merged config renamed once.
+    _said = set()
+    for _path, _data in CONFIG_FILES.items():
+        renamed_config_keys(copy.deepcopy(_data), _path, _said)
+    renamed_config_keys(config, "--config", _said)
     EXP = load_experiment(config, CONFIG_DIR)
     check_backend(EXP)  # a backend that cannot run one of the tier's recipes stops here
     BACKEND = backend_info(EXP.backend)  # psml's own or a plugin's: processes, launcher
