@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from psml_core.capabilities import SERVER_DEVICE
-from psml_core.codecs.base import CodecContext, Payload
+from psml_core.codecs.base import Codec, CodecContext, Payload
 from psml_core.config import ComputeSpec
 from psml_core.devices.codec_cost import CodecCostModel, unwrap
 
@@ -39,12 +39,12 @@ class CodecCharges:
         self.server_costs = CodecCostModel.for_device(SERVER_DEVICE) if on else None
 
     @staticmethod
-    def _density(codec: Any, wire_bytes: int, n: int) -> float | None:
+    def _density(codec: Codec, wire_bytes: int, n: int) -> float | None:
         """The density to price a codec without a ``ratio`` at: its payload over dense."""
         return _base_density(unwrap(codec)[1], wire_bytes, n)
 
     @staticmethod
-    def _sized(codec: Any, payload: Payload) -> tuple[int, float | None]:
+    def _sized(codec: Codec, payload: Payload) -> tuple[int, float | None]:
         """The elements a codec operation touches, and the density to price it at.
 
         Elements: the vector's, or a kv message's entries. Density: as :meth:`_density`.

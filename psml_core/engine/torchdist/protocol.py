@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from psml_core.codecs.base import Codec, ServerCodec
 from psml_core.control.base import Controller
 from psml_core.engine.server import RATIO_BYTES, RATIO_KEY
 from psml_core.engine.torchdist.header import Header, Kind
@@ -34,7 +35,7 @@ def adaptive(controller: Controller) -> bool:
     return type(controller).observe is not Controller.observe
 
 
-def codec_name(codec: Any) -> str:
+def codec_name(codec: Codec | ServerCodec) -> str:
     """The registered name of a codec instance (its class name if it has none)."""
     return str(getattr(codec, "name", type(codec).__name__))
 
