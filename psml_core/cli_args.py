@@ -166,7 +166,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--launcher",
         choices=["local", "srun", "torchrun"],
         default="local",
-        help="how a dist run starts its P+S ranks: spawn locally, srun (SLURM), torchrun",
+        help="how a multi-process backend starts its processes (dist: P+S ranks): spawn "
+        "locally, srun (SLURM), torchrun",
     )
 
 
