@@ -1,11 +1,11 @@
 """Evaluation of the global model: iteration t evaluated once every shard's part of it is in.
 
-One :class:`EvalCollector` per run (the sim backend's, dist's rank 0, each horovod rank 0)
-takes each shard's completion of an iteration (:attr:`~.shard_service.Settled.completed`),
-with that shard's values or without, and hands the assembled model of the iterations the run
-evaluates to its evaluator: the sim evaluates at once (simulated time stands still), the
-wall-clock backends in a background thread (:class:`BackgroundEvaluations`) so that serving is
-not held up.
+One :class:`EvalCollector` per run (the sim backend's, dist's rank 0) takes each shard's
+completion of an iteration the run evaluates (:attr:`~.shard_service.Settled.completed`), with
+that shard's values or without, and hands the assembled model to its evaluator (a horovod
+rank 0's replica is the whole model, with no parts to collect): the sim evaluates at once
+(simulated time stands still), the wall-clock backends in a background thread
+(:class:`BackgroundEvaluations`) so that serving is not held up.
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ class EvalCollector:
         self.parts: dict[int, dict[int, Any]] = {}
 
     def add(self, clock: int, part: int, values: Any = None) -> None:
-        """Part ``part`` (a shard) has all of iteration ``clock``; evaluate once all are in."""
-        if not self.job.should_evaluate(clock):
-            return
+        """Part ``part`` (a shard) has all of iteration ``clock``; evaluate once all are in.
+
+        Only for an iteration the run evaluates (``Job.should_evaluate``): the driver asks,
+        since a part may arrive before this process's shards know it ends the run (dist).
+        """
         parts = self.parts.setdefault(clock, {})
         parts[part] = values
         if len(parts) == self.n_parts:

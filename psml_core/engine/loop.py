@@ -37,7 +37,7 @@ from psml_core.engine.step import (
     step_budget,
     step_row,
 )
-from psml_core.sync.pcp import RoundReport
+from psml_core.sync.rounds import RoundReport
 
 if TYPE_CHECKING:
     from psml_core.engine.worker import Worker

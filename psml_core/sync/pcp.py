@@ -15,9 +15,9 @@ import numpy as np
 
 from psml_core.errors import ConfigError
 from psml_core.sync.base import SYNC_POLICIES
-from psml_core.sync.rounds import BUDGET_BYTES, REPORT_BYTES, RoundPolicy, RoundReport
+from psml_core.sync.rounds import RoundPolicy, RoundReport
 
-__all__ = ["PCP", "REPORT_BYTES", "RoundReport", "BUDGET_BYTES"]
+__all__ = ["PCP"]
 
 
 @SYNC_POLICIES.register("pcp")

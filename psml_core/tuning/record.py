@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from psml_core import layout
 from psml_core.atomic import write_text
 from psml_core.config import Experiment, OperatingPoint, load_yaml, validate
 from psml_core.errors import ConfigError
@@ -45,7 +46,8 @@ def record_path(config_dir: str | Path, tier: str) -> Path:
 
 def tune_output(tier: str, key: str) -> Path:
     """Where the workflow's tune job writes a key's entry (relative to the working directory)."""
-    return Path("results", tier, "tune", f"{key}.json")
+    workload, method = key.split("/")
+    return Path(layout.path(layout.TUNE, tier=tier, workload=workload, method=method))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

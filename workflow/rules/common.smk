@@ -20,14 +20,14 @@ from psml_core.config import deployment_config_dir, effective_config
 from psml_core.config.renames import renamed_config_keys
 from psml_core.config.paths import inside
 from psml_core import layout
-from psml_core.run_resolver import calibration_path, data_path, partition_path, run_path
+from psml_core.run_resolver import calibration_path, data_path, run_path
 from psml_core.config.reading import parse_yaml, yaml12_numbers
 from psml_core.capabilities import backend_info, check_backend
 from psml_core.recipes import load_experiment
 from psml_core.deploy import FLAVOURS, psml_core_requirement, torch_flavour, write_rules_envs
 from psml_core.errors import ConfigError
 from psml_core.plugins import cost_file, paper_files as plugin_paper_files, recipe_labels
-from psml_core.tuning.record import with_operating_points
+from psml_core.tuning.record import tune_output, with_operating_points
 
 
 # The working directory's config/ when it holds methods.yaml (a checkout, or a deployment that
@@ -249,13 +249,13 @@ def placement_data(wildcards):
 
 def partition_of(wildcards):
     """The assignment a training run reads: its (workload, recipe)'s placement."""
-    return str(partition_path(EXP, wildcards.workload, wildcards.method))
+    key = PLACEMENT_OF[(wildcards.workload, wildcards.method)]  # computed once, above
+    return partition_file(wildcards.workload, key, "npz")
 
 
 def tune_file(key):
     """Where the tune job of a tuning key (`<workload>/<method>`) writes its entry."""
-    workload, method = key.split("/")
-    return layout.path(layout.TUNE, tier=TIER, workload=workload, method=method)
+    return str(tune_output(TIER, key))
 
 
 def tuned_input(wildcards):

@@ -71,7 +71,7 @@ from psml_core.codecs.base import Codec, Payload
 from psml_core.config import BlockSpec, MethodRecipe
 from psml_core.control.base import Observation
 from psml_core.engine.backend import BACKENDS, Backend
-from psml_core.engine.evaluations import BackgroundEvaluations, EvalCollector
+from psml_core.engine.evaluations import BackgroundEvaluations
 from psml_core.engine.horovod.result import HorovodResult
 from psml_core.engine.horovod.runtime import HorovodOptions, import_horovod, in_horovod_rank
 from psml_core.engine.horovod.transport import HorovodTransport
@@ -367,13 +367,9 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
     exchange = _Exchange(hvd, job, rank, collective, optimizer, nccl_device(hvd, device))
     emulate_delay = options.emulate and bool(spec.scenario.delay)
     delay = make_delay(spec.scenario.delay, spec.seed) if emulate_delay else None
-    # Rank 0's replica is the whole model: one part, evaluated from a copy in the background.
+    # Rank 0's replica is the whole model (no parts to collect): evaluated from a copy in the
+    # background.
     evaluations = BackgroundEvaluations(job) if rank == 0 else None
-    collector = (
-        EvalCollector(job, evaluations, lambda parts: parts[0].copy(), parts=1)
-        if evaluations is not None
-        else None
-    )
     hvd.barrier()  # every rank has built its job: start the clock together
     tr = HorovodTransport(
         hvd,
@@ -382,7 +378,9 @@ def run_rank(job: Job, options: HorovodOptions) -> HorovodResult:
         exchange=exchange,
         delay=delay,
         emulate=options.emulate,
-        evaluate=(lambda t, params: collector.add(t, 0, params)) if collector else None,
+        evaluate=(lambda t, params: evaluations(t, params.copy()))
+        if evaluations is not None
+        else None,
         t0=time.perf_counter(),
     )
     run_blocking(WorkerLoop(worker, tr, spec.workload.iterations, rounds=False).run())

@@ -23,7 +23,7 @@ from psml_core.control.base import Observation
 from psml_core.engine.job import Job
 from psml_core.engine.loop import Pulled, Pushed, Steps, Transport, done
 from psml_core.errors import RunError
-from psml_core.sync.pcp import RoundReport
+from psml_core.sync.rounds import RoundReport
 
 __all__ = ["HorovodTransport", "slowest"]
 

@@ -280,10 +280,11 @@ class RunState:
             settled = at_shard.service.settle(push.msg)
             for msg in settled.released:
                 msg.token.succeed()
-            if settled.completed is not None:
+            t = settled.completed
+            if t is not None and self.job.should_evaluate(t):
                 # The model "after iteration t" is evaluated once every shard has applied every
                 # worker's push of iteration t.
-                self.collector.add(settled.completed, push.s)
+                self.collector.add(t, push.s)
         if self.drains is not None:
             self.drains.push_served()
         push.landed.succeed()  # served: the request queued behind it is the server's next

@@ -24,7 +24,7 @@ from psml_core.engine.sim.started import Started
 from psml_core.engine.step import budget_spent, encode_pushes
 from psml_core.engine.timeline import shard_ready, step_timeline
 from psml_core.models.base import Matrix
-from psml_core.sync.pcp import REPORT_BYTES, RoundReport
+from psml_core.sync.rounds import REPORT_BYTES, RoundReport
 
 if TYPE_CHECKING:
     from psml_core.engine.worker import Worker

@@ -66,7 +66,7 @@ from psml_core.engine.torchdist.wire import (
     ProtocolError,
     Wire,
 )
-from psml_core.sync.pcp import RoundReport
+from psml_core.sync.rounds import RoundReport
 
 __all__ = ["ShardLoop", "eval_points"]
 

@@ -46,7 +46,7 @@ from psml_core.engine.torchdist.protocol import (
 from psml_core.engine.torchdist.settings import DistOptions, Faults, Layout
 from psml_core.engine.torchdist.wire import Header, Kind, ProtocolError, Wire
 from psml_core.models.base import Matrix
-from psml_core.sync.pcp import RoundReport
+from psml_core.sync.rounds import RoundReport
 
 __all__ = ["DistTransport", "run_worker"]
 

@@ -11,7 +11,7 @@ from psml_core.config import BlockSpec, HeterogeneitySpec
 from psml_core.data.store import load_prepared
 from psml_core.engine import SimBackend, staged_job
 from psml_core.errors import ConfigError
-from psml_core.sync.pcp import BUDGET_BYTES, REPORT_BYTES
+from psml_core.sync.rounds import BUDGET_BYTES, REPORT_BYTES
 
 
 def spec_for(smoke, iterations=12, sync=None, multipliers=None, **method):

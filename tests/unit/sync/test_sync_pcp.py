@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from psml_core.config import BlockSpec
 from psml_core.errors import ConfigError
 from psml_core.sync import SYNC_POLICIES
-from psml_core.sync.pcp import PCP, REPORT_BYTES, RoundReport
+from psml_core.sync.pcp import PCP
+from psml_core.sync.rounds import REPORT_BYTES, RoundReport
 
 times = st.floats(1e-6, 10.0, allow_nan=False)
 
